@@ -9,6 +9,7 @@ ROLES: tuple[str, ...] = ("keywords", "linking", "generation", "fixing", "select
 """The model roles. Each can use its own chat model; unset roles use ``Settings.model``."""
 
 SCHEMA_FORMATS: tuple[str, ...] = ("ddl", "m-schema", "mac-schema", "json", "markdown")
+SCHEMA_LEVELS: tuple[str, ...] = ("full", "tables", "columns")
 
 
 @dataclass
@@ -23,6 +24,8 @@ class Settings:
         generators: which generator branches run, and how many samples each draws.
         fix_rounds: CHASE-SQL's beta: fixer rounds per candidate at most.
         schema_format: the schema view shown to linking and generation.
+        schema_level: how much of the schema generation sees: ``full``, the linked ``tables``
+            with all their columns, or the linked ``columns`` only.
         sql_timeout_s: time budget of one SQL statement.
         max_rows: rows fetched per statement at most; more are cut and flagged.
         max_bytes: approximate bytes fetched per statement at most.
@@ -41,6 +44,7 @@ class Settings:
     generators: dict[str, int] = field(default_factory=lambda: {"divide_conquer": 1})
     fix_rounds: int = 3
     schema_format: str = "m-schema"
+    schema_level: str = "full"
     sql_timeout_s: float = 10.0
     max_rows: int = 10_000
     max_bytes: int = 16 * 1024 * 1024
@@ -63,6 +67,10 @@ class Settings:
             raise ValueError(
                 f"Unknown schema format {self.schema_format!r}; "
                 f"choose one of {', '.join(SCHEMA_FORMATS)}."
+            )
+        if self.schema_level not in SCHEMA_LEVELS:
+            raise ValueError(
+                f"Unknown schema level {self.schema_level!r}; choose one of {', '.join(SCHEMA_LEVELS)}."
             )
         if self.fix_rounds < 0:
             raise ValueError("fix_rounds must be 0 or more.")

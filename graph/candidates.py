@@ -1,0 +1,37 @@
+"""Making and updating candidates, shared by every generator and by the checker and fixer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlchorus.graph.state import Candidate
+
+NO_SQL = "The model's answer contained no SQL query."
+
+
+def new_candidate(generator: str, sample: int, sql: str | None, *, reasoning: str = "") -> Candidate:
+    """A fresh candidate; one whose answer had no SQL starts in error so the fixer sees it."""
+    return Candidate(
+        id=f"{generator}-{sample}",
+        generator=generator,
+        sql=sql or "",
+        reasoning=reasoning,
+        status="unchecked" if sql else "error",
+        error=None if sql else NO_SQL,
+        error_kind=None if sql else "no_sql",
+        fingerprint=None,
+        row_count=None,
+        fix_attempts=0,
+        history=[],
+    )
+
+
+def updated(candidate: Candidate, **changes: Any) -> Candidate:
+    new = dict(candidate)
+    new.update(changes)
+    return Candidate(**new)  # type: ignore[typeddict-item]
+
+
+def is_broken(candidate: Candidate) -> bool:
+    """CHASE-SQL fixes a candidate that failed to run or returned nothing."""
+    return candidate["status"] in ("error", "empty")

@@ -1,0 +1,142 @@
+"""Reading a run's trace file back: spans as a tree, printable with timings.
+
+A trace file holds one finished span per line (see :mod:`sqlchorus.graph.tracing`); this module
+needs nothing else to show what happened in a run.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlchorus.graph import attributes as attrs
+
+
+@dataclass
+class SpanNode:
+    name: str
+    span_id: str
+    parent_id: str | None
+    start: datetime
+    end: datetime
+    attributes: dict[str, Any]
+    events: list[dict[str, Any]]
+    status: str
+    children: list[SpanNode] = field(default_factory=list)
+
+    @property
+    def ms(self) -> float:
+        return (self.end - self.start).total_seconds() * 1000.0
+
+
+class TraceNotFoundError(FileNotFoundError):
+    pass
+
+
+def find_trace(run: str, trace_dir: str | Path = "traces") -> Path:
+    """The trace file for a run id, a unique run-id prefix, or a path.
+
+    Raises:
+        TraceNotFoundError: nothing matches, or the prefix is ambiguous.
+    """
+    path = Path(run)
+    if path.is_file():
+        return path
+    folder = Path(trace_dir)
+    exact = folder / f"{run}.jsonl"
+    if exact.is_file():
+        return exact
+    matches = sorted(folder.glob(f"{run}*.jsonl")) if folder.is_dir() else []
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise TraceNotFoundError(f"No trace for run {run!r} in {folder}/.")
+    raise TraceNotFoundError(
+        f"Run id {run!r} matches {len(matches)} traces in {folder}/; give more of it."
+    )
+
+
+def _time(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def load_spans(path: str | Path) -> list[SpanNode]:
+    """The root spans of a trace file, children sorted by start time.
+
+    Raises:
+        ValueError: a line is not a span written by sqlchorus.
+    """
+    nodes: dict[str, SpanNode] = {}
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                raw = json.loads(line)
+                node = SpanNode(
+                    name=raw["name"],
+                    span_id=raw["context"]["span_id"],
+                    parent_id=raw.get("parent_id"),
+                    start=_time(raw["start_time"]),
+                    end=_time(raw["end_time"]),
+                    attributes=raw.get("attributes") or {},
+                    events=raw.get("events") or [],
+                    status=(raw.get("status") or {}).get("status_code", "UNSET"),
+                )
+            except (KeyError, TypeError, ValueError) as e:
+                raise ValueError(f"{path}:{number} is not a span ({e}).") from e
+            nodes[node.span_id] = node
+    roots = []
+    for node in nodes.values():
+        parent = nodes.get(node.parent_id) if node.parent_id else None
+        (parent.children if parent else roots).append(node)
+    for node in nodes.values():
+        node.children.sort(key=lambda n: n.start)
+    roots.sort(key=lambda n: n.start)
+    return roots
+
+
+def _detail(node: SpanNode) -> str:
+    a = node.attributes
+    parts = []
+    if node.name.startswith("llm:"):
+        parts.append(f"{a.get(attrs.GEN_AI_REQUEST_MODEL, '?')}")
+        if attrs.GEN_AI_USAGE_INPUT in a:
+            parts.append(f"tokens {a.get(attrs.GEN_AI_USAGE_INPUT)} in / {a.get(attrs.GEN_AI_USAGE_OUTPUT)} out")
+    elif node.name == "sql":
+        text = " ".join(str(a.get(attrs.DB_QUERY_TEXT, "")).split())
+        parts.append(text if len(text) <= 80 else text[:77] + "...")
+        if "sql.error" in a:
+            parts.append(f"error: {a['sql.error']}")
+        else:
+            parts.append(f"{a.get('sql.rows', '?')} rows")
+    elif node.name == attrs.RUN_SPAN:
+        if attrs.SQLCHORUS_QUESTION in a:
+            parts.append(repr(a[attrs.SQLCHORUS_QUESTION]))
+    if attrs.SQLCHORUS_ERROR in a:
+        parts.append(f"error: {a[attrs.SQLCHORUS_ERROR]}")
+    return "  ".join(parts)
+
+
+def render_tree(roots: list[SpanNode]) -> list[str]:
+    """Indented lines: one per span with its milliseconds, one per route event."""
+    lines: list[str] = []
+
+    def walk(node: SpanNode, depth: int) -> None:
+        pad = "  " * depth
+        detail = _detail(node)
+        flag = "  [ERROR]" if node.status == "ERROR" else ""
+        lines.append(f"{pad}{node.name}  {node.ms:.1f} ms{'  ' + detail if detail else ''}{flag}")
+        for child in node.children:
+            walk(child, depth + 1)
+        for event in node.events:
+            if event.get("name") == attrs.ROUTE_EVENT:
+                ea = event.get("attributes") or {}
+                lines.append(f"{pad}  -> {ea.get('to')}  ({ea.get('reason')})")
+
+    for root in roots:
+        walk(root, 0)
+    return lines

@@ -1,0 +1,188 @@
+"""OpenTelemetry tracing of a run: a span per node, a ``route`` event per routing decision.
+
+Each run gets its own ``TracerProvider`` (the global one can be set only once per process), a
+root span ``run``, and a JSON Lines file ``<trace_dir>/<run-id>.jsonl`` with one finished span per
+line, written as each span ends so that a run that dies still leaves its trace. An OTLP/HTTP
+endpoint can receive the same spans. Model calls (``llm:<role>``) and SQL executions (``sql``)
+are child spans of the node that made them.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from langgraph.types import Command, Send
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SimpleSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
+
+from sqlchorus.graph import attributes as attrs
+
+
+class JsonlSpanExporter(SpanExporter):
+    """Appends one JSON object per finished span to a file."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(self.path, "a", encoding="utf-8")
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        for span in spans:
+            # to_json() is pretty-printed; one line per span keeps the file greppable.
+            self._file.write(json.dumps(json.loads(span.to_json()), ensure_ascii=False) + "\n")
+        self._file.flush()
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        if not self._file.closed:
+            self._file.close()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        if not self._file.closed:
+            self._file.flush()
+        return True
+
+
+def new_run_id() -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    return f"{stamp}-{uuid.uuid4().hex[:8]}"
+
+
+class RunTracer(AbstractContextManager["RunTracer"]):
+    """The tracing of one run: provider, exporters and the root span.
+
+    Args:
+        trace_dir: folder for the JSONL file; None writes no file.
+        otlp_endpoint: OTLP/HTTP traces endpoint (``http://host:4318/v1/traces``), or None.
+        exporters: extra span exporters (tests pass an ``InMemorySpanExporter``).
+        run_id: the run's id; a timestamped random one by default.
+        attributes: attributes of the root span.
+    """
+
+    def __init__(
+        self,
+        *,
+        trace_dir: str | Path | None = None,
+        otlp_endpoint: str | None = None,
+        exporters: Iterable[SpanExporter] = (),
+        run_id: str | None = None,
+        attributes: dict[str, Any] | None = None,
+    ):
+        self.run_id = run_id or new_run_id()
+        self.path: Path | None = Path(trace_dir) / f"{self.run_id}.jsonl" if trace_dir else None
+        self.provider = TracerProvider(
+            resource=Resource.create({"service.name": "sqlchorus", attrs.SQLCHORUS_RUN_ID: self.run_id})
+        )
+        if self.path is not None:
+            self.provider.add_span_processor(SimpleSpanProcessor(JsonlSpanExporter(self.path)))
+        for exporter in exporters:
+            self.provider.add_span_processor(SimpleSpanProcessor(exporter))
+        if otlp_endpoint:
+            self.provider.add_span_processor(BatchSpanProcessor(_otlp_exporter(otlp_endpoint)))
+        self.tracer = self.provider.get_tracer("sqlchorus")
+        self._attributes = {attrs.SQLCHORUS_RUN_ID: self.run_id, **(attributes or {})}
+        self._span_cm: Any = None
+        self.root: Any = None
+
+    def __enter__(self) -> RunTracer:
+        self._span_cm = self.tracer.start_as_current_span(attrs.RUN_SPAN, attributes=self._attributes)
+        self.root = self._span_cm.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            if self._span_cm is not None:
+                self._span_cm.__exit__(*exc)
+        finally:
+            self.provider.shutdown()
+
+
+def _otlp_exporter(endpoint: str) -> SpanExporter:
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    except ImportError as e:
+        raise RuntimeError(
+            "Exporting to an OTLP endpoint needs the OTLP exporter: pip install 'sqlchorus[otlp]'."
+        ) from e
+    return OTLPSpanExporter(endpoint=endpoint)
+
+
+# -- node spans and route events ---------------------------------------------------------------
+
+
+def emit_route(source: str, target: str, reason: str) -> None:
+    """Record a routing decision on the current node span."""
+    trace.get_current_span().add_event(
+        attrs.ROUTE_EVENT, {"from": source, "to": target, "reason": reason}
+    )
+
+
+def traced_node(
+    name: str,
+    fn: Callable[..., Any],
+    successors: Sequence[str] = (),
+    router: Callable[[dict, Any], list[tuple[Any, str]]] | None = None,
+    reducers: dict[str, Callable[[Any, Any], Any]] | None = None,
+) -> Callable[..., Any]:
+    """Wrap a node so that each execution is a span ``node:<name>`` with its routing on it.
+
+    With a ``router``, the wrapper asks it where to go, given the state as it will be after the
+    node's update, and returns a ``Command``; each decision becomes a ``route`` event with the
+    router's reason. Without one, the fixed ``successors`` are recorded with the reason ``edge``.
+    Routing inside the node's span keeps every decision on the span of the node that made it.
+    """
+    reducers = reducers or {}
+
+    def run(state: Any, runtime: Any) -> Any:
+        tracer = runtime.context.tracer
+        with tracer.start_as_current_span(attrs.NODE_SPAN_PREFIX + name) as span:
+            span.set_attribute(attrs.SQLCHORUS_NODE, name)
+            try:
+                update = fn(state, runtime) or {}
+                if isinstance(update, dict):
+                    span.set_attribute(attrs.SQLCHORUS_UPDATE_KEYS, sorted(update))
+                if router is None:
+                    for target in successors:
+                        emit_route(name, target, "edge")
+                    return update
+                routes = router(apply_update(state, update, reducers), runtime)
+            except Exception as e:
+                span.record_exception(e)
+                span.set_status(trace.Status(trace.StatusCode.ERROR, str(e)[:300]))
+                raise
+            for target, reason in routes:
+                emit_route(name, goto_targets(target)[0], reason)
+            return Command(update=update, goto=[target for target, _ in routes])
+
+    run.__name__ = name
+    run.__qualname__ = name
+    run.__doc__ = fn.__doc__
+    return run
+
+
+def apply_update(state: dict, update: dict, reducers: dict[str, Callable[[Any, Any], Any]]) -> dict:
+    """The state as it will be once ``update`` is applied with the graph's reducers."""
+    merged = dict(state)
+    for key, value in update.items():
+        reducer = reducers.get(key)
+        merged[key] = reducer(merged.get(key), value) if reducer and key in merged else value
+    return merged
+
+
+def goto_targets(goto: Any) -> list[str]:
+    """The node names a ``Command.goto`` sends to."""
+    items = goto if isinstance(goto, (list, tuple)) else [goto]
+    return [item.node if isinstance(item, Send) else str(item) for item in items]

@@ -1,0 +1,74 @@
+"""extract_keywords: keywords, keyphrases and named entities of the question and its hint.
+
+The few-shot prompt of CHESS and CHASE-SQL. When the model fails or returns no list, the
+question's own words stand in, so value retrieval still has something to look up.
+"""
+
+from __future__ import annotations
+
+import re
+
+from langgraph.runtime import Runtime
+
+from sqlchorus import prompts
+from sqlchorus.graph.context import Context
+from sqlchorus.graph.llm import ModelCallError, call_model
+from sqlchorus.graph.state import SqlchorusState
+from sqlchorus.tools.parsing import extract_list
+
+NODE = "extract_keywords"
+
+_STOPWORDS = frozenset(
+    "a an and are as at be by did do does for from had has have how in is it many much of on or "
+    "show list give find the their them there these this those to was were what when where which "
+    "who whose why with all each every any number name names me tell return".split()
+)
+
+
+def fallback_keywords(question: str) -> list[str]:
+    """Content words and quoted phrases of the question, in order, without repeats."""
+    quoted = re.findall(r"['\"]([^'\"]+)['\"]", question)
+    words = [w for w in re.findall(r"[\w'-]+", question) if w.lower() not in _STOPWORDS and len(w) > 1]
+    seen: set[str] = set()
+    out = []
+    for item in quoted + words:
+        if item.lower() not in seen:
+            seen.add(item.lower())
+            out.append(item)
+    return out
+
+
+def _examples_text() -> str:
+    parts = []
+    for i, ex in enumerate(prompts.examples(NODE), 1):
+        parts.append(
+            f'Example {i}:\nQuestion: "{ex["question"]}"\nHint: "{ex["evidence"]}"\n\n{ex["keywords"]!r}'
+        )
+    return "\n\n".join(parts)
+
+
+def extract_keywords(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
+    question = state["question"]
+    prompt = prompts.render(
+        NODE,
+        examples=_examples_text(),
+        question=question,
+        evidence=state.get("evidence") or "(none)",
+    )
+    try:
+        text, usage = call_model(runtime.context, role="keywords", node=NODE, prompt=prompt)
+    except ModelCallError as e:
+        return {
+            "keywords": fallback_keywords(question),
+            "usage": [e.usage] if e.usage else [],
+            "errors": [{"node": NODE, "kind": "model", "message": f"{e}; using the question's words instead."}],
+        }
+    keywords = extract_list(text)
+    update: dict = {"usage": [usage]}
+    if keywords is None:
+        keywords = fallback_keywords(question)
+        update["errors"] = [
+            {"node": NODE, "kind": "parse", "message": "The model returned no keyword list; using the question's words instead."}
+        ]
+    update["keywords"] = keywords
+    return update

@@ -1,0 +1,78 @@
+"""fix_candidates: CHASE-SQL's query fixer, one round.
+
+Every candidate that failed or returned no rows, and has fixer attempts left (beta, from
+settings), is shown to the fixing model with its error or empty result; the corrected query
+replaces it and goes back to ``check_candidates``. A fixer that fails, or answers without SQL,
+uses up the attempt and the candidate keeps its last query.
+"""
+
+from __future__ import annotations
+
+from langgraph.runtime import Runtime
+
+from sqlchorus import prompts
+from sqlchorus.graph.candidates import is_broken, updated
+from sqlchorus.graph.context import Context
+from sqlchorus.graph.llm import ModelCallError, call_model
+from sqlchorus.graph.state import SqlchorusState
+from sqlchorus.tools.parsing import extract_sql
+from sqlchorus.tools.values import values_text
+
+NODE = "fix_candidates"
+
+
+def _result_text(candidate: dict) -> str:
+    if candidate["status"] == "empty":
+        return "The query ran but returned no rows (an empty result)."
+    return f"Error: {candidate.get('error') or 'unknown error'}"
+
+
+def fix_candidates(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
+    context = runtime.context
+    beta = context.settings.fix_rounds
+    changed, usage, errors = [], [], []
+    for candidate in state.get("candidates") or []:
+        if not is_broken(candidate) or candidate["fix_attempts"] >= beta:
+            continue
+        prompt = prompts.render(
+            NODE,
+            schema=state.get("schema_view") or "",
+            values=values_text(state.get("values")),
+            question=state["question"],
+            evidence=state.get("evidence") or "(none)",
+            sql=candidate["sql"] or "(no query was produced)",
+            result=_result_text(candidate),
+        )
+        history = [*candidate["history"], {"sql": candidate["sql"], "status": candidate["status"], "error": candidate["error"]}]
+        attempts = candidate["fix_attempts"] + 1
+        try:
+            text, record = call_model(context, role="fixing", node=NODE, prompt=prompt)
+        except ModelCallError as e:
+            if e.usage:
+                usage.append(e.usage)
+            errors.append({"node": NODE, "kind": "model", "message": f"{candidate['id']}: {e}"})
+            changed.append(updated(candidate, fix_attempts=attempts))
+            continue
+        usage.append(record)
+        sql = extract_sql(text)
+        if sql is None:
+            errors.append({"node": NODE, "kind": "parse", "message": f"{candidate['id']}: the fixer's answer contained no SQL."})
+            changed.append(updated(candidate, fix_attempts=attempts))
+            continue
+        changed.append(
+            updated(
+                candidate,
+                sql=sql,
+                status="unchecked",
+                error=None,
+                error_kind=None,
+                fix_attempts=attempts,
+                history=history,
+            )
+        )
+    return {
+        "candidates": changed,
+        "fix_round": (state.get("fix_round") or 0) + 1,
+        "usage": usage,
+        "errors": errors,
+    }

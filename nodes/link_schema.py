@@ -1,0 +1,84 @@
+"""link_schema: DIN-SQL schema linking over one schema view.
+
+The model names the tables and columns the question needs (``Schema_links: [...]``); names that
+are not in the schema are dropped. The node also renders the schema view that the generators
+and the fixer see: the whole schema, or the linked part when ``settings.schema_level`` asks for
+it and linking found something.
+"""
+
+from __future__ import annotations
+
+from langgraph.runtime import Runtime
+
+from sqlchorus import prompts
+from sqlchorus.graph.context import Context
+from sqlchorus.graph.llm import ModelCallError, call_model
+from sqlchorus.graph.state import SqlchorusState
+from sqlchorus.tools.parsing import extract_schema_links
+from sqlchorus.tools.values import values_by_column, values_text
+from sqlchorus.tools.views import render_view, resolve_links
+
+NODE = "link_schema"
+
+
+def _examples_text() -> str:
+    return "\n\n".join(
+        f'{ex["schema"]}\nQ: "{ex["question"]}"\nA: Let\'s think step by step. {ex["answer"]}'
+        for ex in prompts.examples(NODE)
+    )
+
+
+def link_schema(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
+    context = runtime.context
+    settings = context.settings
+    values = state.get("values") or {}
+    shown_values = values_by_column(values)
+    full_view = render_view(
+        context.schema,
+        settings.schema_format,
+        values=shown_values,
+        sample_values=settings.sample_values,
+    )
+    prompt = prompts.render(
+        NODE,
+        examples=_examples_text(),
+        schema=full_view,
+        values=values_text(values),
+        question=state["question"],
+        evidence=state.get("evidence") or "(none)",
+    )
+    update: dict = {}
+    links: dict[str, list[str]] = {}
+    try:
+        text, usage = call_model(context, role="linking", node=NODE, prompt=prompt)
+        update["usage"] = [usage]
+        pairs = extract_schema_links(text)
+        if pairs is None:
+            update["errors"] = [
+                {"node": NODE, "kind": "parse", "message": "The model returned no schema links; the whole schema is used."}
+            ]
+        else:
+            raw: dict[str, list[str]] = {}
+            for table, column in pairs:
+                raw.setdefault(table, [])
+                if column != "*":
+                    raw[table].append(column)
+            links = resolve_links(context.schema, raw)
+        update["link_reasoning"] = text
+    except ModelCallError as e:
+        update["usage"] = [e.usage] if e.usage else []
+        update["errors"] = [{"node": NODE, "kind": "model", "message": f"{e}; the whole schema is used."}]
+    if links and settings.schema_level != "full":
+        view = render_view(
+            context.schema,
+            settings.schema_format,
+            level=settings.schema_level,
+            links=links,
+            values=shown_values,
+            sample_values=settings.sample_values,
+        )
+    else:
+        view = full_view
+    update["links"] = links
+    update["schema_view"] = view
+    return update

@@ -1,0 +1,3 @@
+from sqlchorus.cli import cli
+
+cli(prog_name="sqlchorus")

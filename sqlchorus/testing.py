@@ -1,0 +1,189 @@
+"""Scripted chat models for tests, ours and our users'.
+
+``ScriptedChatModel(responses)`` answers from a list of strings (in turn, cycling) or from a
+callable that takes the list of messages and returns a string. It supports ``bind_tools`` (so
+``with_structured_output`` and agent frameworks accept it) and reports token usage, so cost
+accounting and traces can be tested without a provider.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import ConfigDict, Field, PrivateAttr
+
+Responder = Callable[[list[BaseMessage]], str]
+
+
+def count_tokens(text: str) -> int:
+    """A rough token count (about four characters a token) for scripted usage reports."""
+    return max(1, (len(text) + 3) // 4) if text else 0
+
+
+class ScriptedChatModel(GenericFakeChatModel):
+    """A chat model that answers from a script.
+
+    Args:
+        responses: a list of strings, used in turn and cycling after the last, or a callable
+            ``(messages) -> str``. A callable may raise to simulate a failing provider.
+        name: the model name reported in usage records and traces.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    responses: Any = None
+    messages: Any = Field(default=None, exclude=True)
+    model_name: str = "scripted"
+    calls: int = 0
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _index: int = PrivateAttr(default=0)
+
+    def __init__(self, responses: Sequence[str] | Responder, *, name: str = "scripted", **kw: Any):
+        if not callable(responses):
+            responses = list(responses)
+            if not responses:
+                raise ValueError("ScriptedChatModel needs at least one response.")
+        super().__init__(responses=responses, model_name=name, messages=iter(()), **kw)
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def _next_text(self, messages: list[BaseMessage]) -> str:
+        if callable(self.responses):
+            text = self.responses(messages)
+        else:
+            with self._lock:
+                text = self.responses[self._index % len(self.responses)]
+                self._index += 1
+        if not isinstance(text, str):
+            raise TypeError(f"A scripted response must be a string, got {type(text).__name__}.")
+        return text
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        with self._lock:
+            self.calls += 1
+        text = self._next_text(messages)
+        prompt = "".join(str(m.content) for m in messages)
+        usage = {
+            "input_tokens": count_tokens(prompt),
+            "output_tokens": count_tokens(text),
+            "total_tokens": count_tokens(prompt) + count_tokens(text),
+        }
+        message = AIMessage(
+            content=text,
+            usage_metadata=usage,
+            response_metadata={"model_name": self.model_name},
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChatModel:
+        return self
+
+
+def prompt_text(messages: list[BaseMessage]) -> str:
+    """All message contents joined: what a responder usually inspects."""
+    return "\n".join(str(m.content) for m in messages)
+
+
+# -- a scripted model that plays every role ---------------------------------------------------
+
+ROLE_MARKERS: dict[str, str] = {
+    "keywords": "identify and extract keywords",
+    "linking": "Find the schema_links",
+    "generation": "divide-and-conquer approach",
+    "fixing": "tasked with correcting a SQL query",
+}
+"""A phrase that only the prompt of each role contains."""
+
+
+def role_of(prompt: str) -> str | None:
+    """Which role's prompt this is, by its marker phrase."""
+    for role, marker in ROLE_MARKERS.items():
+        if marker in prompt:
+            return role
+    return None
+
+
+def question_of(prompt: str) -> str:
+    """The question a prompt asks about (the last one, after any few-shot examples)."""
+    import re
+
+    task = prompt.split("======= Your task =======")[-1]
+    found = re.findall(r'Question:\s*\n?\s*"?(.+?)"?\s*\n', task)
+    if not found:
+        found = re.findall(r'Q:\s*"(.+?)"\s*\n', task)
+    return found[-1].strip() if found else ""
+
+
+def sql_of(prompt: str) -> str:
+    """The SQL a fixer prompt shows as the failed query."""
+    marker = "The SQL query executed was:\n"
+    if marker not in prompt:
+        return ""
+    return prompt.split(marker, 1)[1].split("\nThe execution result:", 1)[0].strip()
+
+
+def _schema_links(sql: str) -> str:
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read="sqlite")
+    except Exception:  # the scripted linker degrades to no links on SQL it cannot parse
+        return "Schema_links: []"
+    aliases = {t.alias_or_name: t.name for t in tree.find_all(exp.Table)}
+    tables = sorted({t.name for t in tree.find_all(exp.Table)})
+    links = [f"{aliases.get(c.table, tables[0] if len(tables) == 1 else c.table)}.{c.name}"
+             for c in tree.find_all(exp.Column) if c.table or len(tables) == 1]
+    links = sorted(set(links)) or [f"{t}.*" for t in tables]
+    return "So the Schema_links are:\nSchema_links: [" + ",".join(links) + "]"
+
+
+def oracle_model(
+    answer_for: Callable[[str], str | None],
+    *,
+    first_answer: Callable[[str], str | None] | None = None,
+    name: str = "scripted-oracle",
+) -> ScriptedChatModel:
+    """A scripted model that plays every role, answering generation with ``answer_for(question)``.
+
+    Args:
+        answer_for: the SQL to answer a question with (None: answer with prose, no SQL).
+        first_answer: the generator's answer instead of ``answer_for`` (for example a broken
+            query); the fixer then answers with ``answer_for``. Lets a test drive the fixer.
+        name: model name in usage records.
+    """
+
+    def respond(messages: list[BaseMessage]) -> str:
+        prompt = prompt_text(messages)
+        role = role_of(prompt)
+        question = question_of(prompt)
+        if role == "keywords":
+            words = [w.strip("?,.!'\"") for w in question.split() if len(w.strip("?,.!'\"")) > 3]
+            return repr(words)
+        if role == "linking":
+            sql = answer_for(question)
+            return _schema_links(sql) if sql else "Schema_links: []"
+        if role == "generation":
+            sql = (first_answer or answer_for)(question)
+            if sql is None:
+                return "I am not sure how to answer this question."
+            return f"**1. Divide and Conquer:** ...\n\n**Final Optimized SQL Query:**\n{sql}"
+        if role == "fixing":
+            sql = answer_for(question)
+            return f"Final Answer: {sql}" if sql else "I cannot fix this query."
+        return "I do not understand the request."
+
+    return ScriptedChatModel(respond, name=name)

@@ -1,0 +1,121 @@
+"""The guarded executor refuses anything but reading, and leaves the database unchanged."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sqlite3
+import time
+
+import pytest
+
+from conftest import FIXTURES, sha256
+from sqlchorus.tools.database import (
+    DatabaseOpenError,
+    GuardedDatabase,
+    QueryTimeoutError,
+    SqlError,
+)
+
+
+def load_cases(name: str) -> list[tuple[str, str | None]]:
+    """``(statement, expected kind)`` pairs from a fixture file of ``-- expect:`` blocks."""
+    text = (FIXTURES / "guard" / name).read_text()
+    cases = []
+    for block in re.split(r"\n\s*\n", text):
+        lines = [l for l in block.strip().splitlines() if l.strip()]
+        expect = None
+        sql_lines = []
+        for line in lines:
+            m = re.match(r"--\s*expect:\s*(\w+)", line)
+            if m:
+                expect = m.group(1)
+            elif not line.lstrip().startswith("--"):
+                sql_lines.append(line)
+        if sql_lines:
+            cases.append(("\n".join(sql_lines), expect))
+    return cases
+
+
+@pytest.fixture
+def concert(spider, tmp_path):
+    """A private copy of a Spider database, so a failure here could not harm the shared one."""
+    path = tmp_path / "concert_singer.sqlite"
+    shutil.copy(spider("concert_singer"), path)
+    return path
+
+
+@pytest.mark.parametrize("sql,kind", load_cases("refused.sql"))
+def test_guard_refuses_with_typed_error(concert, sql, kind):
+    before = sha256(concert)
+    with GuardedDatabase(concert, timeout_s=0.5) as db:
+        with pytest.raises(SqlError) as info:
+            db.execute(sql)
+    assert info.value.kind == kind, info.value.message
+    assert info.value.message
+    assert sha256(concert) == before
+
+
+@pytest.mark.parametrize("sql", [sql for sql, _ in load_cases("authorizer.sql")])
+def test_authorizer_refuses_without_parse_check(concert, sql):
+    before = sha256(concert)
+    with GuardedDatabase(concert) as db:
+        conn = db.introspection_connection()
+        with pytest.raises(sqlite3.DatabaseError, match="not authorized|prohibited|readonly|read-only"):
+            conn.execute(sql)
+    assert sha256(concert) == before
+
+
+def test_runaway_query_stops_within_budget(concert):
+    with GuardedDatabase(concert, timeout_s=0.3) as db:
+        start = time.monotonic()
+        with pytest.raises(QueryTimeoutError, match="0.3 s budget"):
+            db.execute("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT max(x) FROM c")
+        # The budget stopped it: far sooner than the query would ever finish.
+        assert time.monotonic() - start < 30
+        # The connection is usable after an interrupted query.
+        assert db.execute("SELECT count(*) FROM singer").rows[0][0] > 0
+
+
+def test_rows_and_bytes_are_capped(concert):
+    with GuardedDatabase(concert, max_rows=2) as db:
+        capped = db.execute("SELECT * FROM singer")
+        assert capped.row_count == 2 and capped.truncated
+        small = db.execute("SELECT * FROM singer", max_bytes=40, max_rows=100)
+        assert small.truncated and small.row_count < capped.row_count + 10
+        full = db.execute("SELECT * FROM singer", max_rows=1000)
+        assert not full.truncated and full.columns[0] == "Singer_ID"
+
+
+def test_read_only_pragmas_and_reads_work(concert):
+    with GuardedDatabase(concert) as db:
+        conn = db.introspection_connection()
+        assert conn.execute("PRAGMA table_info(singer)").fetchall()
+        assert conn.execute("PRAGMA foreign_key_list(singer_in_concert)").fetchall()
+        assert db.execute("SELECT Name FROM singer WHERE Age > 30").rows
+
+
+def test_binary_and_invalid_text_values_do_not_crash(tmp_path):
+    path = tmp_path / "blobs.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, data BLOB, label TEXT)")
+    conn.execute("INSERT INTO t VALUES (1, ?, CAST(? AS TEXT))", (b"\x00\xff\x10" * 100, b"caf\xe9"))
+    conn.commit()
+    conn.close()
+    with GuardedDatabase(path) as db:
+        rows = db.execute("SELECT data, label FROM t").rows
+    assert isinstance(rows[0][0], bytes) and len(rows[0][0]) == 300
+    assert rows[0][1].startswith("caf")
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [(None, "does not exist"), (b"this is a text file, not a database\n" * 10, "not a SQLite database"),
+     (b"", "not a SQLite database"), (b"SQLite format 3\x00" + b"\xff" * 200, "Cannot open")],
+)
+def test_bad_database_files(tmp_path, content, message):
+    path = tmp_path / "bad.sqlite"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(DatabaseOpenError, match=message):
+        GuardedDatabase(path)
