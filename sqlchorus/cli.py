@@ -21,7 +21,8 @@ EXIT_BAD_INPUT = 2
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
-    Console(stderr=True).print(f"[bold red]Error:[/] {message}", highlight=False)
+    click.secho("Error: ", err=True, fg="red", bold=True, nl=False)
+    click.echo(message, err=True)
     sys.exit(code)
 
 
@@ -86,7 +87,8 @@ def ask(question: str, db: str | None, model: str | None, role_model: tuple[str,
         _print_result(result)
     if not result.ok:
         if not as_json:
-            Console(stderr=True).print(f"[bold red]No answer:[/] {result.error}", highlight=False)
+            click.secho("No answer: ", err=True, fg="red", bold=True, nl=False)
+            click.echo(result.error, err=True)
         sys.exit(EXIT_NO_ANSWER)
 
 

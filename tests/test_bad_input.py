@@ -1,0 +1,126 @@
+"""Bad input gives a clear message, no traceback, and a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+import sqlchorus
+from sqlchorus.cli import cli
+from sqlchorus.testing import ScriptedChatModel, role_of, prompt_text
+
+
+@pytest.fixture
+def use_model(monkeypatch):
+    """Make the CLI use a given scripted model whatever --model names."""
+
+    def install(model):
+        monkeypatch.setattr("sqlchorus.models.resolve_model", lambda spec, **kw: model)
+
+    return install
+
+
+def run(*args):
+    result = CliRunner().invoke(cli, list(args))
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result
+
+
+def test_missing_database(tmp_path, use_model):
+    use_model(ScriptedChatModel(["x"]))
+    out = run("ask", "How many?", "--db", str(tmp_path / "nope.sqlite"), "--model", "x:y")
+    assert out.exit_code == 2
+    assert "does not exist" in out.output
+
+
+def test_file_that_is_not_a_database(tmp_path, use_model):
+    use_model(ScriptedChatModel(["x"]))
+    path = tmp_path / "notes.sqlite"
+    path.write_text("just some notes\n" * 20)
+    out = run("ask", "How many?", "--db", str(path), "--model", "x:y")
+    assert out.exit_code == 2
+    assert "not a SQLite database" in out.output
+
+
+@pytest.mark.parametrize("question", ["", "   \n"])
+def test_empty_question(question, use_model):
+    use_model(ScriptedChatModel(["x"]))
+    out = run("ask", question, "--model", "x:y")
+    assert out.exit_code == 2
+    assert "The question is empty" in out.output
+
+
+def test_no_model_configured(monkeypatch):
+    monkeypatch.delenv("SQLCHORUS_MODEL", raising=False)
+    out = run("ask", "How many customers do we have?")
+    assert out.exit_code == 2
+    assert "No model is configured" in out.output
+    assert "--model openai:gpt-4o-mini" in out.output and "SQLCHORUS_MODEL" in out.output
+
+
+def test_malformed_model_name():
+    out = run("ask", "How many customers?", "--model", "gpt-4o")
+    assert out.exit_code == 2
+    assert "provider:model" in out.output
+
+
+def test_model_that_raises(use_model, tmp_path):
+    def boom(messages):
+        raise ConnectionError("connection refused by 127.0.0.1:9")
+
+    use_model(ScriptedChatModel(boom))
+    out = run("ask", "How many customers do we have?", "--model", "x:y", "--trace-dir", str(tmp_path))
+    assert out.exit_code == 1
+    assert "No candidate query was produced" in out.output
+    assert "connection refused" in out.output
+
+
+def test_model_that_returns_no_sql(use_model, tmp_path):
+    def chatter(messages):
+        role = role_of(prompt_text(messages))
+        return "['customers']" if role == "keywords" else "I would rather talk about the weather."
+
+    use_model(ScriptedChatModel(chatter))
+    out = run("ask", "How many customers do we have?", "--model", "x:y", "--json", "--trace-dir", str(tmp_path))
+    assert out.exit_code == 1
+    answer = json.loads(out.output)
+    assert answer["ok"] is False
+    assert "contained no SQL" in answer["error"]
+    # The fixer tried its beta rounds and each answer had no SQL either.
+    assert answer["candidates"][0]["fix_attempts"] == 3
+
+
+def test_python_api_errors_are_typed(tmp_path):
+    model = ScriptedChatModel(["x"])
+    with pytest.raises(sqlchorus.EmptyQuestionError):
+        sqlchorus.ask("  ", model=model)
+    from sqlchorus.tools.database import DatabaseOpenError
+
+    with pytest.raises(DatabaseOpenError):
+        sqlchorus.ask("How many?", db=tmp_path / "missing.sqlite", model=model)
+
+
+def test_enormous_schema(tmp_path, use_model):
+    import sqlite3
+
+    path = tmp_path / "wide.sqlite"
+    conn = sqlite3.connect(path)
+    for t in range(120):
+        cols = ", ".join(f"c{c} TEXT" for c in range(40))
+        conn.execute(f"CREATE TABLE t{t} (id INTEGER PRIMARY KEY, {cols})")
+        conn.execute(f"INSERT INTO t{t} (id, c0) VALUES (1, 'value {t}')")
+    conn.commit()
+    conn.close()
+
+    def respond(messages):
+        role = role_of(prompt_text(messages))
+        return {"keywords": "['value 7']", "linking": "Schema_links: [t7.c0]"}.get(
+            role, "**Final Optimized SQL Query:**\nSELECT c0 FROM t7")
+
+    use_model(ScriptedChatModel(respond))
+    out = run("ask", "What is c0 of t7?", "--db", str(path), "--model", "x:y", "--json", "--trace-dir", str(tmp_path))
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["rows"] == [["value 7"]]

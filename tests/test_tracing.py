@@ -1,0 +1,88 @@
+"""Every node execution is a span; every routing decision is a route event with its reason."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from click.testing import CliRunner
+
+import sqlchorus
+from conftest import spider_examples
+from sqlchorus.cli import cli
+from sqlchorus.settings import Settings
+from sqlchorus.testing import oracle_model
+
+
+def fixer_run(spider, spans, tmp_path):
+    examples = spider_examples("concert_singer")[:1]
+    gold = {ex["question"]: ex["query"] for ex in examples}
+    model = oracle_model(gold.get, first_answer=lambda q: "SELECT nme FROM singer")
+    return sqlchorus.ask(examples[0]["question"], db=spider("concert_singer"), model=model,
+                         settings=Settings(trace_dir=str(tmp_path / "traces")), exporters=[spans])
+
+
+def summarize(finished):
+    """Node spans in start order, and the route events as (from, to, reason) triples."""
+    nodes = [s for s in sorted(finished, key=lambda s: s.start_time) if s.name.startswith("node:")]
+    routes = [(dict(e.attributes)["from"], dict(e.attributes)["to"], dict(e.attributes)["reason"])
+              for s in nodes for e in s.events if e.name == "route"]
+    return [s.name for s in nodes], routes
+
+
+def test_one_span_per_node_execution_and_fixer_routes(spider, spans, tmp_path):
+    result = fixer_run(spider, spans, tmp_path)
+    assert result.ok
+    names, routes = summarize(spans.get_finished_spans())
+    assert names == [
+        "node:extract_keywords", "node:retrieve_values", "node:link_schema",
+        "node:generate_divide_conquer", "node:check_candidates", "node:fix_candidates",
+        "node:check_candidates", "node:select_candidate",
+    ]
+    assert [(f, t) for f, t, _ in routes] == [
+        ("extract_keywords", "retrieve_values"), ("retrieve_values", "link_schema"),
+        ("link_schema", "generate_divide_conquer"), ("generate_divide_conquer", "check_candidates"),
+        ("check_candidates", "fix_candidates"), ("fix_candidates", "check_candidates"),
+        ("check_candidates", "select_candidate"), ("select_candidate", "__end__"),
+    ]
+    fix_reason = routes[4][2]
+    assert "round 1 of 3" in fix_reason and "no such column: nme" in fix_reason
+    assert routes[6][2].startswith("all 1 candidate")
+
+
+def test_model_and_sql_spans_are_children_of_their_node(spider, spans, tmp_path):
+    fixer_run(spider, spans, tmp_path)
+    finished = spans.get_finished_spans()
+    by_id = {s.context.span_id: s for s in finished}
+    llm = [s for s in finished if s.name.startswith("llm:")]
+    assert Counter(s.name for s in llm) == Counter(
+        {"llm:keywords": 1, "llm:linking": 1, "llm:generation": 1, "llm:fixing": 1})
+    for span in llm:
+        assert by_id[span.parent.span_id].name.startswith("node:")
+        assert span.attributes["gen_ai.usage.input_tokens"] > 0
+        assert span.attributes["gen_ai.request.model"] == "scripted-oracle"
+    failed = [s for s in finished if s.name == "sql" and "sql.error" in s.attributes]
+    assert failed and by_id[failed[0].parent.span_id].name == "node:check_candidates"
+    assert failed[0].attributes["db.query.text"] == "SELECT nme FROM singer"
+    run = [s for s in finished if s.name == "run"]
+    assert len(run) == 1 and all(s.context.trace_id == run[0].context.trace_id for s in finished)
+
+
+def test_trace_file_and_trace_show(spider, spans, tmp_path):
+    result = fixer_run(spider, spans, tmp_path)
+    lines = open(result.trace_path).read().splitlines()
+    assert len(lines) == len(spans.get_finished_spans())
+    assert all(json.loads(line)["context"]["trace_id"] for line in lines)
+    out = CliRunner().invoke(cli, ["trace", "show", result.run_id[:20], "--trace-dir", str(tmp_path / "traces")])
+    assert out.exit_code == 0, out.output
+    text = out.output
+    assert text.startswith("run ")
+    assert "  node:fix_candidates" in text and "    llm:fixing" in text
+    assert "-> fix_candidates  (round 1 of 3" in text
+    assert "error: no such column: nme" in text
+
+
+def test_trace_show_unknown_run(tmp_path):
+    out = CliRunner().invoke(cli, ["trace", "show", "nope", "--trace-dir", str(tmp_path)])
+    assert out.exit_code == 2
+    assert "No trace for run 'nope'" in out.output
