@@ -20,6 +20,7 @@ from sqlchorus.models import resolve_roles
 from sqlchorus.settings import Settings
 from sqlchorus.tools.database import GuardedDatabase
 from sqlchorus.tools.schema import introspect
+from sqlchorus.tools.values import ValueMatcher
 
 
 @dataclass
@@ -99,6 +100,25 @@ def default_db() -> Path:
     return demo_db_path()
 
 
+def _file_key(db: GuardedDatabase) -> tuple[str, int, int]:
+    stat = db.path.stat()
+    return (str(db.path), stat.st_mtime_ns, stat.st_size)
+
+
+_SCHEMAS: dict[tuple[Any, ...], Any] = {}
+_VALUES: dict[tuple[str, int, int], Any] = {}
+_CACHE_SIZE = 16
+
+
+def _remember(cache: dict, key: Any, make: Any) -> Any:
+    """Build once per database file version; a changed file gets a fresh entry."""
+    if key not in cache:
+        if len(cache) >= _CACHE_SIZE:
+            cache.pop(next(iter(cache)))
+        cache[key] = make()
+    return cache[key]
+
+
 @lru_cache(maxsize=32)
 def _compiled(generators: tuple[tuple[str, int], ...]):
     return build_graph(Settings(generators=dict(generators)))
@@ -160,7 +180,13 @@ def ask(
             attributes={attrs.SQLCHORUS_QUESTION: question, attrs.DB_NAMESPACE: database.name},
         ) as run:
             database.tracer = run.tracer
-            schema = introspect(database, sample_values=settings.sample_values)
+            key = _file_key(database)
+            schema = _remember(
+                _SCHEMAS, (*key, settings.sample_values),
+                lambda: introspect(database, sample_values=settings.sample_values),
+            )
+            if value_index is None:
+                value_index = _remember(_VALUES, key, lambda: ValueMatcher.build(database, schema))
             context = Context(
                 db=database, models=models, settings=settings, schema=schema,
                 tracer=run.tracer, value_index=value_index,

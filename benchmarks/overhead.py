@@ -1,0 +1,118 @@
+"""Time sqlchorus spends outside model calls, per question and per node.
+
+Runs the first N Spider dev questions (default 100) through ``sqlchorus.ask`` with a scripted
+model that answers instantly (each question with its gold SQL), collects every span in memory,
+and reports, per question, the wall time of the run minus the time inside model calls; per node,
+the node spans' time minus their model-call children. ``setup`` is the run's time outside any
+node (opening the database, introspection, value lookup tables on first use of a database).
+
+Prints one JSON line: ``median_ms``, ``p95_ms``, ``mean_ms`` and ``by_node`` (median and p95 per
+node, per question), with the number of questions and databases.
+
+    python benchmarks/overhead.py [--limit 100] [--trace-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import sqlchorus
+from sqlchorus.settings import Settings
+from sqlchorus.testing import oracle_model
+
+
+def data_dir() -> Path:
+    default = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+    return Path(os.environ.get("SQLCHORUS_DATA", default))
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def ms(span) -> float:
+    return (span.end_time - span.start_time) / 1e6
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, default=100)
+    parser.add_argument("--trace-dir", help="write trace files here (default: a temporary folder)")
+    args = parser.parse_args(argv)
+
+    root = data_dir() / "spider"
+    examples = json.loads((root / "dev.json").read_text(encoding="utf-8"))
+    runnable = [ex for ex in examples if (root / "database" / ex["db_id"] / f"{ex['db_id']}.sqlite").exists()]
+    chosen = runnable[: args.limit]
+    gold = {}
+    for ex in chosen:
+        gold.setdefault(ex["question"], ex["query"])
+    model = oracle_model(gold.get, name="scripted-zero-latency")
+    trace_dir = args.trace_dir or tempfile.mkdtemp(prefix="sqlchorus-overhead-")
+    settings = Settings(model=model, trace_dir=trace_dir)
+
+    outside: list[float] = []
+    by_node: dict[str, list[float]] = defaultdict(list)
+    answered = 0
+    start_all = time.perf_counter()
+    for ex in chosen:
+        exporter = InMemorySpanExporter()
+        db = root / "database" / ex["db_id"] / f"{ex['db_id']}.sqlite"
+        result = sqlchorus.ask(ex["question"], db=db, settings=settings, exporters=[exporter])
+        answered += result.ok
+        spans = exporter.get_finished_spans()
+        by_id = {s.context.span_id: s for s in spans}
+        llm_ms = sum(ms(s) for s in spans if s.name.startswith("llm:"))
+        # Wall time of the whole call, not only the run span: opening the database counts too.
+        outside.append(result.seconds * 1000.0 - llm_ms)
+        per_question: dict[str, float] = defaultdict(float)
+        for span in spans:
+            if span.name.startswith("node:"):
+                per_question[span.name[5:]] += ms(span)
+        for span in spans:
+            if span.name.startswith("llm:") and span.parent is not None:
+                parent = by_id.get(span.parent.span_id)
+                if parent is not None and parent.name.startswith("node:"):
+                    per_question[parent.name[5:]] -= ms(span)
+        nodes_ms = sum(ms(s) for s in spans if s.name.startswith("node:"))
+        per_question["setup"] = result.seconds * 1000.0 - nodes_ms
+        for node, value in per_question.items():
+            by_node[node].append(value)
+    total = time.perf_counter() - start_all
+
+    figures = {
+        "benchmark": "overhead",
+        "questions": len(chosen),
+        "databases": len({ex["db_id"] for ex in chosen}),
+        "answered": answered,
+        "median_ms": round(statistics.median(outside), 3),
+        "p95_ms": round(percentile(outside, 0.95), 3),
+        "mean_ms": round(statistics.fmean(outside), 3),
+        "by_node": {
+            node: {"median_ms": round(statistics.median(v), 3), "p95_ms": round(percentile(v, 0.95), 3)}
+            for node, v in sorted(by_node.items())
+        },
+        "total_seconds": round(total, 2),
+        "python": sys.version.split()[0],
+    }
+    print(json.dumps(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
