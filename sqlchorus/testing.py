@@ -30,7 +30,8 @@ class ScriptedChatModel(GenericFakeChatModel):
 
     Args:
         responses: a list of strings, used in turn and cycling after the last, or a callable
-            ``(messages) -> str``. A callable may raise to simulate a failing provider.
+            ``(messages) -> str``. A callable may raise to simulate a failing provider. An
+            ``AIMessage`` may stand for a string, to script tool calls (structured output).
         name: the model name reported in usage records and traces.
     """
 
@@ -61,8 +62,8 @@ class ScriptedChatModel(GenericFakeChatModel):
             with self._lock:
                 text = self.responses[self._index % len(self.responses)]
                 self._index += 1
-        if not isinstance(text, str):
-            raise TypeError(f"A scripted response must be a string, got {type(text).__name__}.")
+        if not isinstance(text, (str, AIMessage)):
+            raise TypeError(f"A scripted response must be a string or AIMessage, got {type(text).__name__}.")
         return text
 
     def _generate(
@@ -74,7 +75,8 @@ class ScriptedChatModel(GenericFakeChatModel):
     ) -> ChatResult:
         with self._lock:
             self.calls += 1
-        text = self._next_text(messages)
+        reply = self._next_text(messages)
+        text = reply if isinstance(reply, str) else str(reply.content)
         prompt = "".join(str(m.content) for m in messages)
         usage = {
             "input_tokens": count_tokens(prompt),
@@ -83,6 +85,7 @@ class ScriptedChatModel(GenericFakeChatModel):
         }
         message = AIMessage(
             content=text,
+            tool_calls=[] if isinstance(reply, str) else reply.tool_calls,
             usage_metadata=usage,
             response_metadata={"model_name": self.model_name},
         )

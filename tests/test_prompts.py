@@ -1,0 +1,56 @@
+"""Prompt templates: each node fills exactly the variables its template names."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import data_dir
+from sqlchorus import prompts
+
+EXPECTED_VARIABLES = {
+    "extract_keywords": {"examples", "question", "evidence"},
+    "link_schema": {"examples", "schema", "values", "question", "evidence"},
+    "generate_divide_conquer": {"examples", "schema", "values", "question", "evidence"},
+    "fix_candidates": {"schema", "values", "question", "evidence", "sql", "result"},
+}
+
+
+def test_every_template_is_known():
+    assert set(prompts.names()) == set(EXPECTED_VARIABLES)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_VARIABLES))
+def test_template_variables(name):
+    assert prompts.variables(name) == EXPECTED_VARIABLES[name]
+
+
+def test_render_refuses_missing_and_extra_values():
+    with pytest.raises(KeyError, match="missing"):
+        prompts.render("extract_keywords", question="q")
+    with pytest.raises(KeyError, match="unexpected"):
+        prompts.render("extract_keywords", question="q", evidence="", examples="", extra=1)
+
+
+def test_literal_braces_survive():
+    text = prompts.render("extract_keywords", question="What is {x}?", evidence="{}", examples="")
+    assert "What is {x}?" in text
+
+
+def test_no_evaluation_question_among_shipped_examples():
+    """Few-shot examples must never be questions we evaluate on."""
+    root = data_dir()
+    dev = set()
+    for path, key in [(root / "spider" / "dev.json", "question"), (root / "bird" / "dev.json", "question")]:
+        if path.exists():
+            dev |= {" ".join(ex[key].lower().split()) for ex in json.loads(path.read_text())}
+    if not dev:
+        pytest.skip("no benchmark data")
+    for name in prompts.names():
+        try:
+            shots = prompts.examples(name)
+        except FileNotFoundError:
+            continue
+        for shot in shots:
+            assert " ".join(shot["question"].lower().split()) not in dev, (name, shot["question"])
