@@ -143,6 +143,8 @@ def test_explicit_descriptions_dir_and_sample_options(tmp_path):
     assert singer.column("name").description == "The singer\u2019s stage name"
     assert singer.column("biography").samples == ["Born in Be\u2026"]
     assert all(len(c.samples) <= 1 for c in singer.columns)
+    with GuardedDatabase(path) as db, pytest.raises(FileNotFoundError):
+        introspect(db, descriptions_dir=tmp_path / "missing")
 
 
 def test_sqlite_utils_under_the_guard_issues_only_reads(tmp_path):

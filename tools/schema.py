@@ -176,6 +176,9 @@ def introspect(
     Returns:
         The schema, tables in ``sqlite_master`` order (tables first, then views), columns in
         declaration order.
+
+    Raises:
+        FileNotFoundError: ``descriptions_dir`` is given but is not a folder.
     """
     tables = _read_structure(db)
     for table in tables:
@@ -184,11 +187,12 @@ def introspect(
         deadline = time.monotonic() + _DISTINCT_BUDGET_S
         for table in tables:
             _fill_samples(db, table, sample_values, max_sample_chars, deadline)
-    folder = Path(descriptions_dir) if descriptions_dir is not None else (
-        db.path.parent / DESCRIPTION_FOLDER
-    )
-    if folder.is_dir():
-        apply_descriptions(tables, folder)
+    if descriptions_dir is not None:
+        if not Path(descriptions_dir).is_dir():
+            raise FileNotFoundError(f"No descriptions folder at {descriptions_dir}.")
+        apply_descriptions(tables, descriptions_dir)
+    elif (db.path.parent / DESCRIPTION_FOLDER).is_dir():
+        apply_descriptions(tables, db.path.parent / DESCRIPTION_FOLDER)
     return DatabaseSchema(name=db.name, tables=tables)
 
 
