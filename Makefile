@@ -9,7 +9,7 @@ DEMO_QUESTION ?= How many customers do we have?
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
 	$(PY) -m pip install --quiet -e '.[test]'
 	@touch $(STAMP)
 

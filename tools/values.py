@@ -14,13 +14,9 @@ from typing import Any
 from rapidfuzz import fuzz, process, utils
 
 from sqlchorus.tools.database import GuardedDatabase, SqlError
-from sqlchorus.tools.schema import DatabaseSchema
+from sqlchorus.tools.schema import DatabaseSchema, quote_identifier
 
 _TEXT_TYPES = ("CHAR", "CLOB", "TEXT", "VARCHAR", "STRING", "")
-
-
-def quote_identifier(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 @dataclass
