@@ -1,15 +1,21 @@
 """retrieve_values: database values that the question's keywords refer to.
 
-Looks each keyword up in the context's value index and keeps the best values per column.
+Looks each keyword up in the database's value index (MinHash LSH, exact and word lookups,
+re-ranked by edit distance; see :mod:`sqlchorus.tools.value_index`) and keeps the best values per
+column with their scores. The index is built on first use of a database and reused from the
+cache folder afterwards.
 """
 
 from __future__ import annotations
 
+import json
+
 from langgraph.runtime import Runtime
+from opentelemetry import trace
 
 from sqlchorus.graph.context import Context
 from sqlchorus.graph.state import SqlchorusState
-from sqlchorus.tools.values import ValueMatcher
+from sqlchorus.tools.value_index import ValueIndex
 
 NODE = "retrieve_values"
 
@@ -18,9 +24,12 @@ def retrieve_values(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
     context = runtime.context
     settings = context.settings
     if context.value_index is None:
-        context.value_index = ValueMatcher.build(context.db, context.schema)
+        context.value_index = ValueIndex.load_or_build(context.db, settings.value_cache_dir)
     keywords = list(state.get("keywords") or [])
     values = context.value_index.search(
         keywords, top_k=settings.values_per_keyword, threshold=settings.value_threshold
     )
+    span = trace.get_current_span()
+    span.set_attribute("sqlchorus.keywords", keywords)
+    span.set_attribute("sqlchorus.values", json.dumps(values, ensure_ascii=False)[:8000])
     return {"values": values}

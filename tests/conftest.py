@@ -57,6 +57,19 @@ def spans() -> InMemorySpanExporter:
     return InMemorySpanExporter()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_cache(tmp_path_factory):
+    # Value indexes go to a cache folder; tests must not write into the user's own.
+    folder = tmp_path_factory.mktemp("cache")
+    previous = os.environ.get("SQLCHORUS_CACHE")
+    os.environ["SQLCHORUS_CACHE"] = str(folder)
+    yield folder
+    if previous is None:
+        os.environ.pop("SQLCHORUS_CACHE", None)
+    else:
+        os.environ["SQLCHORUS_CACHE"] = previous
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cwd(tmp_path, monkeypatch):
     # Runs write traces/ into the working directory by default; keep the repository clean.
