@@ -67,8 +67,22 @@ class Answer(TypedDict, total=False):
 
 
 class Selection(TypedDict, total=False):
+    """How the answer was chosen.
+
+    ``clusters`` groups candidates by execution result; ``votes``/``vote`` are the
+    confidence-aware vote over them; ``pairwise`` lists each pairwise verdict of the selection
+    model and ``scores`` the summed scores; ``method`` is ``vote`` or ``pairwise`` and ``reason``
+    says why in words.
+    """
+
     clusters: list[dict[str, Any]]
+    votes: list[int]
+    vote: dict[str, Any]
+    pairwise: list[dict[str, Any]]
+    scores: dict[str, float]
+    model_calls: int
     chosen: str | None
+    chosen_cluster: int | None
     confidence: float
     method: str
     reason: str

@@ -1,0 +1,51 @@
+"""Diversity across samples of a generator: temperature and schema order per sample.
+
+CHASE-SQL raises the sampling temperature and shuffles the order of tables and columns in the
+prompt so that samples of one generator differ. The first sample stays greedy and unshuffled, so
+a single-sample run is deterministic.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlchorus.graph.context import Context
+from sqlchorus.graph.state import GeneratorInput
+from sqlchorus.tools.values import values_by_column
+from sqlchorus.tools.views import render_view
+
+
+def sample_temperature(context: Context, generator: str, sample: int) -> float:
+    """The sampling temperature of ``sample`` of ``generator``: greedy settings for the first."""
+    settings = context.settings
+    if sample == 0:
+        return settings.temperature
+    return float(settings.generator_temperatures.get(generator, settings.sample_temperature))
+
+
+def sample_view(state: GeneratorInput, context: Context) -> tuple[str, int | None]:
+    """The schema view a sample sees, and the shuffle seed used (None: not shuffled).
+
+    The first sample, or any sample when shuffling is off, sees the view ``link_schema`` made;
+    later ones see the same tables and columns in an order shuffled with the sample number.
+    """
+    settings = context.settings
+    sample = state.get("sample", 0)
+    if sample == 0 or not settings.shuffle_schema:
+        return state.get("schema_view") or "", None
+    links = state.get("links") or {}
+    level = settings.schema_level if links else "full"
+    view = render_view(
+        context.schema,
+        settings.schema_format,
+        level=level,
+        links=links or None,
+        values=values_by_column(state.get("values") or {}),
+        shuffle_seed=sample,
+        sample_values=settings.sample_values,
+    )
+    return view, sample
+
+
+def generation_meta(temperature: float, seed: int | None) -> dict[str, Any]:
+    return {"temperature": temperature, "shuffle_seed": seed}

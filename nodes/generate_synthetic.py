@@ -1,0 +1,171 @@
+"""generate_synthetic: CHASE-SQL's online synthetic example generation (Algorithm 2).
+
+For each question, before generating, the model writes examples for this very database:
+
+1. ``n_f`` examples over the whole schema, by common SQL features (guideline R_f, the paper's
+   Figure 26: single-table queries, equality and non-equality predicates, aggregates,
+   GROUP BY/HAVING, ORDER BY/LIMIT, joins and nested joins);
+2. ``n_t`` examples over the linked columns only (guideline R_t, Figure 27), shown the kind of
+   examples another database gets, so that they highlight the right use of the schema the
+   question needs (the whole schema when linking found nothing).
+
+The examples then serve as few-shot demonstrations of a third call that writes the candidate.
+An example whose SQL does not parse as one query, or fails on the database (run through the guard
+with a short time budget and one row), is dropped: a wrong demonstration teaches the wrong
+schema. ``n_f`` and ``n_t`` come from settings; the defaults, 12 and 12, sit at the paper's
+Table 9 point of 25 examples, where accuracy is within 0.4 points of its best (75) at a third of
+the tokens. Samples differ in temperature and schema order as for every CHASE-SQL generator.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from sqlchorus import prompts
+from sqlchorus.graph.candidates import new_candidate
+from sqlchorus.graph.context import Context
+from sqlchorus.graph.llm import ModelCallError, call_model
+from sqlchorus.graph.state import GeneratorInput
+from sqlchorus.graph.diversity import generation_meta, sample_temperature, sample_view
+from sqlchorus.settings import Settings
+from sqlchorus.tools.database import SqlError
+from sqlchorus.tools.parsing import extract_sql
+from sqlchorus.tools.values import values_text
+from sqlchorus.tools.views import render_view
+
+NODE = "generate_synthetic"
+GENERATOR = "synthetic"
+FEATURES_PROMPT = "generate_synthetic_features"
+SCHEMA_PROMPT = "generate_synthetic_schema"
+CHECK_TIMEOUT_S = 1.0
+
+_PAIR = re.compile(
+    r'"input"\s*:\s*"(?P<q>(?:[^"\\]|\\.)*)"\s*,?\s*"output"\s*:\s*"(?P<s>(?:[^"\\]|\\.)*)"', re.DOTALL
+)
+
+
+def model_calls(settings: Settings) -> int:
+    """Model calls per sample: one per example set asked for, plus the generation."""
+    return 1 + (settings.synthetic_feature_examples > 0) + (settings.synthetic_schema_examples > 0)
+
+
+def parse_examples(text: str, limit: int) -> list[dict[str, str]]:
+    """``{"question", "sql"}`` pairs from ``"input": ..., "output": ...`` text, ``limit`` at most."""
+    found = []
+    for m in _PAIR.finditer(text or ""):
+        try:
+            question = json.loads(f'"{m["q"]}"')
+            sql = json.loads(f'"{m["s"]}"')
+        except json.JSONDecodeError:
+            question, sql = m["q"], m["s"]
+        question, sql = " ".join(question.split()), " ".join(sql.split())
+        if question and sql:
+            found.append({"question": question, "sql": sql})
+        if len(found) >= limit:
+            break
+    return found
+
+
+def _quote(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _other_database() -> tuple[str, str, str]:
+    shots = prompts.examples(SCHEMA_PROMPT)
+    lines = []
+    for i, ex in enumerate(shots, 1):
+        hint = f" (Hints: {ex['evidence']})" if ex.get("evidence") else ""
+        lines.append(f"Example {i}) \"input\": {_quote(ex['question'] + hint)}\n\"output\": {_quote(ex['sql'])}")
+    return shots[0]["db"], shots[0]["schema"], "\n".join(lines)
+
+
+def _examples_text(examples: list[dict[str, str]]) -> str:
+    if not examples:
+        return "(no examples)"
+    return "\n".join(
+        f"Example {i}) \"input\": {_quote(ex['question'])}\n\"output\": {_quote(ex['sql'])}"
+        for i, ex in enumerate(examples, 1)
+    )
+
+
+def _runs(context: Context, sql: str) -> bool:
+    timeout = min(CHECK_TIMEOUT_S, context.settings.sql_timeout_s)
+    try:
+        context.db.execute(sql, timeout_s=timeout, max_rows=1)
+    except SqlError:
+        return False
+    return True
+
+
+def _ask(context, prompt, temperature, sample, usage, errors, what) -> str:
+    try:
+        text, record = call_model(
+            context, role="generation", node=NODE, prompt=prompt, temperature=temperature, sample=sample
+        )
+    except ModelCallError as e:
+        if e.usage:
+            usage.append(e.usage)
+        errors.append({"node": NODE, "kind": "model", "message": f"{what}: {e}"})
+        return ""
+    usage.append(record)
+    return text
+
+
+def generate_synthetic(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
+    context = runtime.context
+    settings = context.settings
+    sample = state.get("sample", 0)
+    temperature = sample_temperature(context, GENERATOR, sample)
+    view, seed = sample_view(state, context)
+    usage: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
+    proposed: list[dict[str, str]] = []
+
+    n_f, n_t = settings.synthetic_feature_examples, settings.synthetic_schema_examples
+    if n_f > 0:
+        whole = render_view(context.schema, settings.schema_format, shuffle_seed=seed, sample_values=settings.sample_values)
+        text = _ask(context, prompts.render(FEATURES_PROMPT, k=n_f, schema=whole), temperature, sample,
+                    usage, errors, "examples by SQL features")
+        proposed += parse_examples(text, n_f)
+    if n_t > 0:
+        links = state.get("links") or {}
+        filtered = render_view(
+            context.schema, settings.schema_format, level="columns" if links else "full",
+            links=links or None, shuffle_seed=seed, sample_values=settings.sample_values,
+        )
+        other_db, other_schema, other_examples = _other_database()
+        prompt = prompts.render(SCHEMA_PROMPT, k=n_t, schema=filtered, other_db=other_db,
+                                other_schema=other_schema, other_examples=other_examples)
+        proposed += parse_examples(_ask(context, prompt, temperature, sample, usage, errors, "examples over the linked columns"), n_t)
+
+    kept = [ex for ex in proposed if _runs(context, ex["sql"])]
+    prompt = prompts.render(
+        NODE,
+        examples=_examples_text(kept),
+        schema=view,
+        values=values_text(state.get("values")),
+        question=state["question"],
+        evidence=state.get("evidence") or "(none)",
+    )
+    try:
+        text, record = call_model(
+            context, role="generation", node=NODE, prompt=prompt, temperature=temperature, sample=sample
+        )
+    except ModelCallError as e:
+        if e.usage:
+            usage.append(e.usage)
+        errors.append({"node": NODE, "kind": "model", "message": str(e)})
+        return {"usage": usage, "errors": errors}
+    usage.append(record)
+    candidate = new_candidate(GENERATOR, sample, extract_sql(text), reasoning=text)
+    candidate["meta"] = {
+        **generation_meta(temperature, seed),
+        "examples_proposed": len(proposed),
+        "examples_kept": len(kept),
+        "examples": kept,
+    }
+    return {"candidates": [candidate], "usage": usage, "errors": errors}

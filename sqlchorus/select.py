@@ -1,0 +1,265 @@
+"""Selection on its own: choose among candidate queries from any source, and export training pairs.
+
+:func:`select` runs the graph's selection (clusters, confidence-aware vote, CHASE-SQL's pairwise
+agent) on SQL that came from anywhere, so users can ensemble their own systems. Each candidate
+runs through the guarded executor first; its result decides its cluster. :func:`select_file` does
+it for a JSON Lines file, one question a line::
+
+    {"db": "path.sqlite", "question": "...", "evidence": "...", "candidates": ["SELECT ...", ...]}
+
+:func:`export_pairs` writes the pairs CHASE-SQL trains its selection model on, from runs over a
+labelled set: for each question with a correct and an incorrect result cluster, one example per
+(correct, incorrect) pair of clusters, in the selection prompt the graph uses, in the chat
+fine-tuning JSON Lines format (``{"messages": [user, assistant]}``). Which candidate is shown
+first is drawn from a seeded generator, so the model cannot learn an order bias and the file is
+reproducible. A model fine-tuned on it is used by naming it as the ``selection`` model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlchorus.graph.context import Context
+from sqlchorus.models import resolve_model
+from sqlchorus.nodes.select_candidate import PREVIEW_ROWS, choose, pair_schema, selection_prompt
+from sqlchorus.settings import Settings
+from sqlchorus.tools.database import GuardedDatabase, SqlError
+from sqlchorus.tools.results import fingerprint, preview
+from sqlchorus.tools.schema import DatabaseSchema, introspect
+
+SELECT_NODE = "select"
+
+
+def _open(db: str | os.PathLike[str] | GuardedDatabase, settings: Settings) -> tuple[GuardedDatabase, bool]:
+    if isinstance(db, GuardedDatabase):
+        return db, False
+    return GuardedDatabase(db, timeout_s=settings.sql_timeout_s, max_rows=settings.max_rows, max_bytes=settings.max_bytes), True
+
+
+def check(db: GuardedDatabase, sqls: Sequence[str]) -> list[dict[str, Any]]:
+    """Run each query through the guard: ``{id, sql, status, error, fingerprint, row_count}``."""
+    checked = []
+    for i, sql in enumerate(sqls):
+        item: dict[str, Any] = {"id": f"c{i}", "index": i, "sql": (sql or "").strip(), "generator": "input"}
+        try:
+            result = db.execute(item["sql"])
+        except SqlError as e:
+            item.update(status="error", error=e.message, fingerprint=None, row_count=None)
+        else:
+            item.update(status="ok" if result.rows else "empty", error=None,
+                        fingerprint=fingerprint(result.rows), row_count=result.row_count)
+        checked.append(item)
+    return checked
+
+
+def select(
+    db: str | os.PathLike[str] | GuardedDatabase,
+    question: str,
+    candidates: Sequence[str],
+    evidence: str = "",
+    model: Any = None,
+    settings: Settings | None = None,
+    *,
+    schema: DatabaseSchema | None = None,
+) -> dict[str, Any]:
+    """Choose one of ``candidates`` (SQL strings) as the answer to ``question`` over ``db``.
+
+    Args:
+        db: a SQLite file or an open :class:`GuardedDatabase`.
+        question, evidence: what the candidates answer.
+        candidates: SQL queries, in a meaningful order (ties go to the earlier one).
+        model: the selection model (a ``provider:model`` name or a ``BaseChatModel``); None uses
+            ``settings``' selection model, and with none there either an unconfident vote
+            falls back to the largest cluster and says so.
+        settings: voting thresholds, pairwise bounds, schema format; defaults otherwise.
+        schema: the database's introspected schema, to reuse across questions.
+
+    Returns:
+        ``{"question", "sql", "chosen", "cluster", "votes", "confidence", "method", "reason",
+        "clusters", "pairwise", "scores", "model_calls", "usage", "candidates"}``; ``chosen`` is
+        the index of the chosen candidate (None when none ran), ``cluster`` the indices that
+        share its result.
+    """
+    settings = settings or Settings(trace_dir=None)
+    spec = model if model is not None else settings.model_for("selection")
+    models = {} if spec is None else {
+        "selection": resolve_model(spec, temperature=settings.temperature, max_tokens=settings.max_tokens)
+    }
+    database, owned = _open(db, settings)
+    try:
+        schema = schema or introspect(database, sample_values=settings.sample_values)
+        checked = check(database, list(candidates))
+        context = Context(db=database, models=models, settings=settings, schema=schema)
+        outcome = choose(context, question=question, evidence=evidence, candidates=checked, node=SELECT_NODE)
+    finally:
+        if owned:
+            database.close()
+    selection = outcome["selection"]
+    index = {c["id"]: c["index"] for c in checked}
+    chosen = index.get(selection["chosen"]) if selection["chosen"] else None
+    cluster = next((c for c in selection["clusters"] if selection["chosen"] in c["members"]), None)
+    return {
+        "question": question,
+        "sql": checked[chosen]["sql"] if chosen is not None else None,
+        "chosen": chosen,
+        "cluster": [index[m] for m in cluster["members"]] if cluster else [],
+        "votes": selection["votes"],
+        "confidence": selection["confidence"],
+        "method": selection["method"],
+        "reason": selection["reason"],
+        "clusters": [[index[m] for m in c["members"]] for c in selection["clusters"]],
+        "pairwise": [
+            {**v, "a": index[v["a"]], "b": index[v["b"]], "winner": index.get(v["winner"]) if v["winner"] else None}
+            for v in selection["pairwise"]
+        ],
+        "scores": {str(index[k]): v for k, v in selection["scores"].items()},
+        "model_calls": selection["model_calls"],
+        "usage": outcome["usage"],
+        "errors": outcome["errors"],
+        "candidates": [
+            {k: c[k] for k in ("index", "sql", "status", "error", "row_count")} for c in checked
+        ],
+    }
+
+
+def _db_path(raw: str, base: Path) -> Path:
+    path = Path(raw).expanduser()
+    if path.is_absolute() or path.exists():
+        return path
+    return base / path
+
+
+def select_file(
+    path: str | os.PathLike[str], model: Any = None, settings: Settings | None = None
+) -> Iterator[dict[str, Any]]:
+    """:func:`select` for each line of a JSON Lines file; yields one result per line.
+
+    A relative ``db`` is looked up from the working directory, then beside the file. A line that
+    cannot be used (bad JSON, missing fields, a database that does not open) yields
+    ``{"line": n, "error": ...}`` and the run goes on.
+    """
+    settings = settings or Settings(trace_dir=None)
+    base = Path(path).resolve().parent
+    schemas: dict[Path, DatabaseSchema] = {}
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+                if not isinstance(item, dict):
+                    raise ValueError("a line must be a JSON object")
+                missing = [k for k in ("db", "question", "candidates") if k not in item]
+                if missing:
+                    raise ValueError(f"missing field(s) {', '.join(missing)}")
+                if not isinstance(item["candidates"], list) or not all(isinstance(s, str) for s in item["candidates"]):
+                    raise ValueError("candidates must be a list of SQL strings")
+                db_path = _db_path(str(item["db"]), base)
+                with GuardedDatabase(db_path, timeout_s=settings.sql_timeout_s, max_rows=settings.max_rows,
+                                     max_bytes=settings.max_bytes) as db:
+                    if db_path not in schemas:
+                        schemas[db_path] = introspect(db, sample_values=settings.sample_values)
+                    result = select(db, item["question"], item["candidates"], item.get("evidence") or "",
+                                    model=model, settings=settings, schema=schemas[db_path])
+            except (ValueError, SqlError) as e:
+                yield {"line": n, "error": getattr(e, "message", None) or str(e)}
+                continue
+            result.pop("usage", None)
+            yield {"line": n, "db": str(item["db"]), **result}
+
+
+def export_pairs(
+    records: Iterable[Mapping[str, Any]],
+    path: str | os.PathLike[str],
+    *,
+    settings: Settings | None = None,
+    max_pairs_per_question: int = 10,
+    seed: int = 0,
+) -> dict[str, int]:
+    """Write CHASE-SQL selection training pairs from labelled runs.
+
+    Args:
+        records: one per question: ``{"db", "question", "evidence", "candidates": [{"sql",
+            "correct"}]}`` (``correct`` a bool; candidates without it are left out).
+        path: the JSON Lines file to write (replaced).
+        settings: the schema format and executor limits, as the graph would use them.
+        max_pairs_per_question: pairs written per question at most (pairs of the largest
+            clusters first).
+        seed: seed of the order in which each pair's two candidates are shown.
+
+    Returns:
+        ``{"questions", "pairs", "skipped"}``: questions read, pairs written, and questions
+        without both a correct and an incorrect result (or whose database did not open).
+    """
+    settings = settings or Settings(trace_dir=None)
+    rng = random.Random(seed)
+    counts = {"questions": 0, "pairs": 0, "skipped": 0}
+    schemas: dict[str, DatabaseSchema] = {}
+    with open(path, "w", encoding="utf-8") as out:
+        for record in records:
+            counts["questions"] += 1
+            labelled = [c for c in record.get("candidates") or [] if isinstance(c.get("correct"), bool)]
+            try:
+                db = GuardedDatabase(record["db"], timeout_s=settings.sql_timeout_s, max_rows=settings.max_rows,
+                                     max_bytes=settings.max_bytes)
+            except (SqlError, KeyError):
+                counts["skipped"] += 1
+                continue
+            with db:
+                written = _write_pairs(db, record, labelled, settings, schemas, rng, out, max_pairs_per_question)
+            counts["pairs"] += written
+            counts["skipped"] += written == 0
+    return counts
+
+
+def _write_pairs(db, record, labelled, settings, schemas, rng, out, limit) -> int:
+    checked = check(db, [c["sql"] for c in labelled])
+    # A cluster is one execution result; its label is that of its first candidate (candidates
+    # with equal results are equally correct under execution accuracy).
+    clusters: dict[str, dict[str, Any]] = {}
+    for item, source in zip(checked, labelled):
+        if item["status"] == "error":
+            key = f"error:{item['index']}"
+        else:
+            key = item["fingerprint"]
+        clusters.setdefault(key, {"rep": item, "correct": bool(source["correct"]), "size": 0})["size"] += 1
+    ranked = sorted(clusters.values(), key=lambda c: (-c["size"], c["rep"]["index"]))
+    good = [c for c in ranked if c["correct"]]
+    bad = [c for c in ranked if not c["correct"]]
+    if not good or not bad:
+        return 0
+    key = str(db.path)
+    if key not in schemas:
+        schemas[key] = introspect(db, sample_values=settings.sample_values)
+    context = Context(db=db, models={}, settings=settings, schema=schemas[key])
+    written = 0
+    for g in good:
+        for b in bad:
+            if written >= limit:
+                return written
+            first, second = (g, b) if rng.random() < 0.5 else (b, g)
+            sql_a, sql_b = first["rep"]["sql"], second["rep"]["sql"]
+            prompt = selection_prompt(
+                pair_schema(context, sql_a, sql_b), record["question"], record.get("evidence") or "",
+                (sql_a, _result(db, first["rep"])), (sql_b, _result(db, second["rep"])),
+            )
+            label = "A" if first is g else "B"
+            line = {"messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": label}]}
+            out.write(json.dumps(line, ensure_ascii=False) + "\n")
+            written += 1
+    return written
+
+
+def _result(db: GuardedDatabase, item: Mapping[str, Any]) -> str:
+    if item["status"] == "error":
+        return f"Error: {item['error']}"
+    try:
+        result = db.execute(item["sql"], max_rows=PREVIEW_ROWS + 1)
+    except SqlError as e:
+        return f"Error: {e.message}"
+    return preview(result.columns, result.rows, limit=PREVIEW_ROWS)

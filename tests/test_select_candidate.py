@@ -1,0 +1,141 @@
+"""Selection: clusters, confidence-aware voting, pairwise scores, and the standalone selector.
+
+Cases are fixtures (``tests/fixtures/selection``): candidate lists over a Spider database with
+the scripted judge to use and the expected choice, method, votes, scores and model calls.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import FIXTURES
+from sqlchorus.nodes.select_candidate import parse_verdict
+from sqlchorus.select import select
+from sqlchorus.settings import Settings
+from sqlchorus.testing import ScriptedChatModel, oracle_model
+from sqlchorus.tools import selection as sel
+
+CASES = json.loads((FIXTURES / "selection" / "select_cases.json").read_text())
+RULES = json.loads((FIXTURES / "selection" / "nrep_rules.json").read_text())["cases"]
+VERDICTS = [
+    line.split("\t") for line in (FIXTURES / "selection" / "verdicts.txt").read_text().splitlines() if line
+]
+
+
+def judge(spec: str, gold: str):
+    if spec == "none":
+        return None
+    if spec == "oracle":
+        return oracle_model(lambda q: gold)
+    assert spec.startswith("text:")
+    return ScriptedChatModel([spec[len("text:"):]])
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_select_cases(spider, case):
+    db = spider("concert_singer")
+    model = judge(case["model"], case["gold"])
+    settings = Settings(trace_dir=None, cache=False, **case.get("settings", {}))
+    out = select(db, case["question"], case["candidates"], model=model, settings=settings)
+    expect = case["expect"]
+    assert out["chosen"] == expect["chosen"], out["reason"]
+    assert out["method"] == expect["method"], out["reason"]
+    assert out["model_calls"] == expect["model_calls"]
+    assert out["votes"] == expect["votes"]
+    assert out["cluster"] == expect["cluster"]
+    if "confidence" in expect:
+        assert out["confidence"] == expect["confidence"]
+    if "scores" in expect:
+        assert out["scores"] == expect["scores"]
+    if "reason_contains" in expect:
+        assert expect["reason_contains"] in out["reason"]
+    if model is not None and hasattr(model, "calls"):
+        assert model.calls == out["model_calls"]  # every call is accounted for
+    if out["pairwise"]:
+        # each pair of clusters is shown in both orders, next to each other
+        firsts = [(v["a"], v["b"]) for v in out["pairwise"]]
+        assert firsts[1::2] == [(b, a) for a, b in firsts[0::2]]
+    if expect["chosen"] is not None:
+        assert out["sql"] == case["candidates"][expect["chosen"]].strip()
+
+
+@pytest.mark.parametrize("rule", RULES, ids=["-".join(map(str, r["votes"])) for r in RULES])
+def test_default_thresholds_follow_nrep(rule):
+    settings = Settings(trace_dir=None)
+    clusters = [{"size": n} for n in rule["votes"]]
+    outcome = sel.vote(
+        clusters, sum(rule["votes"]),
+        confident_share=settings.vote_confident_share, contender_share=settings.vote_contender_share,
+    )
+    assert outcome["confident"] is rule["confident"], outcome["reason"]
+
+
+@pytest.mark.parametrize("text,expected", VERDICTS, ids=[v[0][:30] for v in VERDICTS])
+def test_parse_verdict(text, expected):
+    assert parse_verdict(text.replace("\\n", "\n")) == (expected or None)
+
+
+def test_pairwise_scores_follow_algorithm_3():
+    # Candidate-level Algorithm 3 on sizes 3, 2, 1 equals the cluster-level sum: members of a
+    # cluster score size-1 among themselves plus size(other) per win over another cluster.
+    clusters = [{"size": 3}, {"size": 2}, {"size": 1}]
+    verdicts = [
+        {"first": 0, "second": 1, "winner": 1}, {"first": 1, "second": 0, "winner": 1},
+        {"first": 0, "second": 2, "winner": 0}, {"first": 2, "second": 0, "winner": 2},
+        {"first": 1, "second": 2, "winner": None}, {"first": 2, "second": 1, "winner": 1},
+    ]
+    members = [0, 0, 0, 1, 1, 2]
+    won = {(0, 1): 0, (1, 0): 2, (0, 2): 1, (2, 0): 1, (1, 2): 1, (2, 1): 0}
+    brute = [0] * len(members)
+    for i, ci in enumerate(members):
+        for j, cj in enumerate(members):
+            if i != j:
+                brute[i] += 1 if ci == cj else 0  # equal results: the first of the ordered pair wins
+        for cj in range(3):
+            if cj != ci:
+                brute[i] += won[(ci, cj)] * clusters[cj]["size"]
+    scores = sel.pairwise_scores(clusters, verdicts)
+    assert [scores[c] for c in members] == brute
+    assert sel.best(scores) == (1, [1])
+
+
+def test_schema_union(spider):
+    from sqlchorus.tools.database import GuardedDatabase
+    from sqlchorus.tools.schema import introspect
+
+    with GuardedDatabase(spider("concert_singer")) as db:
+        schema = introspect(db, sample_values=0)
+    union = sel.schema_union(
+        "SELECT T2.Name FROM singer_in_concert AS T1 JOIN singer AS T2 ON T1.Singer_ID = T2.Singer_ID",
+        "SELECT Name FROM stadium WHERE Capacity > 10",
+        schema,
+    )
+    assert union == {"singer": ["Name", "Singer_ID"], "singer_in_concert": ["Singer_ID"], "stadium": ["Capacity", "Name"]}
+
+
+def test_graph_records_selection_in_state_and_trace(spider, spans):
+    import sqlchorus
+    from conftest import spider_examples
+
+    ex = spider_examples("concert_singer")[0]
+    wrong = "SELECT count(*) FROM stadium"
+    calls = {"n": 0}
+
+    def first(question):
+        calls["n"] += 1
+        return wrong if calls["n"] % 2 else ex["query"]
+
+    model = oracle_model(lambda q: ex["query"], first_answer=first)
+    settings = Settings(generators={"divide_conquer": 2, "query_plan": 2}, pairwise="always", trace_dir=None, cache=False)
+    result = sqlchorus.ask(ex["question"], db=spider("concert_singer"), model=model, settings=settings, exporters=[spans])
+    selection = result.selection
+    assert selection["method"] == "pairwise"
+    assert result.sql == ex["query"]
+    assert selection["model_calls"] == 2 == result.cost["by_node"]["select_candidate"]["calls"]
+    assert selection["votes"] == [2, 2]
+    (node,) = [s for s in spans.get_finished_spans() if s.name == "node:select_candidate"]
+    events = [e.name for e in node.events]
+    assert events.count("pairwise") == 2 and "vote" in events
+    assert node.attributes["sqlchorus.selection.method"] == "pairwise"

@@ -1,0 +1,85 @@
+"""``sqlchorus select`` on a JSON Lines file, and the selection training pairs exporter."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from sqlchorus.cli import cli
+from sqlchorus.select import export_pairs
+
+GOLD = "SELECT count(*) FROM singer"
+WRONG = "SELECT count(*) FROM stadium"
+WORSE = "SELECT count(*) FROM singer_in_concert"
+
+
+def write_lines(path, items):
+    path.write_text("".join((json.dumps(i) if not isinstance(i, str) else i) + "\n" for i in items))
+    return path
+
+
+def test_select_command(spider, tmp_path):
+    db = str(spider("concert_singer"))
+    q = "How many singers do we have?"
+    file = write_lines(tmp_path / "in.jsonl", [
+        {"db": db, "question": q, "candidates": [GOLD, GOLD, WRONG]},  # 2 of 3: confident
+        {"db": db, "question": q, "evidence": "", "candidates": [WRONG, GOLD]},  # a tie, no model
+        "not json",
+        {"db": str(tmp_path / "missing.sqlite"), "question": q, "candidates": [GOLD]},
+        {"db": db, "question": q},
+    ])
+    result = CliRunner().invoke(cli, ["select", "--candidates", str(file)], env={"SQLCHORUS_SELECTION_MODEL": ""})
+    lines = [json.loads(l) for l in result.output.splitlines()]
+    assert result.exit_code == 1  # some lines had no answer
+    confident, tie, bad_json, missing_db, missing_field = lines
+    assert (confident["chosen"], confident["method"], confident["votes"], confident["cluster"]) == (0, "vote", [2, 1], [0, 1])
+    assert confident["confidence"] == round(2 / 3, 4) and confident["sql"] == GOLD
+    assert (tie["chosen"], tie["method"], tie["model_calls"]) == (0, "fallback", 0)
+    assert "no selection model is configured" in tie["reason"]
+    assert bad_json["line"] == 3 and "error" in bad_json
+    assert "does not exist" in missing_db["error"]
+    assert "candidates" in missing_field["error"]
+
+
+def test_select_command_writes_a_file(spider, tmp_path):
+    file = write_lines(tmp_path / "in.jsonl", [
+        {"db": str(spider("concert_singer")), "question": "How many singers?", "candidates": [GOLD]},
+    ])
+    out = tmp_path / "out.jsonl"
+    result = CliRunner().invoke(cli, ["select", "--candidates", str(file), "--out", str(out)], env={"SQLCHORUS_SELECTION_MODEL": ""})
+    assert result.exit_code == 0, result.output
+    (line,) = [json.loads(l) for l in out.read_text().splitlines()]
+    assert line["sql"] == GOLD and line["method"] == "vote"
+
+
+def test_export_pairs(spider, tmp_path):
+    db = str(spider("concert_singer"))
+    records = [
+        {"db": db, "question": "How many singers do we have?", "evidence": "",
+         "candidates": [{"sql": GOLD, "correct": True}, {"sql": WRONG, "correct": False},
+                        {"sql": WRONG, "correct": False}, {"sql": WORSE, "correct": False},
+                        {"sql": "SELECT nme FROM singer", "correct": False}]},
+        {"db": db, "question": "All right", "candidates": [{"sql": GOLD, "correct": True}]},
+        {"db": str(tmp_path / "missing.sqlite"), "question": "q", "candidates": []},
+    ]
+    path = tmp_path / "pairs.jsonl"
+    counts = export_pairs(records, path)
+    assert counts == {"questions": 3, "pairs": 3, "skipped": 2}
+    pairs = [json.loads(l) for l in path.read_text().splitlines()]
+    assert len(pairs) == 3
+    for pair in pairs:
+        user, assistant = pair["messages"]
+        assert (user["role"], assistant["role"]) == ("user", "assistant")
+        assert "There is correct one and incorrect one" in user["content"]
+        label = assistant["content"]
+        a = user["content"].split("Candidate A\n", 1)[1].split("\n", 1)[0]
+        b = user["content"].split("Candidate B\n", 1)[1].split("\n", 1)[0]
+        assert {"A": a, "B": b}[label] == GOLD
+        assert "singer" in user["content"].split("Database Schema", 1)[1]
+    # the seeded order puts the correct query in both positions, and the file is reproducible
+    assert {p["messages"][1]["content"] for p in pairs} == {"A", "B"}
+    again = tmp_path / "again.jsonl"
+    export_pairs(records, again)
+    assert again.read_text() == path.read_text()
+    assert export_pairs(records, tmp_path / "one.jsonl", max_pairs_per_question=1)["pairs"] == 1

@@ -1,0 +1,195 @@
+"""Choosing among candidate queries, without a model: clusters, votes, pairwise score sums.
+
+Everything here is deterministic and works on plain dicts, so it serves the graph's
+``select_candidate`` node, the standalone ``sqlchorus select`` and tests alike. The model's part
+(the pairwise verdicts) comes in as data.
+
+* **Clusters.** Candidates that ran are grouped by result fingerprint (equal rows as a bag).
+  Candidates with rows vote; empty results vote only when no candidate returned rows. Clusters are
+  ordered by size, then by their earliest member in candidate order, which is also the order in
+  which every tie is broken.
+* **Votes.** Every candidate given is a vote, including those that failed (a failed candidate is a
+  vote for no answer), so a cluster's share is ``size / candidates``. :func:`vote` says whether the
+  largest cluster is a confident answer; the rules and their defaults are explained in
+  ``sqlchorus.nodes.select_candidate``.
+* **Pairwise scores** follow CHASE-SQL's Algorithm 3 with one representative per cluster (its
+  earliest member). In the algorithm every ordered pair of candidates scores a point for its
+  winner, and a pair with equal results scores for the first of the two, so each member of a
+  cluster of size ``s`` collects ``s - 1`` points from its own cluster. Members of one cluster
+  share their execution result, so the representative's verdicts stand for every member: a
+  member of cluster ``a`` gains ``size(b) * wins(a over b)`` from each other cluster ``b``, where
+  ``wins`` counts the two orders in which the pair is shown (0, 1 or 2). This is the algorithm's
+  sum, with one model comparison per pair of clusters and order instead of one per pair of
+  candidates.
+* **Schema union.** The tables and columns two queries use (sqlglot), which is the schema the
+  selection model sees for that pair.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from sqlchorus.tools.schema import DatabaseSchema
+
+
+def voting_pool(candidates: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The candidates that vote: those with rows, or the empty ones when none has rows."""
+    with_rows = [c for c in candidates if c.get("status") == "ok"]
+    return with_rows or [c for c in candidates if c.get("status") == "empty"]
+
+
+def cluster(candidates: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Voting candidates grouped by fingerprint, largest first, ties by earliest member.
+
+    Returns:
+        ``[{"fingerprint", "members": [ids], "size", "status"}]``.
+    """
+    order = {c["id"]: i for i, c in enumerate(candidates)}
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for candidate in voting_pool(candidates):
+        groups.setdefault(candidate.get("fingerprint") or f"id:{candidate['id']}", []).append(candidate)
+    ranked = sorted(groups.values(), key=lambda g: (-len(g), min(order[c["id"]] for c in g)))
+    return [
+        {
+            "fingerprint": g[0].get("fingerprint"),
+            "members": [c["id"] for c in g],
+            "size": len(g),
+            "status": g[0].get("status"),
+        }
+        for g in ranked
+    ]
+
+
+def vote(
+    clusters: Sequence[Mapping[str, Any]],
+    total: int,
+    *,
+    confident_share: float,
+    contender_share: float,
+) -> dict[str, Any]:
+    """Whether the largest cluster wins by votes alone.
+
+    It does when it holds at least ``confident_share`` of the ``total`` votes, no other cluster
+    is as large, and the runner-up holds less than ``contender_share``.
+
+    Returns:
+        ``{"confident", "votes", "share", "runner_up_share", "reason"}`` where ``votes`` lists
+        the size of each cluster.
+    """
+    sizes = [int(c["size"]) for c in clusters]
+    if not sizes:
+        return {"confident": False, "votes": [], "share": 0.0, "runner_up_share": 0.0,
+                "reason": "no candidate ran"}
+    total = max(total, sum(sizes), 1)
+    share = sizes[0] / total
+    runner = sizes[1] / total if len(sizes) > 1 else 0.0
+    tally = f"{sizes[0]} of {total} votes"
+    if len(sizes) == 1:
+        confident, reason = True, f"every candidate that ran agrees ({tally})"
+    elif sizes[1] == sizes[0]:
+        confident, reason = False, f"the two largest clusters tie ({sizes[0]} votes each of {total})"
+    elif share < confident_share:
+        confident, reason = False, f"the largest cluster has {tally}, below the {confident_share:.0%} needed"
+    elif runner >= contender_share:
+        confident, reason = False, (
+            f"the runner-up has {sizes[1]} of {total} votes, at least the {contender_share:.0%} of a strong contender"
+        )
+    else:
+        confident, reason = True, f"the largest cluster has {tally} and no strong contender"
+    return {"confident": confident, "votes": sizes, "share": round(share, 4),
+            "runner_up_share": round(runner, 4), "reason": reason}
+
+
+def pairs(n_clusters: int, max_clusters: int) -> list[tuple[int, int]]:
+    """The ordered pairs of cluster indices to compare: both orders of every pair among the first
+    ``max_clusters`` clusters, each unordered pair's two orders next to each other."""
+    k = min(n_clusters, max(max_clusters, 0))
+    out: list[tuple[int, int]] = []
+    for i in range(k):
+        for j in range(i + 1, k):
+            out += [(i, j), (j, i)]
+    return out
+
+
+def pairwise_scores(
+    clusters: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str, Any]]
+) -> list[int]:
+    """Algorithm 3's score of a member of each cluster (see the module docstring).
+
+    Args:
+        clusters: as :func:`cluster` returns them.
+        verdicts: ``{"first": i, "second": j, "winner": i | j | None}`` per comparison, with
+            cluster indices; a ``None`` winner (no usable answer) scores nothing.
+
+    Returns:
+        One score per cluster; clusters left out of every comparison keep their own-cluster
+        points only.
+    """
+    sizes = [int(c["size"]) for c in clusters]
+    scores = [s - 1 for s in sizes]
+    for v in verdicts:
+        winner = v.get("winner")
+        if winner is None:
+            continue
+        loser = v["second"] if winner == v["first"] else v["first"]
+        scores[winner] += sizes[loser]
+    return scores
+
+
+def best(scores: Sequence[int]) -> tuple[int, list[int]]:
+    """The index of the highest score and every index that shares it.
+
+    Clusters come ordered by size, then earliest member, so the lowest index among the tied is
+    the deterministic tie-break: the larger cluster, then the earlier candidate.
+    """
+    top = max(scores)
+    tied = [i for i, s in enumerate(scores) if s == top]
+    return tied[0], tied
+
+
+def tables_and_columns(sql: str, schema: DatabaseSchema) -> dict[str, list[str]]:
+    """The tables and columns ``sql`` uses, as schema links (``{table: [columns]}``).
+
+    A qualified column belongs to its table or alias; an unqualified one to every table of the
+    query that has a column of that name. Names the schema does not know are dropped later by
+    :func:`sqlchorus.tools.views.resolve_links`. SQL that does not parse uses nothing.
+    """
+    try:
+        tree = sqlglot.parse_one(sql, read="sqlite")
+    except (ParseError, TokenError, ValueError):
+        return {}
+    if tree is None:
+        return {}
+    aliases: dict[str, str] = {}
+    used: dict[str, set[str]] = {}
+    for table in tree.find_all(exp.Table):
+        aliases.setdefault(table.alias_or_name.lower(), table.name)
+        used.setdefault(table.name, set())
+    for column in tree.find_all(exp.Column):
+        name = column.name
+        if not name or name == "*":
+            continue
+        if column.table:
+            owner = aliases.get(column.table.lower())
+            if owner is not None:
+                used.setdefault(owner, set()).add(name)
+            continue
+        for table_name in list(used):
+            table = schema.table(table_name)
+            if table is not None and any(c.name.lower() == name.lower() for c in table.columns):
+                used[table_name].add(name)
+    return {t: sorted(cols) for t, cols in used.items()}
+
+
+def schema_union(sql_a: str, sql_b: str, schema: DatabaseSchema) -> dict[str, list[str]]:
+    """The union of the tables and columns two queries use, as schema links."""
+    union: dict[str, set[str]] = {}
+    for sql in (sql_a, sql_b):
+        for table, columns in tables_and_columns(sql, schema).items():
+            union.setdefault(table, set()).update(columns)
+    return {t: sorted(cols) for t, cols in union.items()}
