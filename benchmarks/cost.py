@@ -1,0 +1,152 @@
+"""Model calls and prompt tokens per question, for each preset.
+
+Runs the first N Spider dev questions (default 100) through ``sqlchorus.ask`` under each preset
+with a scripted model that answers instantly with the gold SQL, and counts every model call and
+the tokens of the prompt actually sent (system and user messages), with tiktoken's ``o200k_base``
+encoding (GPT-4o's). Presets run whatever generators are registered; the JSON says which.
+
+Prints one JSON line per preset: ``preset``, ``generators``, ``calls_median``, ``calls_mean``,
+``tokens_median``, ``tokens_mean``, ``calls_max``, ``tokens_max`` and ``by_node`` (calls and
+tokens per question, median and mean, per node), with the number of questions.
+
+    python benchmarks/cost.py [--preset fast|balanced|full ...] [--limit 100]
+
+tiktoken downloads its encodings on first use; without a network, the ``o200k_base`` file
+shipped in the ``bpe-openai`` package is put in tiktoken's cache after checking its SHA-256
+against the one tiktoken expects.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import sqlchorus
+from sqlchorus.presets import PRESET_NAMES, apply_preset
+from sqlchorus.settings import Settings
+from sqlchorus.testing import ScriptedChatModel, oracle_model
+
+ENCODING = "o200k_base"
+_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+
+
+def data_dir() -> Path:
+    default = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+    return Path(os.environ.get("SQLCHORUS_DATA", default))
+
+
+def encoding():
+    """tiktoken's o200k_base, seeded from bpe-openai's copy when tiktoken cannot download it."""
+    import tiktoken
+
+    try:
+        return tiktoken.get_encoding(ENCODING)
+    except Exception:  # no network: fall back to the shipped file below
+        pass
+    from importlib import resources
+
+    raw = gzip.decompress(resources.files("bpe_openai.data").joinpath(f"{ENCODING}.tiktoken.gz").read_bytes())
+    if hashlib.sha256(raw).hexdigest() != _SHA256:
+        raise RuntimeError(f"The shipped {ENCODING} file does not match tiktoken's expected hash.")
+    cache = os.environ.get("TIKTOKEN_CACHE_DIR") or tempfile.mkdtemp(prefix="tiktoken-")
+    os.environ["TIKTOKEN_CACHE_DIR"] = cache
+    Path(cache, hashlib.sha1(_URL.encode()).hexdigest()).write_bytes(raw)
+    return tiktoken.get_encoding(ENCODING)
+
+
+class TokenCountingModel(ScriptedChatModel):
+    """A scripted model whose usage reports real prompt and answer token counts."""
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        result = super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+        enc = _ENCODER[0]
+        prompt = sum(len(enc.encode(str(m.content), disallowed_special=())) for m in messages)
+        message = result.generations[0].message
+        answer = len(enc.encode(str(message.content), disallowed_special=()))
+        message.usage_metadata = {"input_tokens": prompt, "output_tokens": answer, "total_tokens": prompt + answer}
+        return result
+
+
+_ENCODER: list[Any] = []
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values) if values else 0, "mean": round(statistics.fmean(values), 2) if values else 0}
+
+
+def measure(preset: str, chosen: list[dict], root: Path, model: ScriptedChatModel) -> dict[str, Any]:
+    settings = apply_preset(Settings(model=model, trace_dir=None), preset)
+    calls: list[int] = []
+    tokens: list[int] = []
+    nodes: set[str] = set()
+    per_question: list[dict[str, list[int]]] = []
+    answered = 0
+    for ex in chosen:
+        db = root / "database" / ex["db_id"] / f"{ex['db_id']}.sqlite"
+        result = sqlchorus.ask(ex["question"], db=db, settings=settings)
+        answered += result.ok
+        calls.append(len(result.usage))
+        tokens.append(sum(u["input_tokens"] for u in result.usage))
+        mine: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        for u in result.usage:
+            mine[u["node"]][0] += 1
+            mine[u["node"]][1] += u["input_tokens"]
+            nodes.add(u["node"])
+        per_question.append(mine)
+    by_node = {}
+    for node in sorted(nodes):
+        node_calls = [q[node][0] if node in q else 0 for q in per_question]
+        node_tokens = [q[node][1] if node in q else 0 for q in per_question]
+        by_node[node] = {
+            "calls_median": summary(node_calls)["median"], "calls_mean": summary(node_calls)["mean"],
+            "tokens_median": summary(node_tokens)["median"], "tokens_mean": summary(node_tokens)["mean"],
+        }
+    return {
+        "preset": preset,
+        "generators": settings.generators,
+        "pairwise": getattr(settings, "pairwise", None),
+        "questions": len(chosen),
+        "answered": answered,
+        "calls_median": summary(calls)["median"],
+        "calls_mean": summary(calls)["mean"],
+        "calls_max": max(calls, default=0),
+        "tokens_median": summary(tokens)["median"],
+        "tokens_mean": summary(tokens)["mean"],
+        "tokens_max": max(tokens, default=0),
+        "tokenizer": f"tiktoken {ENCODING}",
+        "by_node": by_node,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", action="append", choices=PRESET_NAMES, help="preset to measure (repeatable; default all)")
+    parser.add_argument("--limit", type=int, default=100)
+    args = parser.parse_args(argv)
+
+    root = data_dir() / "spider"
+    examples = json.loads((root / "dev.json").read_text(encoding="utf-8"))
+    runnable = [ex for ex in examples if (root / "database" / ex["db_id"] / f"{ex['db_id']}.sqlite").exists()]
+    chosen = runnable[: args.limit]
+    gold: dict[str, str] = {}
+    for ex in chosen:
+        gold.setdefault(ex["question"], ex["query"])
+    _ENCODER.append(encoding())
+    model = TokenCountingModel(oracle_model(gold.get).responses, name="scripted-zero-latency")
+    for preset in args.preset or PRESET_NAMES:
+        print(json.dumps(measure(preset, chosen, root, model)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,276 @@
+"""generate_din: DIN-SQL's decomposed generation, its four modules in order.
+
+1. Schema linking: ``link_schema`` already runs DIN-SQL's chain-of-thought linking prompt over
+   the schema view, so this branch reuses its links rather than paying for the same call again:
+   they are written back in DIN-SQL's ``Schema_links`` form (``table.column``, the foreign-key
+   equalities between linked tables, and the database values retrieved for linked columns).
+2. Classification and decomposition: EASY (one table, no nesting), NON-NESTED (joins, no
+   sub-queries) or NESTED (sub-queries or set operations), with the tables to join and, for a
+   nested query, the sub-questions whose answers it needs. An answer without a label counts as
+   NON-NESTED, whose join-aware prompt suits the most questions, and the run records why.
+3. Generation with the class's own prompt: simple few-shot for EASY; a NatSQL intermediate
+   representation for NON-NESTED; sub-questions first, then the intermediate representation,
+   for NESTED.
+4. Self-correction, zero-shot: ``gentle`` (asks to check the query against hints, assumes
+   nothing is wrong; the paper's choice for GPT-4), ``generic`` (says the query is buggy; the
+   paper's choice for CodeX), or ``none`` (``Settings.din_correction``). An answer without SQL
+   keeps the generated query.
+
+Three model calls per sample (two with ``none``). The class, tables, sub-questions and both
+queries are in the candidate's ``meta`` and on the node's span. Examples are DIN-SQL's own,
+from the Spider train database ``college_2``, and are rendered in the same representation as
+the question's schema.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import sqlglot
+from langgraph.runtime import Runtime
+from opentelemetry import trace
+from sqlglot import exp
+
+from sqlchorus import fewshot, prompts
+from sqlchorus.graph.candidates import new_candidate, updated
+from sqlchorus.graph.context import Context
+from sqlchorus.graph.llm import ModelCallError, call_model
+from sqlchorus.graph.state import GeneratorInput
+from sqlchorus.tools.parsing import extract_list, extract_sql
+from sqlchorus.tools.schema import DatabaseSchema
+from sqlchorus.tools.views import render_view
+
+NODE = "generate_din"
+GENERATOR = "din"
+CLASSES: tuple[str, ...] = ("EASY", "NON-NESTED", "NESTED")
+FALLBACK_CLASS = "NON-NESTED"
+CLASSIFY_PROMPT = "din_classify"
+PROMPT_OF_CLASS = {"EASY": "din_easy", "NON-NESTED": "din_medium", "NESTED": "din_hard"}
+CORRECTION_PROMPT = {"gentle": "din_correct_gentle", "generic": "din_correct_generic"}
+
+ATTR_CLASS = "sqlchorus.din.class"
+ATTR_SUB_QUESTIONS = "sqlchorus.din.sub_questions"
+ATTR_TABLES = "sqlchorus.din.tables"
+ATTR_CORRECTED = "sqlchorus.din.corrected"
+
+
+def model_calls(settings: Any) -> int:
+    """Model calls one sample makes: classification, generation and (unless ``none``) correction."""
+    return 2 + (settings.din_correction != "none")
+
+
+# -- reading the classifier ------------------------------------------------------------------
+
+_LABEL = re.compile(r'(?i)label\s*:\s*"?\s*(NON-NESTED|NESTED|EASY)\b')
+_CLASSIFIED = re.compile(r'(?i)classified\s+as\s*"?\s*(NON-NESTED|NESTED|EASY)\b')
+_TABLES = re.compile(r"(?i)needs?\s+these\s+tables\s*=\s*(\[[^\]]*\])")
+_SUBS = re.compile(r"(?i)answer\s+to\s+the\s+(?:sub-)?questions?\s*=\s*(\[[^\]]*\])")
+
+
+def parse_classification(text: str | None) -> dict[str, Any] | None:
+    """``{"label", "tables", "sub_questions"}`` from a classification answer, or None without a label.
+
+    The last ``Label:`` wins (else the last ``classified as``); empty sub-questions (DIN-SQL
+    writes ``[""]`` for none) are dropped.
+    """
+    if not text:
+        return None
+    labels = _LABEL.findall(text) or _CLASSIFIED.findall(text)
+    if not labels:
+        return None
+    tables = _TABLES.findall(text)
+    subs = _SUBS.findall(text)
+    return {
+        "label": labels[-1].upper(),
+        "tables": [t.strip("'\" ") for t in tables[-1].strip("[]").split(",") if t.strip("'\" ")] if tables else [],
+        "sub_questions": [s for s in (extract_list(subs[-1]) or []) if s.strip('"\' ')] if subs else [],
+    }
+
+
+def classify_sql(sql: str) -> str:
+    """DIN-SQL's class of a known query: NESTED with a sub-query or set operation, NON-NESTED
+    with more than one table reference, else EASY. For scripted models and evaluation."""
+    try:
+        tree = sqlglot.parse_one(sql, read="sqlite")
+    except Exception:  # a query sqlglot cannot parse is treated as the general case
+        return FALLBACK_CLASS
+    if tree.find(exp.Subquery, exp.Union, exp.Intersect, exp.Except) is not None:
+        return "NESTED"
+    if len(list(tree.find_all(exp.Table))) > 1:
+        return "NON-NESTED"
+    return "EASY"
+
+
+# -- prompt parts ----------------------------------------------------------------------------
+
+
+def _literal(value: Any) -> str:
+    text = str(value)
+    return text if re.fullmatch(r"-?\d+(\.\d+)?", text) else "'" + text.replace("'", "''") + "'"
+
+
+def schema_links_text(
+    schema: DatabaseSchema, links: dict[str, list[str]] | None, values: dict[str, list[dict[str, Any]]] | None
+) -> str:
+    """DIN-SQL's ``[table.column, a.x = b.y, 'value']`` from links and retrieved values."""
+    links = links or {}
+    linked = {t.lower() for t in links}
+    items: list[str] = []
+    for table, columns in links.items():
+        items.extend(f"{table}.{c}" for c in columns) if columns else items.append(f"{table}.*")
+    for table in schema.tables:
+        if table.name.lower() not in linked:
+            continue
+        for fk in table.foreign_keys:
+            if fk.ref_table.lower() in linked:
+                items.append(f"{table.name}.{fk.column} = {fk.ref_table}.{fk.ref_column}")
+    for key, hits in (values or {}).items():
+        if key.split(".", 1)[0].lower() in linked and hits:
+            items.append(_literal(hits[0]["value"]))
+    return "[" + ",".join(dict.fromkeys(items)) + "]"
+
+
+def _quoted(items: list[str]) -> str:
+    return "[" + ",".join(f'"{s}"' for s in items) + "]"
+
+
+def _shot(kind: str, ex: dict[str, Any]) -> str:
+    q = ex["question"]
+    head = f'Q: "{q}"\n'
+    if kind == CLASSIFY_PROMPT:
+        tables = ex.get("tables") or []
+        join = "need" if len(tables) > 1 else "don't need"
+        nested = "need" if ex["label"] == "NESTED" else "don't need"
+        requires = "requires" if ex["label"] == "NESTED" else "doesn't need"
+        return (
+            f"{head}schema_links: {ex['schema_links']}\n"
+            f'A: Let\'s think step by step. The SQL query for the question "{q}" needs these tables = '
+            f"[{','.join(tables)}], so we {join} JOIN.\n"
+            f"Plus, it {requires} nested queries with (INTERSECT, UNION, EXCEPT, IN, NOT IN), "
+            f"and we need the answer to the questions = {_quoted(ex.get('sub_questions') or [''])}.\n"
+            f"So, we {join} JOIN and {nested} nested queries, "
+            f'then the SQL query can be classified as "{ex["label"]}".\n'
+            f'Label: "{ex["label"]}"'
+        )
+    if kind == "din_easy":
+        return f"{head}Schema_links: {ex['schema_links']}\nSQL: {ex['sql']}"
+    if kind == "din_medium":
+        return (
+            f"{head}Schema_links: {ex['schema_links']}\n"
+            f"A: Let's think step by step. For creating the SQL for the given question, we need to join these tables = "
+            f"[{','.join(ex.get('tables') or [])}].\n"
+            "First, create an intermediate representation, then use it to construct the SQL query.\n"
+            f"Intermediate_representation: {ex['intermediate']}\nSQL: {ex['sql']}"
+        )
+    subs = ex.get("sub_questions") or []
+    lines = [
+        f"{head}Schema_links: {ex['schema_links']}",
+        f"A: Let's think step by step. \"{q}\" can be solved by knowing the answer to the following sub-question(s) {_quoted(subs)}.",
+    ]
+    for sub, sub_sql in zip(subs, ex.get("sub_sql") or []):
+        lines.append(f'The SQL query for the sub-question "{sub}" is {sub_sql}')
+    lines += [f'So, the answer to the question "{q}" is =', f"Intermediate_representation: {ex['intermediate']}", f"SQL: {ex['sql']}"]
+    return "\n".join(lines)
+
+
+def _examples_text(kind: str, settings: Any) -> str:
+    """Examples grouped by database, each database's schema shown once in the run's format."""
+    blocks: list[str] = []
+    current = None
+    for ex in fewshot.examples(kind, settings):
+        if ex.get("schema") and ex.get("db_id") != current:
+            current = ex.get("db_id")
+            blocks.append("Database schema:\n" + render_view(fewshot.schema_of(ex["schema"]), settings.schema_format, sample_values=0))
+        blocks.append(_shot(kind, ex))
+    return "\n\n".join(blocks)
+
+
+# -- the node --------------------------------------------------------------------------------
+
+
+def generate_din(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
+    context = runtime.context
+    settings = context.settings
+    sample = state.get("sample", 0)
+    question = state["question"]
+    evidence = state.get("evidence") or "(none)"
+    schema_view = state.get("schema_view") or render_view(context.schema, settings.schema_format)
+    links = schema_links_text(context.schema, state.get("links"), state.get("values"))
+    usage: list[dict] = []
+    errors: list[dict] = []
+    span = trace.get_current_span()
+
+    def ask(prompt: str, role: str) -> str | None:
+        try:
+            text, record = call_model(context, role=role, node=NODE, prompt=prompt)
+        except ModelCallError as e:
+            usage.extend([e.usage] if e.usage else [])
+            errors.append({"node": NODE, "kind": "model", "message": str(e)})
+            return None
+        usage.append(record)
+        return text
+
+    classify_text = ask(
+        prompts.render(
+            CLASSIFY_PROMPT, examples=_examples_text(CLASSIFY_PROMPT, settings), schema=schema_view,
+            schema_links=links, question=question, evidence=evidence,
+        ),
+        "generation",
+    )
+    parsed = parse_classification(classify_text)
+    if parsed is None:
+        if classify_text is not None:
+            errors.append({"node": NODE, "kind": "parse", "message": f"The classifier gave no class; using {FALLBACK_CLASS}."})
+        parsed = {"label": FALLBACK_CLASS, "tables": [], "sub_questions": []}
+    label = parsed["label"]
+    span.set_attribute(ATTR_CLASS, label)
+    span.set_attribute(ATTR_TABLES, parsed["tables"])
+    span.set_attribute(ATTR_SUB_QUESTIONS, parsed["sub_questions"])
+
+    kind = PROMPT_OF_CLASS[label]
+    values: dict[str, Any] = {
+        "examples": _examples_text(kind, settings), "schema": schema_view, "schema_links": links,
+        "question": question, "evidence": evidence,
+    }
+    if kind == "din_hard":
+        values["sub_questions"] = _quoted(parsed["sub_questions"] or [question])
+    generate_text = ask(prompts.render(kind, **values), "generation")
+    if generate_text is None:
+        return {"usage": usage, "errors": errors}
+    generated = extract_sql(generate_text)
+    final = generated
+    correct_text = None
+    if generated and settings.din_correction != "none":
+        correct_text = ask(
+            prompts.render(
+                CORRECTION_PROMPT[settings.din_correction], schema=schema_view, question=question,
+                evidence=evidence, sql=generated,
+            ),
+            "fixing",
+        )
+        corrected = extract_sql(correct_text)
+        if corrected:
+            final = corrected
+        elif correct_text is not None:
+            errors.append({"node": NODE, "kind": "parse", "message": "Self-correction gave no SQL; keeping the generated query."})
+    span.set_attribute(ATTR_CORRECTED, bool(final and generated and final != generated))
+
+    reasoning = "\n\n".join(
+        part for part in (
+            f"[classification]\n{classify_text}" if classify_text else "",
+            f"[generation: {kind}]\n{generate_text}",
+            f"[self-correction: {settings.din_correction}]\n{correct_text}" if correct_text else "",
+        ) if part
+    )
+    candidate = new_candidate(GENERATOR, sample, final, reasoning=reasoning)
+    meta = {
+        "class": label,
+        "tables": parsed["tables"],
+        "sub_questions": parsed["sub_questions"],
+        "schema_links": links,
+        "generated_sql": generated,
+        "correction": settings.din_correction,
+        "corrected": bool(final and generated and final != generated),
+    }
+    return {"candidates": [updated(candidate, meta=meta)], "usage": usage, "errors": errors}

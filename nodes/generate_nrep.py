@@ -1,0 +1,239 @@
+"""generate_nrep: N-rep's candidate generator, one greedy candidate per schema view.
+
+A view is a schema representation at a filter level (``Settings.nrep_views``, default the
+paper's final five: MAC-Schema unfiltered and column-filtered, M-Schema table- and
+column-filtered, DDL column-filtered). Filtered views need schema links, and N-rep links once
+per representation: one linking call over that representation serves every filtered view of
+it. ``link_schema`` has already linked over ``Settings.schema_format`` (M-Schema by default), so
+views of that format reuse its links instead of paying for the same call again; a view may also
+borrow another format's links (``ddl:columns@m-schema``), which the ``balanced`` preset uses to
+stay within N-rep's 8-call budget.
+
+The node runs as one branch rather than one ``Send`` per view because parallel branches cannot
+share a linking result; the generation calls of the views still run concurrently, each a child
+span of this node. Few-shot examples are the three most similar questions of the examples file
+(N-rep retrieves three from the train set), each rendered in the candidate's representation and
+filtered the same way by the tables and columns its own SQL uses. A sample beyond the first
+shuffles table and column order (its number is the seed), the only diversity greedy decoding
+leaves.
+
+Candidate ids are ``nrep-<n>`` with ``n = sample * len(views) + view index``; each candidate's
+``meta`` names its view and where its links came from.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextvars
+import json
+import re
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from langgraph.runtime import Runtime
+from opentelemetry import trace
+
+from sqlchorus import fewshot, prompts
+from sqlchorus.graph.candidates import new_candidate, updated
+from sqlchorus.graph.context import Context
+from sqlchorus.graph.llm import ModelCallError, call_model
+from sqlchorus.graph.state import GeneratorInput
+from sqlchorus.presets import View, linking_formats, parse_view
+from sqlchorus.tools.parsing import extract_sql
+from sqlchorus.tools.values import values_by_column
+from sqlchorus.tools.views import render_view, resolve_links
+
+NODE = "generate_nrep"
+GENERATOR = "nrep"
+LINK_PROMPT = "nrep_link"
+GENERATE_PROMPT = "nrep_generate"
+SYSTEM_PROMPT = "nrep_system"
+SHOTS = 3
+
+ATTR_VIEWS = "sqlchorus.nrep.views"
+ATTR_LINKED = "sqlchorus.nrep.linked_formats"
+
+
+def candidate_count(settings: Any) -> int:
+    """Candidates one sample makes: one per view."""
+    return len(settings.nrep_views)
+
+
+def model_calls(settings: Any) -> int:
+    """Model calls one sample makes: its own linking calls plus one generation per view."""
+    return len(settings.nrep_views) + len(linking_formats(settings.nrep_views, settings.schema_format))
+
+
+_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def parse_links(text: str | None) -> dict[str, list[str]] | None:
+    """The ``{"table": ["column", ...]}`` object of a linking answer, or None.
+
+    Takes the last brace-delimited object that parses as JSON (or as a Python literal); a
+    table given a single column name as a string keeps it.
+    """
+    if not text:
+        return None
+    starts = [m.start() for m in re.finditer(r"\{", text)]
+    for start in reversed(starts):
+        match = _OBJECT.match(text, start)
+        if not match:
+            continue
+        chunk = match.group(0)
+        for end in range(len(chunk), 0, -1):
+            if chunk[end - 1] != "}":
+                continue
+            value = _literal(chunk[:end])
+            if isinstance(value, dict) and value and all(isinstance(k, str) for k in value):
+                out: dict[str, list[str]] = {}
+                for table, columns in value.items():
+                    if isinstance(columns, str):
+                        columns = [columns]
+                    if not isinstance(columns, (list, tuple)):
+                        break
+                    out[table] = [str(c) for c in columns]
+                else:
+                    return out
+    return None
+
+
+def _literal(chunk: str) -> Any:
+    try:
+        return json.loads(chunk)
+    except ValueError:
+        pass
+    try:
+        return ast.literal_eval(chunk)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+def _example_schema(example: dict[str, Any], view: View) -> str:
+    return render_view(
+        fewshot.schema_of(example["schema"]),
+        view.format,
+        level=view.level,
+        links=fewshot.links_of(example),
+        sample_values=0,
+    )
+
+
+def _link_examples(fmt: str, settings: Any) -> str:
+    parts = []
+    for ex in fewshot.examples(LINK_PROMPT, settings):
+        schema = _example_schema(ex, View(fmt, "full", fmt))
+        answer = json.dumps(fewshot.links_of(ex))
+        parts.append(f"Database schema:\n{schema}\nQuestion: {ex['question']}\nHint: {ex.get('evidence') or '(none)'}\nAnswer: {answer}")
+    return "\n\n".join(parts)
+
+
+def _generation_examples(question: str, view: View, settings: Any) -> str:
+    pool = fewshot.examples(GENERATE_PROMPT, settings)
+    parts = []
+    for ex in fewshot.most_similar(pool, question, SHOTS):
+        schema = _example_schema(ex, view)
+        parts.append(
+            f"Database schema:\n{schema}\nQuestion: {ex['question']}\nHint: {ex.get('evidence') or '(none)'}\n"
+            f"```sql\n{ex['sql']}\n```"
+        )
+    return "\n\n".join(parts)
+
+
+def _in_context(fn, *args):
+    """Run ``fn`` in a copy of this thread's context, so spans nest under the node's span."""
+    ctx = contextvars.copy_context()
+    return lambda: ctx.run(fn, *args)
+
+
+def generate_nrep(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
+    context = runtime.context
+    settings = context.settings
+    sample = state.get("sample", 0)
+    question = state["question"]
+    evidence = state.get("evidence") or "(none)"
+    views = [parse_view(v) for v in settings.nrep_views]
+    shown_values = values_by_column(state.get("values"))
+    usage: list[dict] = []
+    errors: list[dict] = []
+    span = trace.get_current_span()
+    span.set_attribute(ATTR_VIEWS, [v.spec for v in views])
+
+    links_by_format: dict[str, dict[str, list[str]]] = {}
+    source: dict[str, str] = {}
+    if state.get("links"):
+        links_by_format[settings.schema_format] = dict(state["links"])
+        source[settings.schema_format] = "link_schema"
+    own = linking_formats(settings.nrep_views, settings.schema_format)
+    span.set_attribute(ATTR_LINKED, own)
+    for fmt in own:
+        prompt = prompts.render(
+            LINK_PROMPT,
+            examples=_link_examples(fmt, settings),
+            schema=render_view(context.schema, fmt, values=shown_values, sample_values=settings.sample_values),
+            question=question,
+            evidence=evidence,
+        )
+        try:
+            text, record = call_model(context, role="linking", node=NODE, prompt=prompt)
+        except ModelCallError as e:
+            usage.extend([e.usage] if e.usage else [])
+            errors.append({"node": NODE, "kind": "model", "message": f"{fmt} linking: {e}; its views show the whole schema."})
+            continue
+        usage.append(record)
+        raw = parse_links(text)
+        if raw is None:
+            errors.append({"node": NODE, "kind": "parse", "message": f"{fmt} linking returned no links; its views show the whole schema."})
+            continue
+        links_by_format[fmt] = resolve_links(context.schema, raw)
+        source[fmt] = f"{fmt} linking"
+
+    system = prompts.render(SYSTEM_PROMPT)
+    jobs = []
+    for view in views:
+        links = links_by_format.get(view.link_format) if view.level != "full" else None
+        schema = render_view(
+            context.schema,
+            view.format,
+            level=view.level if links else "full",
+            links=links,
+            values=shown_values,
+            sample_values=settings.sample_values,
+            shuffle_seed=sample or None,
+        )
+        prompt = prompts.render(
+            GENERATE_PROMPT,
+            examples=_generation_examples(question, view, settings),
+            schema=schema,
+            question=question,
+            evidence=evidence,
+        )
+        jobs.append((view, links, prompt))
+
+    def generate(prompt: str):
+        try:
+            return call_model(context, role="generation", node=NODE, prompt=prompt, system=system), None
+        except ModelCallError as e:
+            return None, e
+
+    with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), 8))) as pool:
+        outcomes = list(pool.map(lambda job: _in_context(generate, job[2])(), jobs))
+
+    candidates = []
+    for i, ((view, links, _), (reply, failure)) in enumerate(zip(jobs, outcomes)):
+        if failure is not None:
+            usage.extend([failure.usage] if failure.usage else [])
+            errors.append({"node": NODE, "kind": "model", "message": f"view {view.spec}: {failure}"})
+            continue
+        text, record = reply
+        usage.append(record)
+        candidate = new_candidate(GENERATOR, sample * len(views) + i, extract_sql(text), reasoning=text)
+        meta = {
+            "view": view.spec,
+            "format": view.format,
+            "level": view.level if links else "full",
+            "links_from": source.get(view.link_format) if links else None,
+            "links": links or {},
+        }
+        candidates.append(updated(candidate, meta=meta))
+    return {"candidates": candidates, "usage": usage, "errors": errors}

@@ -1,0 +1,149 @@
+"""DIN-SQL's generator: classification, the class's prompt, self-correction, and what it records."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import sqlchorus
+from conftest import FIXTURES, spider_examples
+from sqlchorus.nodes.generate_din import classify_sql, parse_classification, schema_links_text
+from sqlchorus.settings import Settings
+from sqlchorus.testing import ScriptedChatModel, oracle_model, prompt_text, role_of
+from sqlchorus.tools.database import GuardedDatabase
+from sqlchorus.tools.schema import introspect
+
+DIN = FIXTURES / "din"
+
+
+def _cases(name):
+    return json.loads((DIN / name).read_text())
+
+
+@pytest.mark.parametrize("case", _cases("classification_answers.json"), ids=lambda c: c["answer"][:30])
+def test_parse_classification(case):
+    assert parse_classification(case["answer"]) == case["expected"]
+
+
+@pytest.mark.parametrize("case", _cases("sql_classes.json"), ids=lambda c: c["sql"][:40])
+def test_class_of_sql(case):
+    assert classify_sql(case["sql"]) == case["class"]
+
+
+@pytest.mark.parametrize("case", _cases("schema_links.json"), ids=lambda c: c["expected"][:40])
+def test_schema_links_text(case, spider):
+    with GuardedDatabase(spider("concert_singer")) as db:
+        schema = introspect(db, sample_values=0)
+    assert schema_links_text(schema, case["links"], case["values"]) == case["expected"]
+
+
+class Recorder:
+    """Wraps the oracle: records every prompt by role; ``override`` replaces answers by role."""
+
+    def __init__(self, gold, override=None, **kw):
+        self.inner = oracle_model(gold.get, **kw).responses
+        self.override = override or {}
+        self.prompts: list[tuple[str | None, str]] = []
+
+    def __call__(self, messages):
+        text = prompt_text(messages)
+        role = role_of(text)
+        self.prompts.append((role, text))
+        if role in self.override:
+            return self.override[role]
+        return self.inner(messages)
+
+    def of(self, role):
+        return [p for r, p in self.prompts if r == role]
+
+
+def _run(db, question, recorder, **settings):
+    exporter = InMemorySpanExporter()
+    model = ScriptedChatModel(recorder)
+    result = sqlchorus.ask(
+        question, db=db, exporters=[exporter],
+        settings=Settings(model=model, generators={"din": 1}, trace_dir=None, **settings),
+    )
+    return result, exporter.get_finished_spans()
+
+
+def _gold(examples):
+    return {ex["question"]: ex["query"].strip().rstrip(";").strip() for ex in examples}
+
+
+def test_each_class_takes_its_own_prompt(spider):
+    path = spider("concert_singer")
+    examples = spider_examples("concert_singer")
+    gold = _gold(examples)
+    wanted = {"EASY": "din_easy", "NON-NESTED": "Intermediate_representation", "NESTED": "sub-question"}
+    seen = set()
+    for ex in examples:
+        label = classify_sql(ex["query"])
+        if label in seen:
+            continue
+        seen.add(label)
+        recorder = Recorder(gold)
+        result, spans = _run(path, ex["question"], recorder)
+        (cand,) = [c for c in result.candidates if c["generator"] == "din"]
+        assert cand["sql"] == gold[ex["question"]]
+        assert cand["meta"]["class"] == label
+        assert cand["meta"]["corrected"] is False
+        (generation,) = recorder.of("din:generation")
+        if label == "EASY":
+            assert "Intermediate_representation" not in generation
+        else:
+            assert wanted[label] in generation
+        if label == "NESTED":
+            assert cand["meta"]["sub_questions"] == ["the inner query"]
+            assert '["the inner query"]' in generation
+        node = next(s for s in spans if s.name == "node:generate_din")
+        assert node.attributes["sqlchorus.din.class"] == label
+        assert list(node.attributes["sqlchorus.din.sub_questions"]) == cand["meta"]["sub_questions"]
+        assert [u["node"] for u in result.usage].count("generate_din") == 3
+    assert seen == {"EASY", "NON-NESTED", "NESTED"}
+
+
+@pytest.mark.parametrize("variant,phrase", [("gentle", "Use the following instructions"), ("generic", "BUGGY SQL")])
+def test_self_correction_repairs_the_generated_query(spider, variant, phrase):
+    examples = spider_examples("concert_singer")[:2]
+    gold = _gold(examples)
+    recorder = Recorder(gold, first_answer=lambda q: "SELECT nme FROM singer")
+    result, _ = _run(spider("concert_singer"), examples[0]["question"], recorder, din_correction=variant)
+    (cand,) = result.candidates
+    assert cand["meta"]["generated_sql"] == "SELECT nme FROM singer"
+    assert cand["sql"] == gold[examples[0]["question"]]
+    assert cand["meta"]["corrected"] is True
+    (correction,) = recorder.of("din:correction")
+    assert phrase in correction and "SELECT nme FROM singer" in correction
+
+
+def test_no_correction_makes_two_calls(spider):
+    examples = spider_examples("concert_singer")[:2]
+    recorder = Recorder(_gold(examples))
+    result, _ = _run(spider("concert_singer"), examples[0]["question"], recorder, din_correction="none")
+    assert [u["node"] for u in result.usage].count("generate_din") == 2
+    assert recorder.of("din:correction") == []
+
+
+def test_unreadable_class_falls_back_and_says_so(spider):
+    examples = spider_examples("concert_singer")[:2]
+    gold = _gold(examples)
+    recorder = Recorder(gold, override={"din:classification": "I am not sure."})
+    result, _ = _run(spider("concert_singer"), examples[0]["question"], recorder)
+    (cand,) = result.candidates
+    assert cand["meta"]["class"] == "NON-NESTED"
+    assert cand["sql"] == gold[examples[0]["question"]]
+    assert any(e["node"] == "generate_din" and e["kind"] == "parse" for e in result.errors)
+
+
+def test_links_from_link_schema_reach_the_classifier(spider):
+    examples = spider_examples("concert_singer")
+    ex = next(e for e in examples if classify_sql(e["query"]) == "NON-NESTED")
+    recorder = Recorder(_gold(examples))
+    _run(spider("concert_singer"), ex["question"], recorder)
+    (classify,) = recorder.of("din:classification")
+    links_line = classify.rsplit("schema_links: ", 1)[1].splitlines()[0]
+    assert " = " in links_line  # the foreign key between the linked tables
+    assert len(recorder.of("linking")) == 1  # DIN reuses link_schema's links
