@@ -1,0 +1,103 @@
+"""generate_list: LIST's step-wise generator, one candidate per sample like any other generator.
+
+The node runs the LIST subgraph (:mod:`sqlchorus.graph.list_graph`) to the end and turns its
+final state into one candidate. Running the subgraph inside the node, rather than adding it as
+the node, keeps the search's working state (plans, sub-query verdicts, verified steps) out of the
+parent state: only the candidate, its usage and errors come back, with a compact record of the
+search in ``candidate["meta"]["list"]``. The inner nodes still trace as ``node:list_plan`` and so
+on, as children of ``node:generate_list``.
+
+The candidate's SQL is the query of the last step when every step was verified. When the search
+gave up (global attempts spent, or a model call failed), it is the best verified state, the
+deepest verified step, and ``meta`` says so; with nothing verified the candidate has no SQL and
+its error says why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.errors import GraphRecursionError
+from langgraph.runtime import Runtime
+
+from sqlchorus.graph.candidates import new_candidate, updated
+from sqlchorus.graph.context import Context
+from sqlchorus.graph.list_graph import list_graph, recursion_limit
+from sqlchorus.graph.state import GeneratorInput
+
+NODE = "generate_list"
+GENERATOR = "list"
+PAPER_TURNS = 6
+"""Model calls per question LIST made with GPT-4o in the paper (5.84 on BIRD dev, its Table 5)."""
+
+
+def model_calls(settings: Any) -> int:
+    """Typical model calls per sample: the paper's measured average. A search makes at most
+    ``list_max_global_attempts`` step queries, plus a plan and one re-plan per stuck first step."""
+    return PAPER_TURNS
+
+
+def generate_list(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
+    context = runtime.context
+    sample = state.get("sample", 0)
+    inputs = {
+        "question": state["question"],
+        "evidence": state.get("evidence") or "",
+        "schema_view": state.get("schema_view") or "",
+        "values": dict(state.get("values") or {}),
+        "generator": GENERATOR,
+        "sample": sample,
+    }
+    limit = recursion_limit(context.settings)
+    try:
+        final = list_graph().invoke(inputs, config={"recursion_limit": limit}, context=context)
+    except GraphRecursionError:
+        message = f"the LIST search exceeded its step limit ({limit})"
+        candidate = updated(new_candidate(GENERATOR, sample, None), error=message, error_kind="list")
+        return {"candidates": [candidate], "errors": [{"node": NODE, "kind": "recursion", "message": message}]}
+    return {
+        "candidates": [candidate_of(final, sample, context.settings)],
+        "usage": list(final.get("usage") or []),
+        "errors": list(final.get("errors") or []),
+    }
+
+
+def candidate_of(final: dict[str, Any], sample: int, settings: Any) -> dict[str, Any]:
+    """The candidate a finished LIST search stands for."""
+    plan = final.get("plan") or []
+    verified = final.get("verified") or []
+    complete = bool(plan) and len(verified) == len(plan) and not final.get("halt")
+    best = final.get("best")
+    sql = verified[-1]["sql"] if complete else (best or {}).get("sql")
+    reason = None
+    if not complete:
+        reason = final.get("halt") or (
+            f"global attempts spent ({final.get('global_attempts', 0)} of "
+            f"{settings.list_max_global_attempts})"
+        )
+    meta = {
+        "complete": complete,
+        "plan": plan,
+        "plans": final.get("plan_round", 0),
+        "steps_planned": len(plan),
+        "steps_verified": len(verified) if complete else (best or {}).get("verified", 0),
+        "global_attempts": final.get("global_attempts", 0),
+        "tracebacks": final.get("tracebacks", 0),
+        "verifier": settings.list_verifier,
+        "gave_up": reason,
+        "attempts": list(final.get("trail") or []),
+    }
+    candidate = new_candidate(GENERATOR, sample, sql, reasoning=_reasoning(plan, verified if complete else []))
+    if sql is None:
+        candidate = updated(candidate, error=f"LIST verified no step: {reason}", error_kind="list")
+    return updated(candidate, meta={"list": meta})
+
+
+def _reasoning(plan: list[str], verified: list[dict[str, Any]]) -> str:
+    queries = {v["step"]: v["sql"] for v in verified}
+    lines = []
+    for i, instruction in enumerate(plan):
+        lines.append(f"Step {i + 1}: {instruction}")
+        if i in queries:
+            lines.append(f"  {queries[i]}")
+    return "\n".join(lines)

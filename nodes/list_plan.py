@@ -1,0 +1,92 @@
+"""list_plan: LIST's step instructions, one operation per step, from the generation model.
+
+The prompt shows back-translated examples: real queries split by the LIST decomposer, each
+sub-query described in words (``prompts/list_plan_examples.json``, built by
+:mod:`sqlchorus.tools.list_examples`). The model answers with ``[[Step 1: ...]]`` items. An
+answer without them falls back to its numbered lines, and an answer with neither to a single
+step (write the whole query), so a model that ignores the format still gets one verified try.
+
+A re-plan (after the first step failed every local attempt) shows the model the plan that failed
+and why, so that the new plan can take another route.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from sqlchorus import prompts
+from sqlchorus.graph.context import Context
+from sqlchorus.graph.llm import ModelCallError, call_model
+from sqlchorus.nodes.list_write_step import numbered, shared_values, temperature_for
+
+NODE = "list_plan"
+WHOLE_QUERY = "Write the whole query that answers the question."
+
+_BRACKETED = re.compile(r"\[\[(.+?)\]\]", re.DOTALL)
+_NUMBERED = re.compile(r"(?im)^\s*(?:[-*]\s*)?(?:step\s*)?(\d+)\s*[.:)]\s*(.+?)\s*$")
+_STEP_PREFIX = re.compile(r"(?i)^\s*step\s*\d+\s*[:.)-]\s*")
+
+
+def parse_plan(text: str | None) -> list[str]:
+    """The step instructions of a plan answer, without their ``Step N:`` prefixes."""
+    if not text:
+        return []
+    items = _BRACKETED.findall(text)
+    if not items:
+        items = [m.group(2) for m in _NUMBERED.finditer(text)]
+    steps = [" ".join(_STEP_PREFIX.sub("", item).split()) for item in items]
+    return [s for s in steps if s]
+
+
+def examples_text(settings: Any = None) -> str:
+    """The back-translated plan examples, as the prompt shows them."""
+    from sqlchorus.fewshot import examples
+
+    blocks = []
+    for i, ex in enumerate(examples(NODE, settings), 1):
+        steps = "\n".join(f"[[Step {n}: {s['instruction']}]]" for n, s in enumerate(ex["steps"], 1))
+        blocks.append(
+            f"### Example {i}\nDatabase schema:\n{ex['schema']}\nQuestion: {ex['question']}\n"
+            f"Hint: {ex.get('evidence') or '(none)'}\nSteps:\n{steps}"
+        )
+    return "\n\n".join(blocks)
+
+
+def _feedback(state: dict) -> str:
+    failed = state.get("failed_plan")
+    if not failed:
+        return ""
+    return (
+        "## A previous plan failed at its first step, so do not repeat it:\n"
+        f"{numbered(failed['plan'])}\nIts first step could not be written: {failed['error']}\n"
+    )
+
+
+def list_plan(state: dict, runtime: Runtime[Context]) -> dict:
+    context = runtime.context
+    round_ = (state.get("plan_round") or 0) + 1
+    prompt = prompts.render(
+        NODE,
+        examples=examples_text(context.settings),
+        feedback=_feedback(state),
+        **shared_values(state),
+    )
+    base = {"plan_round": round_, "step": 0, "verified": [], "local_attempts": 0, "attempt": {}, "check": {}, "dead_end": {}}
+    try:
+        text, usage = call_model(
+            context, role="generation", node=NODE, prompt=prompt,
+            temperature=temperature_for(state, context.settings),
+        )
+    except ModelCallError as e:
+        return {
+            **base,
+            "halt": f"planning failed: {e}",
+            "usage": [e.usage] if e.usage else [],
+            "errors": [{"node": NODE, "kind": "model", "message": str(e)}],
+        }
+    plan = parse_plan(text)
+    fallback = not plan
+    return {**base, "plan": plan or [WHOLE_QUERY], "plan_fallback": fallback, "usage": [usage]}

@@ -1,0 +1,76 @@
+"""list_reprompt: the model repairs the current step, told exactly where its query failed.
+
+As in the paper's reprompt, the prompt carries the schema, the question, the plan and the
+verified query so far, the query that failed, the sub-queries of it that ran ("SQLs that run
+well"), the one that did not and its error. An empty result or a join without a condition is a
+warning: the model may keep its query by answering with it again (see
+:mod:`sqlchorus.nodes.list_verify_step`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from sqlchorus import prompts
+from sqlchorus.graph.context import Context
+from sqlchorus.graph.llm import ModelCallError, call_model
+from sqlchorus.nodes.list_write_step import shared_values, step_values, temperature_for
+from sqlchorus.tools.parsing import extract_sql
+
+NODE = "list_reprompt"
+MAX_RUNNABLE = 6  # the last sub-queries that ran; earlier ones add length, not information
+
+_CROSS_NOTE = (
+    "Add the join condition; if pairing every row is intended because a later step relates the "
+    "tables in WHERE, answer with the same query again and it will be accepted."
+)
+_EMPTY_NOTE = (
+    "If no rows is the right answer to this step, answer with the same query again and it will "
+    "be accepted."
+)
+
+
+def error_text(check: dict[str, Any]) -> str:
+    """The verifier's complaint, as the model reads it."""
+    if check.get("kind") == "empty":
+        return f"{check.get('error') or 'the query returned no rows'}. {_EMPTY_NOTE}"
+    if check.get("kind") == "cross_join":
+        return f"{check.get('error')}. {_CROSS_NOTE}"
+    kind = check.get("kind") or "error"
+    return f"{kind}: {check.get('error') or 'the query failed'}"
+
+
+def list_reprompt(state: dict, runtime: Runtime[Context]) -> dict:
+    context = runtime.context
+    check = state.get("check") or {}
+    runnable = (check.get("runnable") or [])[-MAX_RUNNABLE:]
+    prompt = prompts.render(
+        NODE,
+        sql=check.get("sql") or "-- (no SQL in the answer)",
+        runnable="\n".join(f"{q};" for q in runnable) or "-- (none)",
+        failing=check.get("failing") or check.get("sql") or "-- (no SQL in the answer)",
+        error=error_text(check),
+        **shared_values(state),
+        **step_values(state),
+    )
+    update: dict[str, Any] = {
+        "global_attempts": (state.get("global_attempts") or 0) + 1,
+        "local_attempts": (state.get("local_attempts") or 0) + 1,
+    }
+    try:
+        text, usage = call_model(
+            context, role="generation", node=NODE, prompt=prompt,
+            temperature=temperature_for(state, context.settings),
+        )
+    except ModelCallError as e:
+        return {
+            **update,
+            "halt": f"generation failed: {e}",
+            "usage": [e.usage] if e.usage else [],
+            "errors": [{"node": NODE, "kind": "model", "message": str(e)}],
+        }
+    update["attempt"] = {"step": state.get("step", 0), "kind": "reprompt", "sql": extract_sql(text)}
+    update["usage"] = [usage]
+    return update

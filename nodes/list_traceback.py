@@ -1,0 +1,41 @@
+"""list_traceback: LIST's way out of a step that failed every local attempt.
+
+When some step is verified, the search goes back to the last one and rewrites it: the step
+that failed may be impossible on top of it (a join through the wrong table, a filter that
+already dropped the rows the next step needs). Its verified query is set aside as a dead end and
+shown to the model when it rewrites the step. When nothing is verified, the plan itself is
+suspect and the search re-plans. The router (:func:`sqlchorus.graph.list_graph.after_traceback`)
+says which happened and why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from sqlchorus.graph.context import Context
+
+NODE = "list_traceback"
+
+
+def list_traceback(state: dict, runtime: Runtime[Context]) -> dict:
+    verified = list(state.get("verified") or [])
+    check = state.get("check") or {}
+    error = check.get("error") or check.get("kind") or "failed"
+    failed_step = check.get("step", state.get("step", 0))
+    update: dict[str, Any] = {"tracebacks": (state.get("tracebacks") or 0) + 1, "local_attempts": 0}
+    if verified:
+        last = verified.pop()
+        update.update(
+            verified=verified,
+            step=last["step"],
+            dead_end={"step": last["step"], "sql": last["sql"], "error": error},
+            last_traceback={"to": "step", "step": last["step"], "failed_step": failed_step},
+        )
+    else:
+        update.update(
+            failed_plan={"plan": list(state.get("plan") or []), "error": error},
+            last_traceback={"to": "plan", "failed_step": failed_step},
+        )
+    return update

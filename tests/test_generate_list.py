@@ -1,0 +1,514 @@
+"""The LIST subgraph: its verifier on fixture queries, and scripted searches that drive each edge.
+
+A search is run through the ``generate_list`` node with a scripted model over the demo database;
+its trace is summarised into the list of routing decisions, ``from -> to: reason``, and the test
+reads like the search it describes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from langgraph.runtime import Runtime
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+import sqlchorus
+from conftest import FIXTURES, spider_examples
+from sqlchorus import prompts
+from sqlchorus.graph.context import Context
+from sqlchorus.graph.list_graph import list_graph, recursion_limit
+from sqlchorus.nodes.generate_list import generate_list
+from sqlchorus.nodes.list_plan import WHOLE_QUERY, parse_plan
+from sqlchorus.nodes.list_verify_step import verify_sql
+from sqlchorus.settings import Settings
+from sqlchorus.testing import ScriptedChatModel, oracle_model, prompt_text, role_of
+from sqlchorus.tools.database import GuardedDatabase
+from sqlchorus.tools.list_examples import build_examples, render
+from sqlchorus.tools.schema import introspect
+
+CASES = json.loads((FIXTURES / "list_verify" / "cases.json").read_text())
+
+QUESTION = "How many products in the Kitchen category cost more than 20?"
+PLAN = [
+    "Take the rows of products AS p.",
+    "Join categories AS c on p.category_id = c.category_id.",
+    "Keep only the rows where c.name = 'Kitchen' AND p.unit_price > 20.",
+    "Return COUNT(*).",
+]
+FROM = "SELECT * FROM products AS p"
+JOIN = FROM + " JOIN categories AS c ON p.category_id = c.category_id"
+WHERE = JOIN + " WHERE c.name = 'Kitchen' AND p.unit_price > 20"
+FINAL = "SELECT COUNT(*) FROM products AS p JOIN categories AS c ON p.category_id = c.category_id WHERE c.name = 'Kitchen' AND p.unit_price > 20"
+GOOD = {1: FROM, 2: JOIN, 3: WHERE, 4: FINAL}
+
+
+# -- the verifier ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo():
+    from sqlchorus.demo import demo_db_path
+
+    with GuardedDatabase(demo_db_path()) as db:
+        yield db, introspect(db, sample_values=0)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_verifier(demo, case):
+    db, schema = demo
+    verdict = verify_sql(
+        case["sql"], db, schema=schema, verifier=case.get("verifier", "strong"),
+        growth=case.get("growth", 100.0), accepted=set(case.get("accepted", [])),
+    )
+    expect = case["expect"]
+    assert verdict["kind"] == expect["kind"], verdict
+    assert verdict["ok"] == (expect["kind"] == "ok")
+    if "error" in expect:
+        assert expect["error"] in verdict["error"]
+    for key in ("failing", "runnable", "sub_queries"):
+        if key in expect:
+            assert verdict[key] == expect[key], key
+
+
+@pytest.mark.parametrize(
+    "answer,steps",
+    [
+        ("[[Step 1: Take the rows of singer.]]\n[[Step 2: Return name.]]", ["Take the rows of singer.", "Return name."]),
+        ("Steps:\n1. Take the rows of singer.\n2) Return name.", ["Take the rows of singer.", "Return name."]),
+        ("[[Take the rows\n of singer.]] then [[ step 2 - Return name. ]]", ["Take the rows of singer.", "Return name."]),
+        ("SELECT name FROM singer", []),
+        ("", []),
+    ],
+)
+def test_parse_plan(answer, steps):
+    assert parse_plan(answer) == steps
+
+
+def test_shipped_examples_are_what_the_script_builds(demo):
+    db, _ = demo
+    built = build_examples(db)
+    assert built == prompts.examples("list_plan")
+    shipped = (FIXTURES.parent.parent / "prompts" / "list_plan_examples.json").read_text(encoding="utf-8")
+    assert render(built) == shipped
+    # Every example shows each step with the sub-query that writes it; the last is the query.
+    for example in built:
+        assert example["steps"][-1]["sql"].startswith(("SELECT", "WITH"))
+        assert all(s["instruction"] for s in example["steps"])
+
+
+# -- scripted searches -------------------------------------------------------------------------
+
+
+class Script:
+    """Answers LIST prompts from lists: ``plan`` for plans, ``("write", n)`` and ``("repair", n)``
+    for step ``n``. Each call takes the next answer; the last one repeats."""
+
+    def __init__(self, answers: dict):
+        self.answers = {k: list(v) for k, v in answers.items()}
+        self.calls: list[tuple] = []
+
+    def __call__(self, messages) -> str:
+        prompt = prompt_text(messages)
+        role = role_of(prompt)
+        if role == "list:plan":
+            key: tuple | str = "plan"
+        else:
+            task = prompt.split("======= Your task =======")[-1]
+            found = re.search(r"(write|repair) step (\d+) of \d+", task)
+            assert found, prompt[-500:]
+            key = (found.group(1), int(found.group(2)))
+        self.calls.append(key)
+        queue = self.answers[key]
+        answer = queue.pop(0) if len(queue) > 1 else queue[0]
+        if isinstance(answer, Exception):
+            raise answer
+        if key == "plan":
+            return "\n".join(f"[[Step {n}: {s}]]" for n, s in enumerate(answer, 1))
+        return f"Question analysis: ...\nResult:\n```sql\n{answer}\n```"
+
+
+def run_search(answers: dict, settings: Settings | None = None, question: str = QUESTION):
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from sqlchorus.demo import demo_db_path
+
+    script = Script(answers)
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    settings = settings or Settings(trace_dir=None)
+    with GuardedDatabase(demo_db_path()) as db:
+        context = Context(
+            db=db, models={"generation": ScriptedChatModel(script)}, settings=settings,
+            schema=introspect(db, sample_values=0), tracer=provider.get_tracer("test"),
+        )
+        update = generate_list(
+            {"question": question, "evidence": "", "schema_view": "(schema)", "values": {},
+             "generator": "list", "sample": 0},
+            Runtime(context=context),
+        )
+    return update, routes(spans.get_finished_spans()), script
+
+
+def routes(finished) -> list[str]:
+    """Every route event, in order, as ``from -> to: reason``."""
+    nodes = [s for s in sorted(finished, key=lambda s: s.start_time) if s.name.startswith("node:")]
+    return [
+        f"{e.attributes['from']} -> {e.attributes['to']}: {e.attributes['reason']}"
+        for s in nodes for e in s.events if e.name == "route"
+    ]
+
+
+def hops(trace: list[str]) -> list[str]:
+    return [line.split(":", 1)[0] for line in trace]
+
+
+def test_straight_success():
+    update, trace, script = run_search({"plan": [PLAN], **{("write", n): [sql] for n, sql in GOOD.items()}})
+    assert trace == [
+        "list_plan -> list_write_step: plan 1: 4 steps",
+        "list_write_step -> list_verify_step: step 1 of 4 written (query 1 of 15)",
+        "list_verify_step -> list_write_step: step 1 of 4 verified; writing step 2",
+        "list_write_step -> list_verify_step: step 2 of 4 written (query 2 of 15)",
+        "list_verify_step -> list_write_step: step 2 of 4 verified; writing step 3",
+        "list_write_step -> list_verify_step: step 3 of 4 written (query 3 of 15)",
+        "list_verify_step -> list_write_step: step 3 of 4 verified; writing step 4",
+        "list_write_step -> list_verify_step: step 4 of 4 written (query 4 of 15)",
+        "list_verify_step -> __end__: all 4 steps verified",
+    ]
+    (candidate,) = update["candidates"]
+    assert candidate["id"] == "list-0" and candidate["generator"] == "list"
+    assert candidate["sql"] == FINAL and candidate["status"] == "unchecked"
+    meta = candidate["meta"]["list"]
+    assert meta["complete"] and meta["gave_up"] is None
+    assert (meta["steps_verified"], meta["steps_planned"], meta["global_attempts"]) == (4, 4, 4)
+    assert [u["node"] for u in update["usage"]] == ["list_plan"] + ["list_write_step"] * 4
+    assert "Step 2: Join categories AS c on p.category_id = c.category_id.\n  " + JOIN in candidate["reasoning"]
+
+
+def test_reprompt_that_succeeds():
+    broken = FROM + " JOIN categories AS c ON p.categoryid = c.category_id"
+    update, trace, script = run_search({
+        "plan": [PLAN], ("write", 1): [FROM], ("write", 2): [broken], ("repair", 2): [JOIN],
+        ("write", 3): [WHERE], ("write", 4): [FINAL],
+    })
+    assert hops(trace) == [
+        "list_plan -> list_write_step",
+        "list_write_step -> list_verify_step", "list_verify_step -> list_write_step",
+        "list_write_step -> list_verify_step", "list_verify_step -> list_reprompt",
+        "list_reprompt -> list_verify_step", "list_verify_step -> list_write_step",
+        "list_write_step -> list_verify_step", "list_verify_step -> list_write_step",
+        "list_write_step -> list_verify_step", "list_verify_step -> __end__",
+    ]
+    assert trace[4] == (
+        "list_verify_step -> list_reprompt: step 2 of 4 failed (execution: no such column: p.categoryid); "
+        "reprompt 1 of 3"
+    )
+    assert trace[5] == "list_reprompt -> list_verify_step: step 2 of 4 repaired, reprompt 1 of 3 (query 3 of 15)"
+    assert update["candidates"][0]["sql"] == FINAL
+    meta = update["candidates"][0]["meta"]["list"]
+    assert [(a["step"], a["kind"], a["verdict"]) for a in meta["attempts"]] == [
+        (1, "write", "ok"), (2, "write", "execution"), (2, "reprompt", "ok"), (3, "write", "ok"), (4, "write", "ok"),
+    ]
+
+
+def test_reprompt_shows_the_failing_sub_query():
+    broken_where = JOIN + " WHERE c.nam = 'Kitchen' AND p.unit_price > 20"
+    seen = []
+
+    def capture(messages):
+        seen.append(prompt_text(messages))
+        return script(messages)
+
+    script = Script({"plan": [PLAN], ("write", 1): [FROM], ("write", 2): [JOIN], ("write", 3): [broken_where],
+                     ("repair", 3): [WHERE], ("write", 4): [FINAL]})
+    from sqlchorus.demo import demo_db_path
+
+    with GuardedDatabase(demo_db_path()) as db:
+        context = Context(db=db, models={"generation": ScriptedChatModel(capture)}, settings=Settings(trace_dir=None),
+                          schema=introspect(db, sample_values=0))
+        list_graph().invoke({"question": QUESTION, "schema_view": "(schema)", "sample": 0},
+                            config={"recursion_limit": 50}, context=context)
+    repair = next(p for p in seen if role_of(p) == "list:reprompt")
+    task = repair.split("======= Your task =======")[1]
+    assert f"Generated SQL:\n```sql\n{broken_where}\n```" in task
+    assert f"SQLs that run well:\n```sql\n{FROM};\n{JOIN};\n```" in task
+    assert f"When it turns to:\n```sql\n{broken_where}\n```\nthis happened: execution: no such column: c.nam" in task
+    assert f"-- step 2\n{JOIN};" in task  # the verified path so far
+
+
+def test_traceback_to_an_earlier_step():
+    wrong_join = FROM + " JOIN suppliers AS s ON p.supplier_id = s.supplier_id"
+    stuck_where = wrong_join + " WHERE c.name = 'Kitchen' AND p.unit_price > 20"
+    update, trace, script = run_search({
+        "plan": [PLAN], ("write", 1): [FROM], ("write", 2): [wrong_join, JOIN],
+        ("write", 3): [stuck_where, WHERE], ("repair", 3): [stuck_where], ("write", 4): [FINAL],
+    })
+    assert hops(trace) == [
+        "list_plan -> list_write_step",
+        "list_write_step -> list_verify_step", "list_verify_step -> list_write_step",
+        "list_write_step -> list_verify_step", "list_verify_step -> list_write_step",
+        "list_write_step -> list_verify_step", "list_verify_step -> list_reprompt",
+        "list_reprompt -> list_verify_step", "list_verify_step -> list_reprompt",
+        "list_reprompt -> list_verify_step", "list_verify_step -> list_reprompt",
+        "list_reprompt -> list_verify_step", "list_verify_step -> list_traceback",
+        "list_traceback -> list_write_step",
+        "list_write_step -> list_verify_step", "list_verify_step -> list_write_step",
+        "list_write_step -> list_verify_step", "list_verify_step -> list_write_step",
+        "list_write_step -> list_verify_step", "list_verify_step -> __end__",
+    ]
+    assert trace[12] == (
+        "list_verify_step -> list_traceback: step 3 of 4 failed 4 times, local attempts spent (3 of 3): "
+        "execution: no such column: c.name"
+    )
+    assert trace[13] == "list_traceback -> list_write_step: step 3 of 4 is stuck; back to step 2, the last verified step, to rewrite it"
+    assert script.calls.count(("write", 2)) == 2
+    (candidate,) = update["candidates"]
+    assert candidate["sql"] == FINAL
+    meta = candidate["meta"]["list"]
+    assert (meta["tracebacks"], meta["global_attempts"], meta["plans"]) == (1, 9, 1)
+
+
+def test_replan_when_nothing_is_verified():
+    bad_plan = ["Take the rows of product.", "Return COUNT(*)."]
+    update, trace, script = run_search({
+        "plan": [bad_plan, PLAN], ("write", 1): ["SELECT * FROM product", FROM], ("repair", 1): ["SELECT * FROM product"],
+        ("write", 2): [JOIN], ("write", 3): [WHERE], ("write", 4): [FINAL],
+    })
+    assert hops(trace)[:10] == [
+        "list_plan -> list_write_step",
+        "list_write_step -> list_verify_step", "list_verify_step -> list_reprompt",
+        "list_reprompt -> list_verify_step", "list_verify_step -> list_reprompt",
+        "list_reprompt -> list_verify_step", "list_verify_step -> list_reprompt",
+        "list_reprompt -> list_verify_step", "list_verify_step -> list_traceback",
+        "list_traceback -> list_plan",
+    ]
+    assert trace[0] == "list_plan -> list_write_step: plan 1: 2 steps"
+    assert trace[9] == "list_traceback -> list_plan: step 1 of 2 is stuck and no step is verified; re-planning (plan 2)"
+    assert trace[10] == "list_plan -> list_write_step: plan 2 (re-plan): 4 steps"
+    assert trace[-1] == "list_verify_step -> __end__: all 4 steps verified"
+    assert update["candidates"][0]["sql"] == FINAL
+    meta = update["candidates"][0]["meta"]["list"]
+    assert (meta["plans"], meta["plan"], meta["global_attempts"]) == (2, PLAN, 8)
+
+
+def test_replan_prompt_says_why_the_plan_failed():
+    seen = []
+    script = Script({"plan": [["Take the rows of product."], PLAN], ("write", 1): ["SELECT * FROM product", FROM],
+                     ("repair", 1): ["SELECT * FROM product"], ("write", 2): [JOIN], ("write", 3): [WHERE],
+                     ("write", 4): [FINAL]})
+
+    def capture(messages):
+        seen.append(prompt_text(messages))
+        return script(messages)
+
+    from sqlchorus.demo import demo_db_path
+
+    with GuardedDatabase(demo_db_path()) as db:
+        context = Context(db=db, models={"generation": ScriptedChatModel(capture)}, settings=Settings(trace_dir=None),
+                          schema=introspect(db, sample_values=0))
+        list_graph().invoke({"question": QUESTION, "schema_view": "(schema)", "sample": 0},
+                            config={"recursion_limit": 50}, context=context)
+    plans = [p for p in seen if role_of(p) == "list:plan"]
+    assert len(plans) == 2
+    assert "A previous plan failed" not in plans[0]
+    assert "Step 1: Take the rows of product.\nIts first step could not be written: no such table: product" in plans[1]
+
+
+def test_global_give_up_keeps_the_best_verified_state():
+    stuck = JOIN + " WHERE c.nme = 'Kitchen'"
+    update, trace, script = run_search({
+        "plan": [PLAN], ("write", 1): [FROM], ("write", 2): [JOIN], ("write", 3): [stuck], ("repair", 3): [stuck],
+    })
+    # 2 verified steps, then step 3 fails 4 times and the search goes back to step 2, twice.
+    assert hops(trace).count("list_verify_step -> list_traceback") == 2
+    assert hops(trace).count("list_traceback -> list_write_step") == 2
+    assert trace[-1] == (
+        "list_verify_step -> __end__: step 3 of 4 failed (execution: no such column: c.nme) and global attempts "
+        "spent (15 of 15); best verified: 2 of 4 steps (plan 1)"
+    )
+    assert script.calls.count("plan") == 1
+    assert len([c for c in script.calls if c != "plan"]) == 15
+    (candidate,) = update["candidates"]
+    assert candidate["sql"] == JOIN  # the best verified state
+    meta = candidate["meta"]["list"]
+    assert not meta["complete"]
+    assert meta["gave_up"] == "global attempts spent (15 of 15)"
+    assert (meta["steps_verified"], meta["global_attempts"], meta["tracebacks"]) == (2, 15, 2)
+    assert len(meta["attempts"]) == 15
+    assert not update["errors"]
+
+
+def test_global_give_up_with_nothing_verified_and_few_attempts():
+    settings = Settings(trace_dir=None, list_max_global_attempts=5, list_max_local_attempts=1)
+    update, trace, script = run_search({"plan": [PLAN], ("write", 1): ["SELECT * FROM product"],
+                                        ("repair", 1): ["SELECT * FROM product"]}, settings=settings)
+    assert hops(trace) == [
+        "list_plan -> list_write_step",
+        "list_write_step -> list_verify_step", "list_verify_step -> list_reprompt",
+        "list_reprompt -> list_verify_step", "list_verify_step -> list_traceback",
+        "list_traceback -> list_plan",
+        "list_plan -> list_write_step",
+        "list_write_step -> list_verify_step", "list_verify_step -> list_reprompt",
+        "list_reprompt -> list_verify_step", "list_verify_step -> list_traceback",
+        "list_traceback -> list_plan",
+        "list_plan -> list_write_step",
+        "list_write_step -> list_verify_step", "list_verify_step -> __end__",
+    ]
+    assert trace[-1].endswith("global attempts spent (5 of 5); nothing verified")
+    (candidate,) = update["candidates"]
+    assert candidate["sql"] == "" and candidate["status"] == "error"
+    assert candidate["error"] == "LIST verified no step: global attempts spent (5 of 5)"
+
+
+def test_an_empty_result_kept_by_the_model_is_accepted():
+    empty_where = JOIN + " WHERE c.name = 'Kitchen' AND p.unit_price > 100000"
+    empty_final = "SELECT COUNT(*) FROM products AS p JOIN categories AS c ON p.category_id = c.category_id WHERE c.name = 'Kitchen' AND p.unit_price > 100000"
+    update, trace, script = run_search({
+        "plan": [PLAN], ("write", 1): [FROM], ("write", 2): [JOIN], ("write", 3): [empty_where],
+        ("repair", 3): [empty_where], ("write", 4): [empty_final],
+    })
+    assert trace[6] == "list_verify_step -> list_reprompt: step 3 of 4 failed (empty: the query returned no rows); reprompt 1 of 3"
+    assert trace[8] == (
+        "list_verify_step -> list_write_step: step 3 of 4 verified (the query returned no rows (kept by the model)); "
+        "writing step 4"
+    )
+    # The accepted empty sub-query is not reported again when step 4 contains it.
+    assert trace[-1] == "list_verify_step -> __end__: all 4 steps verified"
+    assert update["candidates"][0]["sql"] == empty_final
+
+
+def test_a_join_without_a_condition_may_be_kept_but_an_always_true_one_may_not():
+    cross = "SELECT COUNT(*) FROM products AS p, categories AS c"
+    kept, trace, _ = run_search({"plan": [["Count every pair of a product and a category."]],
+                                 ("write", 1): [cross], ("repair", 1): [cross]})
+    assert trace[2] == (
+        "list_verify_step -> list_reprompt: step 1 of 1 failed (cross_join: the join of categories AS c has no "
+        "condition: each of the 47 rows is paired with each of the 8 rows of categories AS c (376 rows)); "
+        "reprompt 1 of 3"
+    )
+    assert trace[-1].startswith("list_verify_step -> __end__: 1 step verified (the join of categories AS c has no condition")
+    assert kept["candidates"][0]["sql"] == cross
+
+    always = "SELECT COUNT(*) FROM products AS p JOIN categories AS c ON c.category_id = c.category_id"
+    settings = Settings(trace_dir=None, list_max_local_attempts=1, list_max_global_attempts=2)
+    refused, trace, _ = run_search({"plan": [["Count every pair of a product and a category."]],
+                                    ("write", 1): [always], ("repair", 1): [always]}, settings=settings)
+    assert hops(trace) == ["list_plan -> list_write_step", "list_write_step -> list_verify_step",
+                           "list_verify_step -> list_reprompt", "list_reprompt -> list_verify_step",
+                           "list_verify_step -> __end__"]
+    assert "growth: the join of categories AS c pairs every row with every row" in trace[-1]
+    assert refused["candidates"][0]["status"] == "error"
+
+
+def test_weak_verifier_runs_only_the_whole_query():
+    always = "SELECT COUNT(*) FROM products AS p JOIN categories AS c ON c.category_id = c.category_id"
+    answers = {"plan": [["Count every pair of a product and a category."]], ("write", 1): [always]}
+    weak, weak_trace, _ = run_search(answers, settings=Settings(trace_dir=None, list_verifier="weak"))
+    assert weak_trace[-1] == "list_verify_step -> __end__: 1 step verified"
+    assert weak["candidates"][0]["sql"] == always
+    assert weak["candidates"][0]["meta"]["list"]["verifier"] == "weak"
+
+
+def test_a_plan_without_steps_becomes_one_step():
+    update, trace, _ = run_search({"plan": [[]], ("write", 1): [FINAL]})
+    assert trace[0] == "list_plan -> list_write_step: plan 1: no steps in the answer; one step: write the whole query"
+    assert update["candidates"][0]["meta"]["list"]["plan"] == [WHOLE_QUERY]
+    assert update["candidates"][0]["sql"] == FINAL
+
+
+def test_a_failing_model_ends_the_search():
+    update, trace, _ = run_search({"plan": [PLAN], ("write", 1): [FROM], ("write", 2): [RuntimeError("provider down")]})
+    assert trace[-1].startswith("list_write_step -> __end__: generation failed: The generation model (scripted) failed: provider down")
+    (candidate,) = update["candidates"]
+    assert candidate["sql"] == FROM  # the best verified state so far
+    assert candidate["meta"]["list"]["gave_up"].startswith("generation failed")
+    assert [e["node"] for e in update["errors"]] == ["list_write_step"]
+
+
+def test_the_step_limit_covers_the_worst_case():
+    for local, total in [(3, 15), (0, 4), (1, 1), (5, 40)]:
+        settings = Settings(list_max_local_attempts=local, list_max_global_attempts=total)
+        # Worst case: every query fails, with a traceback and a re-plan after each local budget.
+        per = local + 1
+        worst = 1 + 2 * total + 2 * ((total - 1) // per)
+        assert recursion_limit(settings) > worst
+
+
+# -- in the whole graph ------------------------------------------------------------------------
+
+
+def test_oracle_answers_with_gold_sql_through_the_list_generator():
+    from sqlchorus.demo import demo_db_path, load_demo_questions
+
+    questions = load_demo_questions()[::3]
+    model = oracle_model({q["question"]: q["sql"] for q in questions}.get)
+    for q in questions:
+        result = sqlchorus.ask(q["question"], db=demo_db_path(), model=model,
+                               settings=Settings(generators={"list": 1}, trace_dir=None))
+        assert result.ok, result.error
+        assert result.sql == q["sql"]
+        meta = result.candidates[0]["meta"]["list"]
+        assert meta["complete"] and meta["steps_verified"] == meta["steps_planned"]
+
+
+def test_spider_oracle_with_two_generators(spider):
+    examples = spider_examples("concert_singer")[:4]
+    model = oracle_model({ex["question"]: ex["query"] for ex in examples}.get)
+    settings = Settings(generators={"divide_conquer": 1, "list": 1}, trace_dir=None)
+    for ex in examples:
+        result = sqlchorus.ask(ex["question"], db=spider("concert_singer"), model=model, settings=settings)
+        assert result.ok, result.error
+        by_id = {c["id"]: c for c in result.candidates}
+        assert set(by_id) == {"divide_conquer-0", "list-0"}
+        assert by_id["list-0"]["sql"] == ex["query"].strip().rstrip(";").strip()
+        assert by_id["list-0"]["fingerprint"] == by_id["divide_conquer-0"]["fingerprint"]
+        assert set(by_id["list-0"]) >= {"meta"} and "check" not in by_id["list-0"]["meta"]["list"]
+
+
+def test_inner_nodes_trace_under_generate_list(demo_db, spans):
+    from sqlchorus.demo import load_demo_questions
+
+    q = load_demo_questions()[5]
+    model = oracle_model({q["question"]: q["sql"]}.get)
+    result = sqlchorus.ask(q["question"], db=demo_db, model=model,
+                           settings=Settings(generators={"list": 1}, trace_dir=None), exporters=[spans])
+    assert result.ok
+    finished = spans.get_finished_spans()
+    by_id = {s.context.span_id: s for s in finished}
+    inner = [s for s in finished if s.name.startswith("node:list_")]
+    assert {s.name for s in inner} == {"node:list_plan", "node:list_write_step", "node:list_verify_step"}
+    assert all(by_id[s.parent.span_id].name == "node:generate_list" for s in inner)
+    sql = [s for s in finished if s.name == "sql" and by_id[s.parent.span_id].name == "node:list_verify_step"]
+    assert sql, "sub-queries run through the guarded database, as spans of the verifier"
+    outer = [(e.attributes["from"], e.attributes["to"]) for s in finished if s.name == "node:generate_list"
+             for e in s.events if e.name == "route"]
+    assert outer == [("generate_list", "check_candidates")]
+
+
+def test_runs_inside_a_checkpointed_graph(demo_db):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from sqlchorus.demo import load_demo_questions
+    from sqlchorus.graph.build import build_graph
+
+    q = load_demo_questions()[0]
+    settings = Settings(generators={"list": 1}, trace_dir=None, model=oracle_model({q["question"]: q["sql"]}.get))
+    graph = build_graph(settings, checkpointer=InMemorySaver())
+    from sqlchorus.models import resolve_roles
+
+    class NoValues:  # value retrieval is not what this test is about
+        def search(self, keywords, **kw):
+            return {}
+
+    with GuardedDatabase(demo_db) as db:
+        context = Context(db=db, models=resolve_roles(settings), settings=settings, schema=introspect(db),
+                          value_index=NoValues())
+        config = {"recursion_limit": settings.recursion_limit, "configurable": {"thread_id": "list"}}
+        state = graph.invoke({"question": q["question"], "evidence": ""}, config=config, context=context)
+    assert state["answer"]["sql"] == q["sql"]
+    # Only the candidate comes back: none of the search's working state reaches the parent.
+    assert not {"plan", "verified", "check", "trail"} & set(state)
