@@ -1,0 +1,657 @@
+"""Evaluation runs: the graph on every question of a dataset, recorded, resumable, scored.
+
+A run lives in one folder::
+
+    run.json          what was evaluated (dataset, benchmark, models, generators)
+    records.jsonl     one JSON object per question, appended and flushed as each finishes
+    pred.txt          Spider's submission format, or predict_<dataset>.json for BIRD
+    gold.sql          the gold queries of the evaluated questions (``SQL<TAB>db_id``), so the
+                      official scripts can score a ``--limit`` run as well
+    summary.json      the figures (:func:`sqlchorus.report.build_summary`)
+    report.html       the same with plots (:func:`sqlchorus.report.write_html`)
+
+Design choices:
+
+* **Threads**, not processes, run questions: the time goes to model calls, which wait on the
+  network and release the GIL, and a model object (a user's, or a scripted one in tests)
+  cannot be sent to another process.
+* **Records are the run's memory.** Each finished question is appended to ``records.jsonl``
+  and flushed before the next is reported, so an interruption loses at most the questions in
+  flight. Resuming reads the file, keeps the last record of every question and runs the rest.
+  A question whose run raised (status ``error``) is run again on resume: the exception is
+  usually a transient problem, not an answer. A torn last line (the process died while
+  writing it) is ignored.
+* **Correctness comes from the scorer**, twice. As a question finishes, its prediction and
+  each distinct candidate SQL are scored against the gold with the benchmark's own semantics
+  (:func:`sqlchorus.scoring.score_predictions` on a one-question dataset): that gives the
+  running accuracy and whether selection could have done better (a candidate was right).
+  At the end the prediction file is written in the benchmark's format, read back and scored
+  as a whole; those verdicts are the ones recorded and summarised, so the summary is exactly
+  what the file scores.
+* Questions whose database is missing are recorded with status ``missing_db`` and are neither
+  run nor scored; the summary counts them (``n_missing_db``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sqlchorus.datasets import BUILTIN_DATASETS, Dataset, Example, data_dir, load_dataset
+from sqlchorus.scoring import (
+    ScoreReport,
+    read_predictions,
+    score_predictions,
+    write_predictions,
+)
+from sqlchorus.settings import Settings
+
+__all__ = [
+    "EvalError",
+    "EvalRun",
+    "RECORDS_FILE",
+    "open_dataset",
+    "subset",
+    "prediction_filename",
+    "read_records",
+    "run_eval",
+    "score_prediction_file",
+]
+
+RECORDS_FILE = "records.jsonl"
+RUN_FILE = "run.json"
+GOLD_FILE = "gold.sql"
+SUMMARY_FILE = "summary.json"
+REPORT_FILE = "report.html"
+
+
+class EvalError(ValueError):
+    """A dataset, run folder or prediction file that cannot be used, with what to do about it."""
+
+
+@dataclass
+class EvalRun:
+    """The outcome of :func:`run_eval` or :func:`score_prediction_file`.
+
+    Attributes:
+        dataset: the questions evaluated (after ``limit``).
+        records: one record per question, in dataset order.
+        score: the scorer's verdicts and summary for the prediction file.
+        summary: the figures written to ``summary.json``.
+        out_dir: the run folder (None for a score-only run without one).
+        n_run: questions run by this call.
+        n_resumed: questions taken from an earlier run's records.
+        paths: the files written, by kind (``records``, ``predictions``, ``gold``, ``summary``,
+            ``report``).
+    """
+
+    dataset: Dataset
+    records: list[dict[str, Any]]
+    score: ScoreReport
+    summary: dict[str, Any]
+    out_dir: Path | None = None
+    n_run: int = 0
+    n_resumed: int = 0
+    paths: dict[str, Path] = field(default_factory=dict)
+
+
+# -- datasets ----------------------------------------------------------------------------------
+
+
+def open_dataset(name_or_path: str | os.PathLike[str], *, root: Path | None = None) -> Dataset:
+    """:func:`sqlchorus.datasets.load_dataset` with messages that say what to do.
+
+    Raises:
+        EvalError: an unknown name, a missing data folder, or an unreadable dataset file.
+    """
+    name = str(name_or_path)
+    if name in BUILTIN_DATASETS:
+        base = root or data_dir()
+        try:
+            return load_dataset(name, root=base)
+        except FileNotFoundError as e:
+            where = "SQLCHORUS_DATA" if os.environ.get("SQLCHORUS_DATA") else "the default ../shared/data"
+            raise EvalError(
+                f"The data of {name} is not there: {e} Looked in {base} ({where}); set "
+                f"SQLCHORUS_DATA to the folder that holds spider/ and bird/."
+            ) from None
+        except (ValueError, KeyError, OSError) as e:
+            raise EvalError(f"Cannot read {name} under {base}: {e}") from None
+    path = Path(name)
+    if not path.is_file():
+        raise EvalError(
+            f"Unknown dataset {name!r}: name one of {', '.join(BUILTIN_DATASETS)}, "
+            "or the path of a dataset JSON file."
+        )
+    try:
+        return load_dataset(path)
+    except (ValueError, KeyError, OSError) as e:  # json.JSONDecodeError is a ValueError
+        raise EvalError(f"Cannot read dataset {path}: {e}") from None
+
+
+def subset(dataset: Dataset, limit: int | None) -> Dataset:
+    """The first ``limit`` questions of ``dataset`` (all of them for None)."""
+    if limit is None or limit >= len(dataset.examples):
+        return dataset
+    if limit < 0:
+        raise EvalError(f"limit must be 0 or more, not {limit}.")
+    return replace(dataset, examples=list(dataset.examples[:limit]))
+
+
+def prediction_filename(dataset: Dataset) -> str:
+    """``pred.txt`` for Spider semantics, ``predict_<name>.json`` for BIRD."""
+    if dataset.benchmark == "bird":
+        return f"predict_{dataset.name.replace('-', '_')}.json"
+    return "pred.txt"
+
+
+# -- records -----------------------------------------------------------------------------------
+
+
+def read_records(path: str | os.PathLike[str]) -> dict[int, dict[str, Any]]:
+    """The last record of every question in a records file, by question position.
+
+    Lines that are not JSON objects (a line torn by an interruption) are skipped.
+    """
+    found: dict[int, dict[str, Any]] = {}
+    p = Path(path)
+    if not p.is_file():
+        return found
+    with open(p, encoding="utf-8") as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict) and isinstance(record.get("index"), int):
+                found[record["index"]] = record
+    return found
+
+
+class _RecordWriter:
+    """Appends records, one flushed line each, from any thread."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._lock = threading.Lock()
+        # A torn last line must not swallow the next record.
+        if path.is_file() and path.stat().st_size:
+            with open(path, "rb") as f:
+                f.seek(-1, os.SEEK_END)
+                torn = f.read(1) != b"\n"
+            if torn:
+                with open(path, "a", encoding="utf-8") as f:
+                    f.write("\n")
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+        with self._lock, open(self.path, "a", encoding="utf-8") as f:
+            f.write(line)
+            f.flush()
+
+
+# -- one question ----------------------------------------------------------------------------
+
+
+def _base_record(index: int, example: Example) -> dict[str, Any]:
+    return {
+        "index": index,
+        "question_id": example.question_id,
+        "db_id": example.db_id,
+        "db_path": str(example.db_path) if example.db_path else None,
+        "difficulty": example.difficulty,
+        "question": example.question,
+        "evidence": example.evidence,
+        "gold_sql": example.gold_sql,
+    }
+
+
+def _missing_record(index: int, example: Example) -> dict[str, Any]:
+    return {
+        **_base_record(index, example),
+        "status": "missing_db",
+        "ran": False,
+        "prediction": None,
+        "correct": False,
+        "verdict": "missing_db",
+        "verdict_error": "the database file is missing",
+        "candidates": [],
+        "chosen": None,
+        "chosen_generator": None,
+        "any_candidate_correct": False,
+        "model_calls": 0,
+        "cached_calls": 0,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cost_usd": 0.0,
+        "unpriced_models": [],
+        "model_seconds": 0.0,
+        "seconds": 0.0,
+        "error": None,
+        "run_id": None,
+        "trace_path": None,
+    }
+
+
+def _judge(benchmark: str, example: Example, sqls: Sequence[str]) -> dict[str, Any]:
+    """Scorer verdicts for each SQL against ``example``'s gold, by SQL."""
+    if not sqls:
+        return {}
+    one = Dataset(name="question", benchmark=benchmark, examples=[example] * len(sqls),
+                  source=Path("."))
+    report = score_predictions(one, list(sqls), workers=1)
+    return {sql: v for sql, v in zip(sqls, report.verdicts)}
+
+
+def _run_question(
+    index: int, example: Example, benchmark: str, settings: Settings, ask: Callable[..., Any]
+) -> dict[str, Any]:
+    start = time.perf_counter()
+    try:
+        result = ask(example.question, db=example.db_path, evidence=example.evidence,
+                     settings=settings)
+    except Exception as e:  # one broken question must not stop the run; it is retried on resume
+        record = _missing_record(index, example)
+        record.update(status="error", ran=True, verdict="missing_prediction", verdict_error=None,
+                      error=f"{type(e).__name__}: {e}",
+                      seconds=round(time.perf_counter() - start, 4))
+        return record
+
+    prediction = result.sql if result.sql and result.sql.strip() else None
+    candidates = [c for c in result.candidates if isinstance(c, dict)]
+    distinct = list(dict.fromkeys(
+        [s for s in [prediction, *(c.get("sql") for c in candidates)] if s and str(s).strip()]
+    ))
+    verdicts = _judge(benchmark, example, distinct)
+    chosen = result.selection.get("chosen")
+    by_id = {c.get("id"): c for c in candidates}
+    chosen_generator = (by_id.get(chosen) or {}).get("generator") or (
+        (result.state.get("answer") or {}).get("generator") if prediction else None
+    )
+    verdict = verdicts.get(prediction) if prediction else None
+    cost = result.cost
+    cand_records = []
+    for c in candidates:
+        v = verdicts.get(c.get("sql")) if c.get("sql") else None
+        cand_records.append({
+            "id": c.get("id"),
+            "generator": c.get("generator"),
+            "status": c.get("status"),
+            "sql": c.get("sql"),
+            "fix_attempts": c.get("fix_attempts", 0),
+            "correct": bool(v and v.correct),
+            "verdict": v.status if v else "missing_prediction",
+        })
+    return {
+        **_base_record(index, example),
+        "status": "answered" if prediction else "no_answer",
+        "ran": True,
+        "prediction": prediction,
+        "correct": bool(verdict and verdict.correct),
+        "verdict": verdict.status if verdict else "missing_prediction",
+        "verdict_error": verdict.error if verdict else None,
+        "candidates": cand_records,
+        "chosen": chosen,
+        "chosen_generator": chosen_generator,
+        "any_candidate_correct": any(v.correct for v in verdicts.values()),
+        "model_calls": cost["calls"],
+        "cached_calls": cost.get("cached_calls", 0),
+        "input_tokens": cost["input_tokens"],
+        "output_tokens": cost["output_tokens"],
+        "cost_usd": cost.get("cost_usd", 0.0),
+        "unpriced_models": cost.get("unpriced_models", []),
+        "model_seconds": cost.get("model_seconds", 0.0),
+        "seconds": round(result.seconds, 4),
+        "error": result.error,
+        "run_id": result.run_id or None,
+        "trace_path": result.trace_path,
+    }
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+
+def _describe(settings: Settings) -> dict[str, Any]:
+    from sqlchorus.models import model_name
+
+    described = {
+        "model": model_name(settings.model),
+        "models": {role: model_name(m) for role, m in settings.models.items()},
+        "generators": dict(settings.generators),
+    }
+    # Settings grows; record what this version has.
+    for name in ("preset", "fix_rounds", "selection", "pairwise", "schema_format", "temperature"):
+        if hasattr(settings, name):
+            described[name] = getattr(settings, name)
+    return described
+
+
+def _check_run_folder(out_dir: Path, dataset: Dataset, resume: bool) -> None:
+    meta_path = out_dir / RUN_FILE
+    if not resume or not meta_path.is_file():
+        return
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return
+    if meta.get("dataset") != dataset.name or meta.get("source") != str(dataset.source):
+        raise EvalError(
+            f"{out_dir} holds a run of {meta.get('dataset')!r} ({meta.get('source')}), not of "
+            f"{dataset.name!r}: choose another output folder, or pass resume=False "
+            "(--no-resume) to start over there."
+        )
+
+
+def run_eval(
+    dataset: Dataset,
+    settings: Settings,
+    *,
+    out_dir: str | os.PathLike[str],
+    limit: int | None = None,
+    workers: int = 1,
+    resume: bool = True,
+    progress: bool = True,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+    log: Callable[[str], None] | None = None,
+    ask: Callable[..., Any] | None = None,
+) -> EvalRun:
+    """Run the graph on every question of ``dataset``, record, score and report.
+
+    Args:
+        dataset: the questions (:func:`open_dataset`).
+        settings: how each question is answered (model, generators, trace folder, ...).
+        out_dir: the run folder; created if needed.
+        limit: evaluate only the first ``limit`` questions.
+        workers: questions run at the same time (threads), and scoring processes at the end.
+        resume: keep the finished questions of an earlier run in ``out_dir`` and run the rest;
+            False starts the records over.
+        progress: a progress bar with the running accuracy on stderr.
+        on_record: called with each new record as it is written.
+        log: called with one-line notes (questions resumed, files written); default: none.
+        ask: the function that answers a question (default :func:`sqlchorus.ask`).
+
+    Returns:
+        An :class:`EvalRun`.
+
+    Raises:
+        EvalError: ``out_dir`` holds a run of another dataset.
+        sqlchorus.models.ModelConfigError: no usable model is configured.
+    """
+    if workers < 1:
+        raise EvalError(f"workers must be 1 or more, not {workers}.")
+    from sqlchorus.models import resolve_roles
+
+    if ask is None:
+        from sqlchorus.api import ask as default_ask
+
+        ask = default_ask
+    resolve_roles(settings)  # a bad model name fails here, not once per question
+    data = subset(dataset, limit)
+    folder = Path(out_dir)
+    _check_run_folder(folder, data, resume)
+    folder.mkdir(parents=True, exist_ok=True)
+    say = log or (lambda message: None)
+
+    records_path = folder / RECORDS_FILE
+    if not resume and records_path.exists():
+        records_path.unlink()
+    meta = {
+        "dataset": data.name,
+        "benchmark": data.benchmark,
+        "source": str(data.source),
+        "n_questions": len(data.examples),
+        "limit": limit,
+        "workers": workers,
+        "settings": _describe(settings),
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    (folder / RUN_FILE).write_text(json.dumps(meta, indent=2, default=str) + "\n", encoding="utf-8")
+
+    done: dict[int, dict[str, Any]] = {}
+    beyond: list[dict[str, Any]] = []  # questions past this run's limit, kept for a later run
+    if resume:
+        for index, record in sorted(read_records(records_path).items()):
+            if index >= len(data.examples):
+                beyond.append(record)
+            elif (record.get("status") != "error"
+                    and record.get("question") == data.examples[index].question):
+                done[index] = record
+    if done:
+        say(f"resuming: {len(done)} question(s) already recorded in {records_path} are not run again")
+    writer = _RecordWriter(records_path)
+    bar = _Progress(len(data.examples), data.name, done.values()) if progress else None
+    lock = threading.Lock()
+
+    def finish(record: dict[str, Any]) -> None:
+        writer.write(record)
+        with lock:
+            done[record["index"]] = record
+            if bar is not None:
+                bar.advance(record)
+        if on_record is not None:
+            on_record(record)
+
+    todo = [i for i in range(len(data.examples)) if i not in done]
+    n_resumed = len(done)
+    started = time.perf_counter()
+    try:
+        to_run = []
+        for i in todo:
+            if data.examples[i].db_path is None:
+                finish(_missing_record(i, data.examples[i]))
+            else:
+                to_run.append(i)
+        _run_all(to_run, data, settings, workers, ask, finish)
+    finally:
+        if bar is not None:
+            bar.close()
+    run_seconds = time.perf_counter() - started
+    n_run = len(todo)
+    records = [done[i] for i in range(len(data.examples))]
+    result = _score_and_report(data, records, beyond, folder, workers, meta, say,
+                               extra={"n_run": n_run, "n_resumed": n_resumed,
+                                      "run_wall_s": round(run_seconds, 3)})
+    result.n_run, result.n_resumed = n_run, n_resumed
+    return result
+
+
+def _run_all(
+    indices: list[int], data: Dataset, settings: Settings, workers: int,
+    ask: Callable[..., Any], finish: Callable[[dict[str, Any]], None],
+) -> None:
+    if workers == 1 or len(indices) <= 1:
+        for i in indices:
+            finish(_run_question(i, data.examples[i], data.benchmark, settings, ask))
+        return
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sqlchorus-eval")
+    pending: set[Future] = set()
+    queue = iter(indices)
+    try:
+        # Submit only as many as there are workers, so an interruption leaves nothing queued.
+        for i in queue:
+            pending.add(pool.submit(_run_question, i, data.examples[i], data.benchmark,
+                                    settings, ask))
+            if len(pending) >= workers:
+                break
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                finish(future.result())
+                nxt = next(queue, None)
+                if nxt is not None:
+                    pending.add(pool.submit(_run_question, nxt, data.examples[nxt],
+                                            data.benchmark, settings, ask))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _score_and_report(
+    data: Dataset,
+    records: list[dict[str, Any]],
+    beyond: list[dict[str, Any]],
+    folder: Path,
+    workers: int,
+    meta: dict[str, Any],
+    say: Callable[[str], None],
+    extra: dict[str, Any],
+) -> EvalRun:
+    from sqlchorus import report
+    from sqlchorus.scoring import _one_line  # the same one-line form the prediction writer uses
+
+    pred_path = folder / prediction_filename(data)
+    write_predictions(pred_path, data, [r["prediction"] for r in records])
+    gold_path = folder / GOLD_FILE
+    gold_path.write_text(
+        "".join(f"{_one_line(e.gold_sql)}\t{e.db_id}\n" for e in data.examples), encoding="utf-8"
+    )
+    # Scored as read back from the file; the writer's placeholder for a question without an
+    # answer is wrong either way, and is reported as a missing prediction, not a SQL error.
+    in_file = read_predictions(pred_path)
+    preds = [None if r["prediction"] is None else p for r, p in zip(records, in_file)]
+    score = score_predictions(data, preds, workers=workers)
+    for record, verdict in zip(records, score.verdicts):
+        record["verdict"] = verdict.status
+        record["verdict_error"] = verdict.error
+        record["correct"] = verdict.correct
+    # Rewritten whole, in question order, one record per question: the run is complete.
+    records_path = folder / RECORDS_FILE
+    tmp = records_path.with_suffix(".jsonl.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for record in [*records, *beyond]:
+            f.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+    os.replace(tmp, records_path)
+    summary = report.build_summary(records, score.summary, meta={**meta, **extra})
+    paths = {"records": records_path, "predictions": pred_path, "gold": gold_path}
+    paths.update(report.write_report(folder, records, summary))
+    say(f"wrote {', '.join(str(p) for p in paths.values())}")
+    return EvalRun(dataset=data, records=records, score=score, summary=summary, out_dir=folder,
+                   paths=paths)
+
+
+def score_prediction_file(
+    dataset: Dataset,
+    predictions: str | os.PathLike[str],
+    *,
+    limit: int | None = None,
+    workers: int = 1,
+    out_dir: str | os.PathLike[str] | None = None,
+    progress: bool = False,
+) -> EvalRun:
+    """Score an existing prediction file (either benchmark's format) without running the graph.
+
+    Args:
+        dataset: the questions the file answers, in order.
+        predictions: a Spider ``pred.txt`` or a BIRD prediction JSON object.
+        limit: score the first ``limit`` questions (the file may hold only those).
+        workers: scoring processes.
+        out_dir: when given, write ``records.jsonl``, ``summary.json`` and ``report.html`` there.
+        progress: a progress bar on stderr.
+
+    Raises:
+        EvalError: the file cannot be read, or holds more predictions than there are questions.
+    """
+    from sqlchorus import report
+
+    path = Path(predictions)
+    try:
+        preds = read_predictions(path)
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise EvalError(f"Cannot read the prediction file {path}: {e}") from None
+    data = subset(dataset, limit)
+    if limit is not None:
+        preds = preds[: len(data.examples)]
+    if len(preds) > len(data.examples):
+        raise EvalError(
+            f"{path} holds {len(preds)} predictions but {data.name} has {len(data.examples)} "
+            "questions: is it the right dataset?"
+        )
+    try:
+        score = score_predictions(data, preds, workers=workers, progress=progress)
+    except ValueError as e:
+        raise EvalError(str(e)) from None
+    preds = preds + [None] * (len(data.examples) - len(preds))
+    records = []
+    for i, (example, pred, verdict) in enumerate(zip(data.examples, preds, score.verdicts)):
+        record = _missing_record(i, example)
+        record.update(
+            status="missing_db" if example.db_path is None else ("answered" if pred else "no_answer"),
+            prediction=pred, verdict=verdict.status, verdict_error=verdict.error,
+            correct=verdict.correct, any_candidate_correct=verdict.correct,
+        )
+        records.append(record)
+    meta = {"dataset": data.name, "benchmark": data.benchmark, "source": str(data.source),
+            "n_questions": len(data.examples), "predictions": str(path)}
+    summary = report.build_summary(records, score.summary, meta=meta)
+    run = EvalRun(dataset=data, records=records, score=score, summary=summary)
+    if out_dir is not None:
+        folder = Path(out_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        records_path = folder / RECORDS_FILE
+        with open(records_path, "w", encoding="utf-8") as f:
+            for record in records:
+                f.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        run.out_dir = folder
+        run.paths = {"records": records_path, **report.write_report(folder, records, summary)}
+    return run
+
+
+# -- progress --------------------------------------------------------------------------------
+
+
+class _Progress:
+    """A rich progress bar on stderr whose columns carry the running accuracy and cost."""
+
+    def __init__(self, total: int, name: str, already: Any):
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("EX {task.fields[ex]}"),
+            TextColumn("{task.fields[cost]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),  # stdout stays free for results (--json)
+        )
+        self._scored = self._correct = 0
+        self._cost = 0.0
+        self._task = self._progress.add_task(f"eval {name}", total=total, ex="-", cost="")
+        already = list(already)
+        for record in already:
+            self._count(record)
+        self._progress.update(self._task, completed=len(already), **self._fields())
+        self._progress.start()
+
+    def _count(self, record: dict[str, Any]) -> None:
+        if record.get("status") != "missing_db":
+            self._scored += 1
+            self._correct += bool(record.get("correct"))
+        self._cost += float(record.get("cost_usd") or 0.0)
+
+    def _fields(self) -> dict[str, str]:
+        ex = f"{100.0 * self._correct / self._scored:.1f}%" if self._scored else "-"
+        return {"ex": ex, "cost": f"${self._cost:.4f}" if self._cost else ""}
+
+    def advance(self, record: dict[str, Any]) -> None:
+        self._count(record)
+        self._progress.update(self._task, advance=1, **self._fields())
+
+    def close(self) -> None:
+        self._progress.stop()
