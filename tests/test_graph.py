@@ -25,9 +25,10 @@ def test_mermaid_drawing(snapshot):
 def test_generators_come_from_settings():
     from sqlchorus.graph.generators import GENERATORS
 
-    graph = sqlchorus.build_graph(Settings(generators={"divide_conquer": 2}))
-    nodes = set(graph.get_graph().nodes)
-    assert {g.node for g in GENERATORS.values()} <= nodes
+    only = set(sqlchorus.build_graph(Settings(generators={"divide_conquer": 2})).get_graph().nodes)
+    assert {g.node for g in GENERATORS.values()} & only == {"generate_divide_conquer"}
+    every = sqlchorus.build_graph(Settings(generators={name: 1 for name in GENERATORS}))
+    assert {g.node for g in GENERATORS.values()} <= set(every.get_graph().nodes)
     with pytest.raises(ValueError, match="Unknown generator"):
         sqlchorus.build_graph(Settings(generators={"no_such_generator": 1}))
 

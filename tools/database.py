@@ -329,6 +329,36 @@ class GuardedDatabase:
             return ForbiddenError("The database is open read-only; writes are refused.", sql=sql)
         return ExecutionError(text, sql=sql)
 
+    def explain_query_plan(self, sql: str, *, timeout_s: float | None = None) -> QueryResult:
+        """SQLite's ``EXPLAIN QUERY PLAN`` of one read query, under the same guard.
+
+        ``EXPLAIN`` is not a query to the parse check, so the check runs on ``sql`` itself (one
+        statement, a query) and only then is the prefix added; the statement is prepared under the
+        same authorizer and time budget, so anything it would refuse to run it refuses to explain.
+
+        Returns:
+            Rows ``(id, parent, notused, detail)``.
+
+        Raises:
+            NotAQueryError, ForbiddenError, QueryTimeoutError, ExecutionError.
+        """
+        check_single_query(sql)
+        text = "EXPLAIN QUERY PLAN " + sql.strip()
+        if self.tracer is None:
+            return self._execute(text, timeout_s, None, None, ())
+        with self.tracer.start_as_current_span("sql") as span:
+            span.set_attribute("db.system.name", "sqlite")
+            span.set_attribute("db.namespace", self.name)
+            span.set_attribute("db.query.text", text)
+            try:
+                result = self._execute(text, timeout_s, None, None, ())
+            except SqlError as e:
+                span.set_attribute("sql.error", e.message)
+                span.set_attribute("sql.error_kind", e.kind)
+                raise
+            span.set_attribute("sql.rows", result.row_count)
+            return result
+
     def introspection_connection(self) -> sqlite3.Connection:
         """The guarded connection, for read-only introspection (PRAGMA table_info and the like).
 

@@ -1,0 +1,161 @@
+"""What model calls cost: a price table per model, extendable from a file.
+
+Prices are US dollars per million tokens, input and output. The built-in table holds list
+prices of a few common hosted models and is a starting point only: providers change prices, so
+a user's file (JSON or TOML) is read on top of it and wins::
+
+    # prices.toml
+    [models."gpt-4o-mini"]
+    input = 0.15
+    output = 0.60
+
+    {"models": {"my-finetune": {"input": 1.0, "output": 2.0}}}
+
+A model is looked up by its exact name, then without a ``provider:`` prefix, then by the
+longest known name it starts with (so a dated snapshot such as ``gpt-4o-mini-2024-07-18`` takes
+the price of ``gpt-4o-mini``). A model with no price costs 0 and is reported as unpriced, so a
+missing price is visible rather than silently guessed. Local models (``local:...``) cost 0.
+Calls answered from the response cache cost 0.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+
+@dataclass(frozen=True)
+class Price:
+    """US dollars per million input and output tokens."""
+
+    input: float
+    output: float
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        return (input_tokens * self.input + output_tokens * self.output) / 1_000_000
+
+
+# List prices (USD per 1M tokens, standard tier) as published by the providers in 2025.
+BUILTIN_PRICES: dict[str, Price] = {
+    "gpt-4o": Price(2.50, 10.00),
+    "gpt-4o-mini": Price(0.15, 0.60),
+    "gpt-4.1": Price(2.00, 8.00),
+    "gpt-4.1-mini": Price(0.40, 1.60),
+    "gpt-4.1-nano": Price(0.10, 0.40),
+    "o3-mini": Price(1.10, 4.40),
+    "o4-mini": Price(1.10, 4.40),
+    "claude-opus-4-1": Price(15.00, 75.00),
+    "claude-sonnet-4-5": Price(3.00, 15.00),
+    "claude-sonnet-4-0": Price(3.00, 15.00),
+    "claude-3-7-sonnet": Price(3.00, 15.00),
+    "claude-haiku-4-5": Price(1.00, 5.00),
+    "claude-3-5-haiku": Price(0.80, 4.00),
+}
+
+
+class PriceFileError(ValueError):
+    """A prices file that cannot be read, with what is wrong in it."""
+
+
+class PriceTable:
+    """Prices per model name.
+
+    Args:
+        prices: extra or overriding prices, ``{name: Price | {"input": x, "output": y}}``.
+        path: a JSON or TOML file with a ``models`` table of such entries, read on top.
+        builtin: start from :data:`BUILTIN_PRICES` (True) or from nothing.
+    """
+
+    def __init__(
+        self,
+        prices: Mapping[str, Any] | None = None,
+        *,
+        path: str | Path | None = None,
+        builtin: bool = True,
+    ):
+        self.prices: dict[str, Price] = dict(BUILTIN_PRICES) if builtin else {}
+        for name, value in (prices or {}).items():
+            self.prices[name] = _price(name, value)
+        if path:
+            self.prices.update(load_prices(path))
+
+    def price_for(self, model: str) -> Price | None:
+        """The price of ``model``, or None when it has none (and is not local)."""
+        if not model:
+            return None
+        if model.startswith("local:"):
+            return Price(0.0, 0.0)
+        for name in (model, model.partition(":")[2] if ":" in model else None):
+            if name and name in self.prices:
+                return self.prices[name]
+        bare = model.partition(":")[2] if ":" in model else model
+        best = max((n for n in self.prices if bare.startswith(n)), key=len, default=None)
+        return self.prices[best] if best else None
+
+    def cost(self, model: str, input_tokens: int, output_tokens: int) -> float | None:
+        """Dollars for one call, or None when the model has no price."""
+        price = self.price_for(model)
+        return None if price is None else price.cost(input_tokens, output_tokens)
+
+
+def load_prices(path: str | Path) -> dict[str, Price]:
+    """Read a prices file (``.json`` or ``.toml``) with a ``models`` table.
+
+    Raises:
+        PriceFileError: the file is missing, does not parse, or holds a bad entry.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise PriceFileError(f"Cannot read prices file {path}: {e.strerror or e}") from e
+    try:
+        data = tomllib.loads(text) if path.suffix.lower() == ".toml" else json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
+        raise PriceFileError(f"Prices file {path} does not parse: {e}") from e
+    models = data.get("models") if isinstance(data, dict) else None
+    if not isinstance(models, dict):
+        raise PriceFileError(
+            f"Prices file {path} needs a 'models' table of {{name: {{input, output}}}} "
+            "in US dollars per million tokens."
+        )
+    return {name: _price(name, value, path) for name, value in models.items()}
+
+
+def _price(name: str, value: Any, path: Path | None = None) -> Price:
+    if isinstance(value, Price):
+        return value
+    where = f" in {path}" if path else ""
+    if not isinstance(value, dict) or not {"input", "output"} <= set(value):
+        raise PriceFileError(f"The price of {name!r}{where} needs 'input' and 'output' (USD per 1M tokens).")
+    try:
+        price = Price(float(value["input"]), float(value["output"]))
+    except (TypeError, ValueError) as e:
+        raise PriceFileError(f"The price of {name!r}{where} is not a number: {e}") from e
+    if price.input < 0 or price.output < 0:
+        raise PriceFileError(f"The price of {name!r}{where} is negative.")
+    return price
+
+
+_TABLES: dict[tuple[str, float] | None, PriceTable] = {}
+
+
+def price_table(path: str | Path | None = None) -> PriceTable:
+    """The built-in table with the file at ``path`` on top; a file is read again when it changes.
+
+    Raises:
+        PriceFileError: the file is missing or malformed.
+    """
+    key: tuple[str, float] | None = None
+    if path:
+        resolved = Path(path).resolve()
+        try:
+            key = (str(resolved), resolved.stat().st_mtime)
+        except OSError as e:
+            raise PriceFileError(f"Cannot read prices file {path}: {e.strerror or e}") from e
+    if key not in _TABLES:
+        _TABLES[key] = PriceTable(path=path)
+    return _TABLES[key]

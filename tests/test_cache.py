@@ -1,0 +1,171 @@
+"""The persistent response cache: keys, storage, and a repeated run that costs nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from langchain_core.messages import HumanMessage, SystemMessage
+
+import sqlchorus
+from sqlchorus.cache import ResponseCache, default_cache_dir, model_identity, open_cache, request_key
+from sqlchorus.cli import cli
+from sqlchorus.models import _mark_built, built_from_name
+from sqlchorus.settings import Settings
+from sqlchorus.testing import ScriptedChatModel, oracle_model
+
+
+def named(model):
+    """A scripted model treated as if built from a provider:model name (the cached kind)."""
+    return _mark_built(model)
+
+
+def demo_oracle(name="oracle"):
+    from sqlchorus.demo import load_demo_questions
+
+    gold = {q["question"]: q["sql"] for q in load_demo_questions()}
+    return oracle_model(gold.get, name=name), next(iter(gold))
+
+
+def test_store_persists_across_opens(tmp_path):
+    path = tmp_path / "c.sqlite"
+    cache = ResponseCache(path)
+    assert cache.get("k") is None
+    cache.put("k", "m", "SELECT 1", 10, 2)
+    cache.close()
+    again = ResponseCache(path)
+    hit = again.get("k")
+    assert (hit.text, hit.input_tokens, hit.output_tokens) == ("SELECT 1", 10, 2)
+    assert len(again) == 1
+    assert again.clear() == 1 and len(again) == 0
+
+
+def test_default_location_follows_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("SQLCHORUS_CACHE", str(tmp_path / "mine"))
+    assert default_cache_dir() == tmp_path / "mine"
+    monkeypatch.delenv("SQLCHORUS_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_dir() == tmp_path / "xdg" / "sqlchorus"
+    assert open_cache(tmp_path / "a.sqlite") is open_cache(tmp_path / "a.sqlite")
+
+
+def test_keys_depend_on_model_messages_and_parameters():
+    a = ScriptedChatModel(["x"], name="model-a")
+    b = ScriptedChatModel(["x"], name="model-b")
+    msgs = [SystemMessage("be brief"), HumanMessage("How many singers?")]
+    base = request_key(a, msgs, {"temperature": 0})
+    assert base == request_key(ScriptedChatModel(["y"], name="model-a"), list(msgs), {"temperature": 0})
+    assert base != request_key(b, msgs, {"temperature": 0})
+    assert base != request_key(a, msgs[1:], {"temperature": 0})
+    assert base != request_key(a, [SystemMessage("be brief"), HumanMessage("How many songs?")], {"temperature": 0})
+    assert base != request_key(a, msgs, {"temperature": 0.7})
+    assert base != request_key(a, msgs, {"temperature": 0, "grammar": "abc"})
+
+
+def test_identity_holds_endpoint_but_no_secret():
+    from langchain_openai import ChatOpenAI
+
+    one = ChatOpenAI(model="m", base_url="http://127.0.0.1:1/v1", api_key="sk-secret-1")
+    two = ChatOpenAI(model="m", base_url="http://127.0.0.1:2/v1", api_key="sk-secret-1")
+    assert "sk-secret" not in json.dumps(model_identity(one))
+    assert model_identity(one) != model_identity(two)
+
+
+def test_repeated_run_costs_nothing(demo_db, tmp_path, spans):
+    model, question = demo_oracle()
+    model = named(model)
+    settings = Settings(model=model, cache_path=str(tmp_path / "c.sqlite"), trace_dir=None)
+    first = sqlchorus.ask(question, db=demo_db, settings=settings)
+    calls = model.calls
+    assert first.ok and first.cost["cached_calls"] == 0 and first.cost["input_tokens"] > 0
+    second = sqlchorus.ask(question, db=demo_db, settings=settings, exporters=[spans])
+    assert model.calls == calls
+    assert second.sql == first.sql and second.rows == first.rows
+    assert second.cost["cached_calls"] == second.cost["calls"] == first.cost["calls"]
+    assert second.cost["input_tokens"] == second.cost["output_tokens"] == 0
+    assert second.cost["cost_usd"] == 0
+    llm = [s for s in spans.get_finished_spans() if s.name.startswith("llm:")]
+    assert llm and all(s.attributes["sqlchorus.cache_hit"] for s in llm)
+
+
+def test_cache_off_and_model_objects_are_not_cached(demo_db, tmp_path):
+    model, question = demo_oracle()
+    path = tmp_path / "c.sqlite"
+    sqlchorus.ask(question, db=demo_db, settings=Settings(model=model, cache_path=str(path), trace_dir=None))
+    assert not built_from_name(model)
+    assert len(ResponseCache(path)) == 0  # a model object passed in is the caller's to cache
+    named(model)
+    off = Settings(model=model, cache=False, cache_path=str(path), trace_dir=None)
+    before = model.calls
+    sqlchorus.ask(question, db=demo_db, settings=off)
+    sqlchorus.ask(question, db=demo_db, settings=off)
+    assert model.calls == before + 6
+    assert len(ResponseCache(path)) == 0
+
+
+def test_no_cache_flag(monkeypatch, tmp_path):
+    model, question = demo_oracle()
+    model = named(model)
+    monkeypatch.setattr("sqlchorus.models.resolve_model", lambda spec, **kw: model)
+    base = ["ask", question, "--model", "x:y", "--json", "--no-trace", "--cache-path", str(tmp_path / "c.sqlite")]
+    runs = [json.loads(CliRunner().invoke(cli, base + extra).output) for extra in ([], [], ["--no-cache"])]
+    assert [r["cost"]["cached_calls"] for r in runs] == [0, 3, 0]
+    assert all(r["ok"] for r in runs)
+
+
+def _context(demo_db, model, **settings):
+    from sqlchorus.graph.context import Context
+    from sqlchorus.settings import ROLES
+    from sqlchorus.tools.database import GuardedDatabase
+    from sqlchorus.tools.schema import introspect
+
+    db = GuardedDatabase(demo_db)
+    return Context(db=db, models={r: model for r in ROLES}, settings=Settings(model=model, **settings),
+                   schema=introspect(db, sample_values=0))
+
+
+def test_samples_at_a_temperature_are_cached_apart(demo_db, tmp_path):
+    from sqlchorus.graph.llm import call_model
+
+    counter = iter(range(1000))
+    model = named(ScriptedChatModel(lambda m: f"answer {next(counter)}"))
+    ctx = _context(demo_db, model, cache_path=str(tmp_path / "c.sqlite"))
+    draw = lambda **kw: call_model(ctx, role="generation", node="n", prompt="same", temperature=0.8, **kw)[0]
+    assert [draw(), draw()] == ["answer 0", "answer 1"]  # no sample number: never cached
+    assert [draw(sample=0), draw(sample=1), draw(sample=0), draw(sample=1)] == ["answer 2", "answer 3", "answer 2", "answer 3"]
+    greedy = [call_model(ctx, role="generation", node="n", prompt="same")[0] for _ in range(2)]
+    assert greedy == ["answer 4", "answer 4"]
+
+
+def test_unwritable_cache_does_not_fail_the_call(demo_db, tmp_path, monkeypatch):
+    import sqlite3
+
+    from sqlchorus.graph.llm import call_model
+
+    model = named(ScriptedChatModel(["SELECT 1"]))
+    ctx = _context(demo_db, model, cache_path=str(tmp_path / "c.sqlite"))
+
+    def broken(*a, **k):
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(ResponseCache, "get", broken)
+    monkeypatch.setattr(ResponseCache, "put", broken)
+    assert call_model(ctx, role="generation", node="n", prompt="p")[0] == "SELECT 1"
+
+
+@pytest.fixture(autouse=True)
+def _private_cache_dir(monkeypatch, tmp_path):
+    # Nothing here may touch the user's own cache folder.
+    monkeypatch.setenv("SQLCHORUS_CACHE", str(tmp_path / "user-cache"))
+
+
+def test_unopenable_cache_means_no_cache(demo_db, tmp_path):
+    from sqlchorus.graph.llm import call_model
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    model = named(ScriptedChatModel(["SELECT 1"]))
+    ctx = _context(demo_db, model, cache_path=str(blocker / "c.sqlite"))
+    assert call_model(ctx, role="generation", node="n", prompt="p")[0] == "SELECT 1"
+    assert model.calls == 1

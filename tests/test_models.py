@@ -1,0 +1,198 @@
+"""Model names to chat models, and the resilience of a model call: retries, timeout, rate limit."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from sqlchorus.graph.llm import ModelCallError, TransientModelError, call_model, is_transient
+from sqlchorus.models import ModelConfigError, NO_MODEL_HELP, built_from_name, resolve_model, resolve_roles
+from sqlchorus.settings import ROLES, Settings
+from sqlchorus.testing import ScriptedChatModel
+
+
+@pytest.mark.parametrize(
+    "spec,message",
+    [
+        (None, "No model is configured"),
+        ("", "No model is configured"),
+        ("gpt-4o", "not of the form 'provider:model'"),
+        ("openai:", "not of the form 'provider:model'"),
+        ("openai-compatible:model-without-url", "openai-compatible:<model>@<base_url>"),
+        ("no-such-provider:m", "Cannot use model"),
+        (42, "not int"),
+    ],
+)
+def test_bad_names_say_what_to_do(spec, message):
+    with pytest.raises(ModelConfigError, match=message):
+        resolve_model(spec)
+
+
+@pytest.mark.parametrize("provider,extra", [("anthropic", "anthropic"), ("ollama", "ollama")])
+def test_missing_provider_package_names_the_extra(provider, extra):
+    import importlib.util
+
+    package = {"anthropic": "langchain_anthropic", "ollama": "langchain_ollama"}[provider]
+    if importlib.util.find_spec(package):
+        pytest.skip(f"{package} is installed")
+    with pytest.raises(ModelConfigError, match=rf"pip install 'sqlchorus\[{extra}\]'"):
+        resolve_model(f"{provider}:some-model")
+
+
+def test_missing_llama_cpp_names_the_local_extra(monkeypatch):
+    monkeypatch.setattr("sqlchorus.local_model.llama_cpp_available", lambda: False)
+    with pytest.raises(ModelConfigError, match=r"sqlchorus\[local\]"):
+        resolve_model("local:smollm2")
+
+
+def test_missing_gguf_file(tmp_path):
+    pytest.importorskip("llama_cpp")
+    with pytest.raises(ModelConfigError, match="No GGUF model file"):
+        resolve_model(f"local:{tmp_path / 'none.gguf'}")
+
+
+def test_no_model_help_lists_every_provider():
+    for provider in ("openai:", "anthropic:", "ollama:", "openai-compatible:", "local:smollm2"):
+        assert provider in NO_MODEL_HELP
+
+
+def test_openai_compatible_gets_timeout_retries_and_limiter(monkeypatch):
+    from langchain_core.rate_limiters import InMemoryRateLimiter
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    limiter = InMemoryRateLimiter(requests_per_second=3)
+    model = resolve_model(
+        "openai-compatible:qwen@http://127.0.0.1:9/v1", max_tokens=64, timeout_s=7.5, max_retries=4,
+        rate_limiter=limiter,
+    )
+    assert (model.model_name, model.openai_api_base, model.max_tokens) == ("qwen", "http://127.0.0.1:9/v1", 64)
+    assert (model.request_timeout, model.max_retries, model.rate_limiter) == (7.5, 4, limiter)
+    assert built_from_name(model)
+
+
+def test_openai_by_name_takes_key_from_environment(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    model = resolve_model("openai:gpt-4o-mini", timeout_s=30, max_retries=1)
+    assert model.model_name == "gpt-4o-mini" and model.max_retries == 1
+    assert model.openai_api_key.get_secret_value() == "sk-test"
+
+
+def test_roles_share_models_and_one_rate_limiter(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    settings = Settings(model="openai:gpt-4o-mini", models={"fixing": "openai:gpt-4o"}, rate_limit=2.0)
+    roles = resolve_roles(settings)
+    assert roles["keywords"] is roles["generation"] is not roles["fixing"]
+    assert roles["fixing"].model_name == "gpt-4o"
+    assert roles["keywords"].rate_limiter is roles["fixing"].rate_limiter
+    assert roles["keywords"].rate_limiter.requests_per_second == 2.0
+    passed_in = ScriptedChatModel(["x"])
+    assert resolve_roles(Settings(model=passed_in))["linking"] is passed_in
+    assert not built_from_name(passed_in)
+
+
+@pytest.mark.parametrize(
+    "error,transient",
+    [
+        (TimeoutError("slow"), True),
+        (ConnectionError("refused"), True),
+        (TransientModelError("busy"), True),
+        (type("RateLimitError", (Exception,), {})("429"), True),
+        (type("APIStatusError", (Exception,), {"status_code": 503})("unavailable"), True),
+        (type("APIStatusError", (Exception,), {"status_code": 401})("bad key"), False),
+        (ValueError("bad request"), False),
+        (KeyError("x"), False),
+    ],
+    ids=lambda v: v if isinstance(v, bool) else type(v).__name__ + ":" + str(v),
+)
+def test_which_errors_are_transient(error, transient):
+    assert is_transient(error) is transient
+
+
+def _context(demo_db, model, **settings):
+    from sqlchorus.graph.context import Context
+    from sqlchorus.tools.database import GuardedDatabase
+    from sqlchorus.tools.schema import introspect
+
+    db = GuardedDatabase(demo_db)
+    return Context(
+        db=db, models={r: model for r in ROLES},
+        settings=Settings(model=model, retry_backoff_s=0.01, **settings),
+        schema=introspect(db, sample_values=0),
+    )
+
+
+def flaky(failures: int, error: type[Exception] = ConnectionError):
+    state = {"calls": 0}
+
+    def respond(messages):
+        state["calls"] += 1
+        if state["calls"] <= failures:
+            raise error(f"failure {state['calls']}")
+        return "SELECT 1"
+
+    return respond, state
+
+
+def test_transient_failures_are_retried(demo_db):
+    respond, state = flaky(2)
+    ctx = _context(demo_db, ScriptedChatModel(respond), model_retries=2)
+    text, usage = call_model(ctx, role="generation", node="n", prompt="p")
+    assert text == "SELECT 1" and state["calls"] == 3 and usage["input_tokens"] > 0
+
+
+def test_retries_run_out(demo_db):
+    respond, state = flaky(5)
+    ctx = _context(demo_db, ScriptedChatModel(respond), model_retries=2)
+    with pytest.raises(ModelCallError, match="failure 3") as info:
+        call_model(ctx, role="generation", node="n", prompt="p")
+    assert state["calls"] == 3
+    assert info.value.usage["node"] == "n"
+
+
+def test_permanent_errors_are_not_retried(demo_db):
+    respond, state = flaky(5, ValueError)
+    ctx = _context(demo_db, ScriptedChatModel(respond), model_retries=3)
+    with pytest.raises(ModelCallError, match="failure 1"):
+        call_model(ctx, role="generation", node="n", prompt="p")
+    assert state["calls"] == 1
+
+
+def test_a_slow_call_times_out_and_is_retried(demo_db):
+    state = {"calls": 0}
+
+    def slow_then_fast(messages):
+        state["calls"] += 1
+        if state["calls"] == 1:
+            time.sleep(1.0)
+        return "SELECT 2"
+
+    ctx = _context(demo_db, ScriptedChatModel(slow_then_fast), model_timeout_s=0.2, model_retries=1)
+    assert call_model(ctx, role="generation", node="n", prompt="p")[0] == "SELECT 2"
+    assert state["calls"] == 2
+    ctx = _context(demo_db, ScriptedChatModel(lambda m: time.sleep(1.0) or "late"), model_timeout_s=0.2, model_retries=0)
+    with pytest.raises(ModelCallError, match=r"no answer within 0\.2 s"):
+        call_model(ctx, role="generation", node="n", prompt="p")
+
+
+def test_rate_limit_is_applied_to_every_call_of_named_models(monkeypatch, demo_db):
+    import langchain.chat_models
+    from langchain_core.rate_limiters import InMemoryRateLimiter
+
+    model = ScriptedChatModel(["SELECT 1"])
+
+    def fake_init(name, model_provider, **kw):
+        model.rate_limiter = kw.get("rate_limiter")
+        return model
+
+    monkeypatch.setattr(langchain.chat_models, "init_chat_model", fake_init)
+    acquired = []
+    real_acquire = InMemoryRateLimiter.acquire
+    monkeypatch.setattr(InMemoryRateLimiter, "acquire", lambda self, **kw: acquired.append(self) or real_acquire(self, **kw))
+    roles = resolve_roles(Settings(model="fake:m", rate_limit=50.0))
+    limiter = roles["generation"].rate_limiter
+    assert isinstance(limiter, InMemoryRateLimiter) and limiter.requests_per_second == 50.0
+    ctx = _context(demo_db, roles["generation"], cache=False)
+    for _ in range(3):
+        call_model(ctx, role="generation", node="n", prompt="p")
+    assert model.calls == 3 and acquired == [limiter] * 3

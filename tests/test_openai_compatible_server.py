@@ -1,0 +1,131 @@
+"""The whole graph against a real OpenAI-compatible server: llama-cpp-python's, with SmolLM2.
+
+The server runs on 127.0.0.1 as a subprocess for this module's tests and is always stopped at
+teardown. The model is a 135M-parameter toy, so the test never asserts what SQL comes out: it
+asserts that the run completes, that whatever came back was handled (an answer, a rejected or
+fixed candidate, or a reported error), and that the model spans carry the token counts the
+server itself reported on the wire.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+import sqlchorus
+from sqlchorus.settings import Settings
+
+pytestmark = pytest.mark.slow
+
+STARTUP_S = 90.0
+KNOWN_STATUSES = {"pending", "ok", "empty", "error", "timeout", "no_sql", "unchecked"}
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    pytest.importorskip("llama_cpp.server.app", reason="needs llama-cpp-python[server]")
+    from sqlchorus.local_model import LocalModelError, find_smollm2
+
+    try:
+        gguf = find_smollm2()
+    except LocalModelError as e:
+        pytest.skip(str(e))
+    port = _free_port()
+    log = tmp_path_factory.mktemp("server") / "server.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", "smollm2",
+             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096", "--n_threads", "2"],
+            stdout=out, stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + STARTUP_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"the server exited with {proc.returncode}:\n{log.read_text(errors='replace')[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{base}/models", timeout=2) as r:
+                    if r.status == 200 and "smollm2" in r.read().decode():
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"the server did not answer within {STARTUP_S:g} s")
+            time.sleep(0.25)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture
+def wire_usage(monkeypatch, server):
+    """The ``usage`` of every chat completion the server sent back, as read off the wire."""
+    from sqlchorus.models import resolve_model
+
+    # The HTTP client class the provider really uses (the openai SDK's, whichever httpx it is).
+    probe = resolve_model(f"openai-compatible:smollm2@{server}")
+    owner = next(c for c in type(probe.root_client._client).__mro__ if "send" in vars(c))
+    seen: list[dict] = []
+    real_send = owner.send
+
+    def send(self, request, *args, **kwargs):
+        response = real_send(self, request, *args, **kwargs)
+        if str(request.url).endswith("/chat/completions") and response.status_code == 200:
+            response.read()
+            seen.append(json.loads(response.content)["usage"])
+        return response
+
+    monkeypatch.setattr(owner, "send", send)
+    return seen
+
+
+def test_whole_graph_through_the_openai_compatible_provider(server, wire_usage, demo_db, spans, tmp_path):
+    settings = Settings(
+        model=f"openai-compatible:smollm2@{server}", fix_rounds=1, max_tokens=48, cache=False,
+        trace_dir=str(tmp_path / "traces"), model_timeout_s=120,
+    )
+    result = sqlchorus.ask("How many customers do we have?", db=demo_db, settings=settings, exporters=[spans])
+
+    # Completed, and whatever the model said was handled: an answer or a reported reason.
+    assert result.ok or (isinstance(result.error, str) and result.error)
+    for candidate in result.candidates:
+        assert candidate["status"] in KNOWN_STATUSES, candidate
+        assert candidate["status"] == "ok" or candidate.get("error") or candidate["status"] == "empty"
+    if result.ok:
+        assert result.sql and result.columns
+
+    llm = [s for s in spans.get_finished_spans() if s.name.startswith("llm:")]
+    assert llm, "no model span"
+    from_spans = sorted(
+        (s.attributes["gen_ai.usage.input_tokens"], s.attributes["gen_ai.usage.output_tokens"]) for s in llm
+        if not s.attributes.get("sqlchorus.error")
+    )
+    from_server = sorted((u["prompt_tokens"], u["completion_tokens"]) for u in wire_usage)
+    assert from_spans == from_server
+    assert all(i > 0 and 0 < o <= 48 for i, o in from_spans)
+    assert all(s.attributes["gen_ai.request.model"] == "smollm2" for s in llm)
+    assert result.cost["input_tokens"] == sum(i for i, _ in from_spans)
+    assert result.cost["calls"] == len(llm)
+
+    # The trace file holds the same spans, and the CLI's JSON form is well-formed.
+    trace = [json.loads(line) for line in open(result.trace_path, encoding="utf-8")]
+    assert sum(1 for s in trace if s["name"].startswith("llm:")) == len(llm)
+    json.dumps(result.to_dict(), default=str)
