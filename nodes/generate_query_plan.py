@@ -15,14 +15,10 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from sqlchorus import prompts
-from sqlchorus.graph.candidates import new_candidate
 from sqlchorus.graph.context import Context
-from sqlchorus.graph.llm import ModelCallError, call_model
+from sqlchorus.graph.generation import generate_once
 from sqlchorus.graph.state import GeneratorInput
-from sqlchorus.graph.diversity import generation_meta, sample_temperature, sample_view
-from sqlchorus.tools.parsing import extract_sql
 from sqlchorus.tools.query_plan import plan_for_schema
-from sqlchorus.tools.values import values_text
 
 NODE = "generate_query_plan"
 GENERATOR = "query_plan"
@@ -44,27 +40,4 @@ def _examples_text() -> str:
 
 
 def generate_query_plan(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
-    context = runtime.context
-    sample = state.get("sample", 0)
-    view, seed = sample_view(state, context)
-    temperature = sample_temperature(context, GENERATOR, sample)
-    prompt = prompts.render(
-        NODE,
-        examples=_examples_text(),
-        schema=view,
-        values=values_text(state.get("values")),
-        question=state["question"],
-        evidence=state.get("evidence") or "(none)",
-    )
-    try:
-        text, usage = call_model(
-            context, role="generation", node=NODE, prompt=prompt, temperature=temperature, sample=sample
-        )
-    except ModelCallError as e:
-        return {
-            "usage": [e.usage] if e.usage else [],
-            "errors": [{"node": NODE, "kind": "model", "message": str(e)}],
-        }
-    candidate = new_candidate(GENERATOR, sample, extract_sql(text), reasoning=text)
-    candidate["meta"] = generation_meta(temperature, seed)
-    return {"candidates": [candidate], "usage": [usage]}
+    return generate_once(state, runtime.context, node=NODE, generator=GENERATOR, examples=_examples_text())
