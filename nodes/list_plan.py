@@ -19,6 +19,7 @@ from langgraph.runtime import Runtime
 
 from sqlchorus import prompts
 from sqlchorus.graph.context import Context
+from sqlchorus.graph.generation import model_error_update
 from sqlchorus.graph.llm import ModelCallError, call_model
 from sqlchorus.nodes.list_write_step import numbered, shared_values, temperature_for
 
@@ -81,12 +82,7 @@ def list_plan(state: dict, runtime: Runtime[Context]) -> dict:
             temperature=temperature_for(state, context.settings),
         )
     except ModelCallError as e:
-        return {
-            **base,
-            "halt": f"planning failed: {e}",
-            "usage": [e.usage] if e.usage else [],
-            "errors": [{"node": NODE, "kind": "model", "message": str(e)}],
-        }
+        return {**base, "halt": f"planning failed: {e}", **model_error_update(NODE, e)}
     plan = parse_plan(text)
     fallback = not plan
     return {**base, "plan": plan or [WHOLE_QUERY], "plan_fallback": fallback, "usage": [usage]}

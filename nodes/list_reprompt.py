@@ -15,6 +15,7 @@ from langgraph.runtime import Runtime
 
 from sqlchorus import prompts
 from sqlchorus.graph.context import Context
+from sqlchorus.graph.generation import model_error_update
 from sqlchorus.graph.llm import ModelCallError, call_model
 from sqlchorus.nodes.list_write_step import shared_values, step_values, temperature_for
 from sqlchorus.tools.parsing import extract_sql
@@ -65,12 +66,7 @@ def list_reprompt(state: dict, runtime: Runtime[Context]) -> dict:
             temperature=temperature_for(state, context.settings),
         )
     except ModelCallError as e:
-        return {
-            **update,
-            "halt": f"generation failed: {e}",
-            "usage": [e.usage] if e.usage else [],
-            "errors": [{"node": NODE, "kind": "model", "message": str(e)}],
-        }
+        return {**update, "halt": f"generation failed: {e}", **model_error_update(NODE, e)}
     update["attempt"] = {"step": state.get("step", 0), "kind": "reprompt", "sql": extract_sql(text)}
     update["usage"] = [usage]
     return update

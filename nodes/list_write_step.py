@@ -14,6 +14,7 @@ from langgraph.runtime import Runtime
 
 from sqlchorus import prompts
 from sqlchorus.graph.context import Context
+from sqlchorus.graph.generation import model_error_update
 from sqlchorus.graph.llm import ModelCallError, call_model
 from sqlchorus.tools.parsing import extract_sql
 from sqlchorus.tools.values import values_text
@@ -100,12 +101,7 @@ def list_write_step(state: dict, runtime: Runtime[Context]) -> dict:
             temperature=temperature_for(state, context.settings),
         )
     except ModelCallError as e:
-        return {
-            **update,
-            "halt": f"generation failed: {e}",
-            "usage": [e.usage] if e.usage else [],
-            "errors": [{"node": NODE, "kind": "model", "message": str(e)}],
-        }
+        return {**update, "halt": f"generation failed: {e}", **model_error_update(NODE, e)}
     update["attempt"] = {"step": step, "kind": "write", "sql": extract_sql(text)}
     update["usage"] = [usage]
     return update
