@@ -95,6 +95,7 @@ def run_accuracy(
     from sqlchorus.datasets import Dataset
     from sqlchorus.scoring import score_predictions
     from sqlchorus.settings import Settings
+    from sqlchorus.tools.compare import spider_order_matters, spider_result_eq
     from sqlchorus.tools.database import GuardedDatabase, SqlError
 
     from sqlchorus.models import resolve_model
@@ -122,13 +123,20 @@ def run_accuracy(
             # No answer: the best-effort candidate, if any, is what a user would see.
             sql = next((c["sql"] for c in result.candidates if c.get("sql")), None)
         predictions.append(sql)
+        runs = correct_here = False
         if sql:
             try:
                 with GuardedDatabase(example.db_path, timeout_s=30) as db:
-                    db.execute(sql)
-                executes += 1
+                    rows = db.execute(sql).rows
+                    gold = db.execute(example.gold_sql).rows
+                runs = True
+                correct_here = spider_result_eq(gold, rows, spider_order_matters(example.gold_sql))
             except SqlError:
                 pass
+        executes += runs
+        # One line per question, so an interrupted run still leaves measured figures.
+        print(json.dumps({"mode": "grammar" if grammar else "no-grammar", "n": number, "executes": runs,
+                          "correct": correct_here}), file=sys.stderr, flush=True)
     seconds = time.perf_counter() - start
     dataset = Dataset(name="spider-dev-head", benchmark="spider", examples=list(examples), source=Path("."))
     report = score_predictions(dataset, predictions)

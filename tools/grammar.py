@@ -22,6 +22,8 @@ Design choices:
   operation, six output columns, four conditions, five IN values, three GROUP BY or
   ORDER BY keys, ten-digit numbers, LIMIT up to 9999), so a small model that starts repeating
   itself is stopped by the grammar instead of running until its token budget is spent.
+* An output column starts with a column or a function call, never a bare literal: a small model
+  under a grammar otherwise fills the SELECT list with constants, which run but answer nothing.
 * Keywords are accepted in upper or lower case, as small models write either.
 * Names that are not plain identifiers, or are SQL keywords, are double-quoted. Each name is
   admitted as the schema spells it and in lower case.
@@ -71,7 +73,8 @@ query ::= select (" " setop " " select)?
 setop ::= kw-union (" " kw-all)? | kw-intersect | kw-except
 select ::= kw-select (" " kw-distinct)? " " items " " kw-from " " source (" " where)? (" " group)? (" " order)? (" " limit)?
 items ::= item (", " item (", " item (", " item (", " item (", " item)?)?)?)?)?
-item ::= "*" | expr
+item ::= "*" | itemterm ((" + " | " - " | " * " | " / ") term)*
+itemterm ::= colref | call | "(" expr ")"
 source ::= tableref (" " join)*
 tableref ::= table (" " kw-as " " alias)?
 join ::= ((kw-inner | kw-left) " ")? kw-join " " tableref " " kw-on " " colref " = " colref
