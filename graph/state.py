@@ -48,6 +48,8 @@ class UsageRecord(TypedDict):
     output_tokens: int
     latency_ms: float
     cached: NotRequired[bool]
+    cost_usd: NotRequired[float]
+    priced: NotRequired[bool]
 
 
 class ErrorRecord(TypedDict):
