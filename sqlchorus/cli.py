@@ -112,6 +112,16 @@ def demo(question: str, **options: Any) -> None:
     _ask(question, **options)
 
 
+def _keep_explicit(settings: Settings, values: dict[str, Any]) -> None:
+    """Options typed on the command line win over a preset, even when they equal the default."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    for name, value in values.items():
+        if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
+            setattr(settings, name, value)
+
+
 def _ask(question: str, *, db: str | None, model: str | None, role_model: tuple[str, ...], evidence: str,
          generators: tuple[str, ...], preset: str | None, fix_rounds: int, schema_format: str, timeout: float, trace_dir: str,
          no_trace: bool, otlp_endpoint: str | None, no_cache: bool, cache_path: str | None,
@@ -134,6 +144,8 @@ def _ask(question: str, *, db: str | None, model: str | None, role_model: tuple[
             model_timeout_s=model_timeout, model_retries=retries, rate_limit=rate_limit,
             grammar=not no_grammar,
         )
+        if preset:
+            _keep_explicit(settings, {"fix_rounds": fix_rounds, "schema_format": schema_format})
         result = run_ask(question, db=db, evidence=evidence, settings=settings)
     except (SqlchorusError, ModelConfigError, SqlError, ValueError) as e:
         _fail(str(e))
