@@ -201,9 +201,11 @@ def generate_din(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
     errors: list[dict] = []
     span = trace.get_current_span()
 
-    def ask(prompt: str, role: str) -> str | None:
+    def ask(prompt: str, role: str, *, answer_is_sql: bool = True) -> str | None:
         try:
-            text, record = call_model(context, role=role, node=NODE, prompt=prompt)
+            text, record = call_model(
+                context, role=role, node=NODE, prompt=prompt, constrain_sql=None if answer_is_sql else False
+            )
         except ModelCallError as e:
             usage.extend([e.usage] if e.usage else [])
             errors.append({"node": NODE, "kind": "model", "message": str(e)})
@@ -217,6 +219,7 @@ def generate_din(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
             schema_links=links, question=question, evidence=evidence,
         ),
         "generation",
+        answer_is_sql=False,  # a class label and sub-questions, not a query
     )
     parsed = parse_classification(classify_text)
     if parsed is None:

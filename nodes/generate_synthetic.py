@@ -103,8 +103,10 @@ def _runs(context: Context, sql: str) -> bool:
 
 def _ask(context, prompt, temperature, sample, usage, errors, what) -> str:
     try:
+        # The answer is a list of question/SQL examples, not one query: no SQL grammar.
         text, record = call_model(
-            context, role="generation", node=NODE, prompt=prompt, temperature=temperature, sample=sample
+            context, role="generation", node=NODE, prompt=prompt, temperature=temperature, sample=sample,
+            constrain_sql=False,
         )
     except ModelCallError as e:
         if e.usage:

@@ -80,6 +80,7 @@ def list_plan(state: dict, runtime: Runtime[Context]) -> dict:
         text, usage = call_model(
             context, role="generation", node=NODE, prompt=prompt,
             temperature=temperature_for(state, context.settings),
+            constrain_sql=False,  # a plan in words, not a query
         )
     except ModelCallError as e:
         return {**base, "halt": f"planning failed: {e}", **model_error_update(NODE, e)}
