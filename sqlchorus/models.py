@@ -151,8 +151,9 @@ def resolve_model(
         raise ModelConfigError(
             f"The {provider!r} provider's package is not installed: {hint}."
         ) from e
-    except ValueError as e:
-        raise ModelConfigError(f"Cannot use model {spec!r}: {e}") from e
+    except Exception as e:  # provider SDKs raise their own types, e.g. for a missing API key
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise ModelConfigError(f"Cannot use model {spec!r}: {first}") from e
 
 
 def _local(name: str, *, max_tokens: int | None, temperature: float) -> BaseChatModel:

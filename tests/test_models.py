@@ -196,3 +196,20 @@ def test_rate_limit_is_applied_to_every_call_of_named_models(monkeypatch, demo_d
     for _ in range(3):
         call_model(ctx, role="generation", node="n", prompt="p")
     assert model.calls == 3 and acquired == [limiter] * 3
+
+
+def test_missing_provider_key_is_a_clear_configuration_error(monkeypatch):
+    """A provider SDK's own error (here: no API key) becomes a message, not a traceback."""
+    from click.testing import CliRunner
+
+    from sqlchorus.cli import cli
+    from sqlchorus.models import ModelConfigError, resolve_model
+
+    pytest.importorskip("langchain_openai")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_ADMIN_KEY", raising=False)
+    with pytest.raises(ModelConfigError, match="Cannot use model 'openai:gpt-4o-mini'.*OPENAI_API_KEY"):
+        resolve_model("openai:gpt-4o-mini")
+    out = CliRunner().invoke(cli, ["ask", "How many customers?", "--model", "openai:gpt-4o-mini", "--no-trace"])
+    assert out.exit_code == 2
+    assert "Traceback" not in out.output and "OPENAI_API_KEY" in out.output
