@@ -9,12 +9,14 @@ cache folder afterwards.
 from __future__ import annotations
 
 import json
+import sqlite3
 
 from langgraph.runtime import Runtime
 from opentelemetry import trace
 
 from sqlchorus.graph.context import Context
 from sqlchorus.graph.state import SqlchorusState
+from sqlchorus.tools.database import SqlError
 from sqlchorus.tools.value_index import ValueIndex
 
 NODE = "retrieve_values"
@@ -23,12 +25,20 @@ NODE = "retrieve_values"
 def retrieve_values(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
     context = runtime.context
     settings = context.settings
-    if context.value_index is None:
-        context.value_index = ValueIndex.load_or_build(context.db, settings.value_cache_dir)
     keywords = list(state.get("keywords") or [])
-    values = context.value_index.search(
-        keywords, top_k=settings.values_per_keyword, threshold=settings.value_threshold
-    )
+    try:
+        if context.value_index is None:
+            context.value_index = ValueIndex.load_or_build(context.db, settings.value_cache_dir)
+        values = context.value_index.search(
+            keywords, top_k=settings.values_per_keyword, threshold=settings.value_threshold
+        )
+    except (SqlError, OSError, sqlite3.Error, ValueError) as e:
+        # Values help but are not essential: without them the question is still answered.
+        message = getattr(e, "message", None) or str(e)
+        return {
+            "values": {},
+            "errors": [{"node": NODE, "kind": "values", "message": f"No value lookup: {message}"}],
+        }
     span = trace.get_current_span()
     span.set_attribute("sqlchorus.keywords", keywords)
     span.set_attribute("sqlchorus.values", json.dumps(values, ensure_ascii=False)[:8000])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections.abc import Iterable
@@ -20,7 +21,7 @@ from sqlchorus.graph.llm import SQLCHORUS_COST_USD
 from sqlchorus.graph.tracing import RunTracer
 from sqlchorus.models import resolve_roles
 from sqlchorus.settings import Settings
-from sqlchorus.tools.database import GuardedDatabase
+from sqlchorus.tools.database import GuardedDatabase, SqlError
 from sqlchorus.tools.schema import introspect
 from sqlchorus.tools.value_index import ValueIndex
 
@@ -205,10 +206,13 @@ def ask(
                 lambda: introspect(database, sample_values=settings.sample_values),
             )
             if value_index is None:
-                value_index = _remember(
-                    _VALUES, (*key, settings.value_cache_dir),
-                    lambda: ValueIndex.load_or_build(database, settings.value_cache_dir),
-                )
+                try:
+                    value_index = _remember(
+                        _VALUES, (*key, settings.value_cache_dir),
+                        lambda: ValueIndex.load_or_build(database, settings.value_cache_dir),
+                    )
+                except (SqlError, OSError, sqlite3.Error, ValueError):
+                    value_index = None  # retrieve_values tries again and records why it failed
             context = Context(
                 db=database, models=models, settings=settings, schema=schema,
                 tracer=run.tracer, value_index=value_index,

@@ -42,3 +42,18 @@ def test_typo_keyword_finds_the_value_in_state(demo_db):
     result = sqlchorus.ask("How many orders went to new yrok?", db=demo_db, model=model)
     found = {v["value"] for hits in result.state["values"].values() for v in hits}
     assert {"New York", "new york", "NEW YORK"} & found
+
+
+def test_question_is_answered_when_the_value_index_cannot_be_built(demo_db, tmp_path):
+    """A cache folder that cannot be written costs the value lookup, not the answer."""
+    from sqlchorus.settings import Settings
+
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder should be")
+    model = ScriptedChatModel(["['customers']", "Schema_links: [customers.*]",
+                               "**Final Optimized SQL Query:**\nSELECT count(*) FROM customers"])
+    result = sqlchorus.ask("How many customers do we have?", db=demo_db, model=model,
+                           settings=Settings(value_cache_dir=str(blocker / "values")))
+    assert result.ok, result.error
+    assert result.state["values"] == {}
+    assert any(e["node"] == "retrieve_values" and "No value lookup" in e["message"] for e in result.errors)
