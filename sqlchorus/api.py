@@ -226,6 +226,9 @@ def ask(
             except GraphRecursionError:
                 state, error = {}, f"The run exceeded its step limit ({settings.recursion_limit})."
                 run.root.set_attribute(attrs.SQLCHORUS_ERROR, error)
+            except Exception as e:  # a failure no node handled: report it, keep it in the trace
+                run.root.record_exception(e)
+                state, error = {}, f"The run failed: {type(e).__name__}: {e}"
             result = _result(question, state, error)
             result.run_id = run.run_id
             result.trace_path = str(run.path) if run.path else None

@@ -124,3 +124,20 @@ def test_enormous_schema(tmp_path, use_model):
     out = run("ask", "What is c0 of t7?", "--db", str(path), "--model", "x:y", "--json", "--trace-dir", str(tmp_path))
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["rows"] == [["value 7"]]
+
+
+def test_an_unexpected_failure_inside_the_graph_is_reported(use_model, monkeypatch, tmp_path):
+    """A node that raises where nothing expected it gives a clear error and a trace, not a traceback."""
+    model = ScriptedChatModel(["['customers']", "Schema_links: [customers.*]",
+                               "**Final Optimized SQL Query:**\nSELECT count(*) FROM customers"])
+    use_model(model)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("fingerprint store unavailable")
+
+    monkeypatch.setattr("sqlchorus.nodes.check_candidates.fingerprint", broken)
+    out = run("ask", "How many customers do we have?", "--model", "x:y", "--trace-dir", str(tmp_path))
+    assert out.exit_code == 1
+    assert "The run failed: RuntimeError: fingerprint store unavailable" in out.output
+    trace_file = next(tmp_path.glob("*.jsonl"))
+    assert "fingerprint store unavailable" in trace_file.read_text()
