@@ -216,8 +216,10 @@ def generate_nrep(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
         except ModelCallError as e:
             return None, e
 
+    # The contexts are copied here, in the node's thread, where its span is the current one.
+    tasks = [_in_context(generate, job[2]) for job in jobs]
     with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), 8))) as pool:
-        outcomes = list(pool.map(lambda job: _in_context(generate, job[2])(), jobs))
+        outcomes = list(pool.map(lambda task: task(), tasks))
 
     candidates = []
     for i, ((view, links, _), (reply, failure)) in enumerate(zip(jobs, outcomes)):

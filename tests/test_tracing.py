@@ -86,3 +86,20 @@ def test_trace_show_unknown_run(tmp_path):
     out = CliRunner().invoke(cli, ["trace", "show", "nope", "--trace-dir", str(tmp_path)])
     assert out.exit_code == 2
     assert "No trace for run 'nope'" in out.output
+
+
+def test_every_model_call_of_every_generator_is_inside_its_node(spider, spans, tmp_path):
+    """Generators that call models from worker threads (N-rep) still nest them under their node."""
+    examples = spider_examples("concert_singer")[:1]
+    gold = {ex["question"]: ex["query"] for ex in examples}
+    result = sqlchorus.ask(examples[0]["question"], db=spider("concert_singer"), model=oracle_model(gold.get),
+                           settings=Settings(preset="full", trace_dir=None), exporters=[spans])
+    assert result.ok, result.error
+    finished = spans.get_finished_spans()
+    by_id = {s.context.span_id: s for s in finished}
+    llm = [s for s in finished if s.name.startswith("llm:")]
+    assert len(llm) == result.cost["calls"]
+    parents = {by_id[s.parent.span_id].name for s in llm if s.parent is not None}
+    assert all(s.parent is not None for s in llm)
+    assert all(name.startswith("node:") for name in parents)
+    assert "node:generate_nrep" in parents
