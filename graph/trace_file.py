@@ -49,6 +49,8 @@ def find_trace(run: str, trace_dir: str | Path = "traces") -> Path:
     exact = folder / f"{run}.jsonl"
     if exact.is_file():
         return exact
+    if path.is_absolute() or "/" in run or any(ch in run for ch in "*?["):
+        raise TraceNotFoundError(f"No trace file at {run}.")
     matches = sorted(folder.glob(f"{run}*.jsonl")) if folder.is_dir() else []
     if len(matches) == 1:
         return matches[0]
@@ -61,6 +63,17 @@ def find_trace(run: str, trace_dir: str | Path = "traces") -> Path:
 
 def _time(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _check_types(node: SpanNode) -> None:
+    if not isinstance(node.name, str) or not isinstance(node.span_id, str):
+        raise TypeError("name and span_id must be strings")
+    if not isinstance(node.attributes, dict) or not isinstance(node.events, list):
+        raise TypeError("attributes must be an object and events a list")
+    if not all(isinstance(e, dict) for e in node.events):
+        raise TypeError("every event must be an object")
+    if (node.start.tzinfo is None) != (node.end.tzinfo is None):
+        raise ValueError("start and end times mix time zones")
 
 
 def load_spans(path: str | Path) -> list[SpanNode]:
@@ -86,13 +99,30 @@ def load_spans(path: str | Path) -> list[SpanNode]:
                     events=raw.get("events") or [],
                     status=(raw.get("status") or {}).get("status_code", "UNSET"),
                 )
-            except (KeyError, TypeError, ValueError) as e:
+                _check_types(node)
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
                 raise ValueError(f"{path}:{number} is not a span ({e}).") from e
             nodes[node.span_id] = node
     roots = []
     for node in nodes.values():
         parent = nodes.get(node.parent_id) if node.parent_id else None
         (parent.children if parent else roots).append(node)
+    # Spans whose parents form a cycle (a damaged file) would vanish from the tree: show them
+    # as roots instead.
+    seen: set[str] = set()
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        if node.span_id not in seen:
+            seen.add(node.span_id)
+            stack.extend(node.children)
+    for node in nodes.values():
+        if node.span_id not in seen:
+            parent = nodes.get(node.parent_id or "")
+            if parent is not None and node in parent.children:
+                parent.children.remove(node)
+            roots.append(node)
+            seen.add(node.span_id)
     for node in nodes.values():
         node.children.sort(key=lambda n: n.start)
     roots.sort(key=lambda n: n.start)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from typing import Any
 
@@ -147,7 +148,7 @@ def _ask(question: str, *, db: str | None, model: str | None, role_model: tuple[
         if preset:
             _keep_explicit(settings, {"fix_rounds": fix_rounds, "schema_format": schema_format})
         result = run_ask(question, db=db, evidence=evidence, settings=settings)
-    except (SqlchorusError, ModelConfigError, SqlError, ValueError) as e:
+    except (SqlchorusError, ModelConfigError, SqlError, ValueError, OSError) as e:
         _fail(str(e))
         return
     if as_json:
@@ -236,6 +237,8 @@ def select_command(candidates_file: str, model: str | None, pairwise: str, max_c
                 click.echo(line)
     except (SqlchorusError, ModelConfigError) as e:
         _fail(str(e))
+    except (UnicodeDecodeError, OSError) as e:
+        _fail(f"Cannot read {candidates_file} as JSON Lines text: {e}")
     finally:
         if sink:
             sink.close()
@@ -275,10 +278,14 @@ def index(db: str, cache_dir: str | None, max_values: int, rebuild: bool, as_jso
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
-        if rebuild:
-            built = ValueIndex.build(database, cache_dir=cache_dir, max_values_per_column=max_values, progress=progress)
-        else:
-            built = ValueIndex.load_or_build(database, cache_dir, max_values_per_column=max_values, progress=progress)
+        try:
+            if rebuild:
+                built = ValueIndex.build(database, cache_dir=cache_dir, max_values_per_column=max_values, progress=progress)
+            else:
+                built = ValueIndex.load_or_build(database, cache_dir, max_values_per_column=max_values, progress=progress)
+        except (OSError, sqlite3.Error, SqlError) as e:
+            _fail(f"Cannot build the value index: {getattr(e, 'message', None) or e}")
+            return
     with built:
         stats = dict(built.stats, path=str(built.path), skipped_columns=built.skipped)
     if as_json:

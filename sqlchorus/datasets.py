@@ -221,6 +221,8 @@ def _load_user(path: Path) -> Dataset:
     benchmark = meta.get("benchmark", "spider")
     if benchmark not in ("spider", "bird"):
         raise ValueError(f"{path}: 'benchmark' must be 'spider' or 'bird', not {benchmark!r}.")
+    if meta.get("db_root") is not None and not isinstance(meta["db_root"], str):
+        raise ValueError(f"{path}: 'db_root' must be a path string.")
     db_root = (folder / meta["db_root"]) if meta.get("db_root") else folder
     examples = []
     for i, row in enumerate(rows):
@@ -233,6 +235,8 @@ def _load_user(path: Path) -> Dataset:
             raise ValueError(f"{path}: example {i} lacks {', '.join(missing)}.")
         db_id = str(row["db_id"])
         if row.get("db_path"):
+            if not isinstance(row["db_path"], str):
+                raise ValueError(f"{path}: example {i} has a 'db_path' that is not a path string.")
             db_path = _existing(folder / row["db_path"])
         else:
             db_path = _existing(db_root / db_id / f"{db_id}.sqlite") or _existing(

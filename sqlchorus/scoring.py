@@ -173,6 +173,9 @@ def read_bird_predictions(path: str | os.PathLike[str]) -> list[str | None]:
         indices = [int(k) for k in keys]
         if min(indices) < 0:
             raise ValueError(f"{path}: negative question index.")
+        if max(indices) >= 10 * len(indices) + 1000:
+            # Far more positions than entries: a wrong file, not a sparse prediction list.
+            raise ValueError(f"{path}: question index {max(indices)} is out of range for {len(indices)} predictions.")
         out: list[str | None] = [None] * (max(indices) + 1)
         for i, v in zip(indices, values):
             out[i] = v

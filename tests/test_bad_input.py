@@ -141,3 +141,41 @@ def test_an_unexpected_failure_inside_the_graph_is_reported(use_model, monkeypat
     assert "The run failed: RuntimeError: fingerprint store unavailable" in out.output
     trace_file = next(tmp_path.glob("*.jsonl"))
     assert "fingerprint store unavailable" in trace_file.read_text()
+
+
+def test_unusable_trace_folder_is_a_clear_error(use_model, tmp_path, demo_db):
+    use_model(ScriptedChatModel(["x"]))
+    blocker = tmp_path / "afile"
+    blocker.write_text("not a folder")
+    out = run("ask", "How many customers?", "--model", "x:y", "--trace-dir", str(blocker / "sub"))
+    assert out.exit_code == 2 and "Error:" in out.output
+
+
+def test_index_with_unusable_cache_folder(tmp_path, demo_db):
+    blocker = tmp_path / "afile"
+    blocker.write_text("not a folder")
+    out = run("index", "--db", str(demo_db), "--cache-dir", str(blocker / "sub"))
+    assert out.exit_code == 2 and "Cannot build the value index" in out.output
+
+
+def test_select_with_a_binary_candidates_file(tmp_path, demo_db):
+    out = run("select", "--candidates", str(demo_db))
+    assert out.exit_code == 2 and "Cannot read" in out.output
+
+
+@pytest.mark.parametrize("dataset", [{"db_root": 5, "examples": []},
+                                     [{"question": "q", "db_id": "d", "gold_sql": "SELECT 1", "db_path": 5}]])
+def test_eval_dataset_with_non_string_paths(tmp_path, dataset):
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps(dataset))
+    out = run("eval", "--dataset", str(path), "--predictions", str(tmp_path / "p.txt"))
+    assert out.exit_code == 2 and "path string" in out.output
+
+
+def test_bird_predictions_with_an_absurd_index(tmp_path):
+    from sqlchorus.scoring import read_bird_predictions
+
+    path = tmp_path / "pred.json"
+    path.write_text('{"99999999999999999999": "SELECT 1"}')
+    with pytest.raises(ValueError, match="out of range"):
+        read_bird_predictions(path)

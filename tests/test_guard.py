@@ -119,3 +119,10 @@ def test_bad_database_files(tmp_path, content, message):
         path.write_bytes(content)
     with pytest.raises(DatabaseOpenError, match=message):
         GuardedDatabase(path)
+
+
+def test_a_query_cannot_build_a_value_larger_than_the_byte_cap(concert):
+    with GuardedDatabase(concert, max_bytes=2_000_000) as db:
+        with pytest.raises(SqlError, match="too big"):
+            db.execute("SELECT length(zeroblob(100000000) || randomblob(50000000))")
+        assert db.execute("SELECT length(zeroblob(1000))").rows == [(1000,)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+import pytest
 from click.testing import CliRunner
 
 import sqlchorus
@@ -103,3 +104,32 @@ def test_every_model_call_of_every_generator_is_inside_its_node(spider, spans, t
     assert all(s.parent is not None for s in llm)
     assert all(name.startswith("node:") for name in parents)
     assert "node:generate_nrep" in parents
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"name": "run", "context": {"span_id": "a"}, "start_time": "2026-01-01T00:00:00Z", "end_time": "2026-01-01T00:00:01Z", "status": "x"}',
+        '{"name": "run", "context": {"span_id": "a"}, "start_time": "2026-01-01T00:00:00Z", "end_time": "2026-01-01T00:00:01Z", "attributes": [1]}',
+        '{"name": "run", "context": {"span_id": "a"}, "start_time": "2026-01-01T00:00:00Z", "end_time": "2026-01-01T00:00:01Z", "events": [1]}',
+        '{"name": 5, "context": {"span_id": "a"}, "start_time": "2026-01-01T00:00:00Z", "end_time": "2026-01-01T00:00:01Z"}',
+        '{"name": "run", "context": {"span_id": ["a"]}, "start_time": "2026-01-01T00:00:00Z", "end_time": "2026-01-01T00:00:01Z"}',
+        '{"name": "run", "context": {"span_id": "a"}, "start_time": "2026-01-01T00:00:00", "end_time": "2026-01-01T00:00:01Z"}',
+        'not json at all',
+    ],
+)
+def test_trace_show_damaged_file(tmp_path, line):
+    path = tmp_path / "damaged.jsonl"
+    path.write_text(line + "\n")
+    out = CliRunner().invoke(cli, ["trace", "show", str(path)])
+    assert out.exit_code == 2 and "is not a span" in out.output, out.output
+
+
+def test_trace_show_missing_absolute_path_and_parent_cycle(tmp_path):
+    out = CliRunner().invoke(cli, ["trace", "show", str(tmp_path / "none.jsonl")])
+    assert out.exit_code == 2 and "No trace file at" in out.output
+    path = tmp_path / "cycle.jsonl"
+    span = '{{"name": "{n}", "context": {{"span_id": "{i}"}}, "parent_id": "{p}", "start_time": "2026-01-01T00:00:00Z", "end_time": "2026-01-01T00:00:01Z"}}'
+    path.write_text(span.format(n="a", i="1", p="2") + "\n" + span.format(n="b", i="2", p="1") + "\n")
+    out = CliRunner().invoke(cli, ["trace", "show", str(path)])
+    assert out.exit_code == 0 and "a  1000.0 ms" in out.output and "b  1000.0 ms" in out.output

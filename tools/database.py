@@ -216,6 +216,9 @@ class GuardedDatabase:
             conn.enable_load_extension(False)
         except AttributeError:  # Python built without extension support: nothing to disable
             pass
+        # No single value (string or blob) may outgrow the byte cap: a query cannot build a
+        # gigabyte string in memory even if it would return only its length.
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(1_000_000, self.max_bytes))
         conn.set_authorizer(self._authorize)
         conn.set_progress_handler(self._progress, 1000)
         return conn
@@ -253,9 +256,10 @@ class GuardedDatabase:
             NotAQueryError, ForbiddenError, QueryTimeoutError, ExecutionError.
         """
         check_single_query(sql)
-        if self.tracer is None:
+        tracer = self.tracer  # read once: another thread may swap it between runs
+        if tracer is None:
             return self._execute(sql, timeout_s, max_rows, max_bytes, parameters)
-        with self.tracer.start_as_current_span("sql") as span:
+        with tracer.start_as_current_span("sql") as span:
             span.set_attribute("db.system.name", "sqlite")
             span.set_attribute("db.namespace", self.name)
             span.set_attribute("db.query.text", sql)
@@ -321,7 +325,7 @@ class GuardedDatabase:
             return QueryTimeoutError(
                 f"The query ran longer than its {budget:g} s budget and was stopped.", sql=sql
             )
-        if "not authorized" in text or "prohibited" in text:
+        if "not authorized" in text or "authoriz" in text or "prohibited" in text:
             return ForbiddenError(
                 "The query tried an operation other than reading, and was refused.", sql=sql
             )

@@ -61,6 +61,7 @@ import re
 import sqlite3
 import time
 import unicodedata
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -368,7 +369,8 @@ DROP TABLE temp.lsh_stage;
 def _write_index(db: GuardedDatabase, target: Path, fingerprint: str, max_values_per_column: int,
                  progress: ProgressFn | None, timeout_s: float) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
-    scratch = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    # Unique per build: two threads or processes building the same index never share a file.
+    scratch = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     scratch.unlink(missing_ok=True)
     started = time.perf_counter()
     out = sqlite3.connect(scratch, isolation_level=None)
