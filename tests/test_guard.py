@@ -126,3 +126,8 @@ def test_a_query_cannot_build_a_value_larger_than_the_byte_cap(concert):
         with pytest.raises(SqlError, match="too big"):
             db.execute("SELECT length(zeroblob(100000000) || randomblob(50000000))")
         assert db.execute("SELECT length(zeroblob(1000))").rows == [(1000,)]
+
+
+def test_an_unbounded_byte_cap_opens(concert):
+    with GuardedDatabase(concert, max_bytes=10**15) as db:
+        assert db.execute("SELECT count(*) FROM singer").rows[0][0] > 0

@@ -218,7 +218,7 @@ class GuardedDatabase:
             pass
         # No single value (string or blob) may outgrow the byte cap: a query cannot build a
         # gigabyte string in memory even if it would return only its length.
-        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(1_000_000, self.max_bytes))
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, min(max(1_000_000, self.max_bytes), 2**31 - 1))
         conn.set_authorizer(self._authorize)
         conn.set_progress_handler(self._progress, 1000)
         return conn
