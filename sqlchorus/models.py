@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import weakref
+from functools import lru_cache
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -157,12 +158,24 @@ def resolve_model(
 
 
 def _local(name: str, *, max_tokens: int | None, temperature: float) -> BaseChatModel:
-    from sqlchorus.local_model import LocalModelError, local_chat_model
+    from sqlchorus.local_model import LocalModelError
 
     try:
-        return local_chat_model(name, max_tokens=max_tokens, temperature=temperature)
+        return _loaded_local(name, max_tokens, temperature)
     except LocalModelError as e:
         raise ModelConfigError(str(e)) from e
+
+
+@lru_cache(maxsize=4)
+def _loaded_local(name: str, max_tokens: int | None, temperature: float) -> BaseChatModel:
+    """One loaded model per file and settings in a process.
+
+    Loading the weights and warming the prompt cache is the expensive part; questions asked one
+    after another (or from eval's worker threads, which the model's lock serialises) reuse it.
+    """
+    from sqlchorus.local_model import local_chat_model
+
+    return local_chat_model(name, max_tokens=max_tokens, temperature=temperature)
 
 
 def _openai_compatible(name: str, kwargs: dict[str, Any]) -> BaseChatModel:
