@@ -124,19 +124,30 @@ _CACHE_SIZE = 16
 
 
 _CACHE_LOCK = threading.Lock()
+_BUILDING: dict[Any, threading.Lock] = {}
 
 
 def _remember(cache: dict, key: Any, make: Any) -> Any:
     """Build once per database file version; a changed file gets a fresh entry.
 
-    Evaluation answers questions from several threads, so the caches are shared under a lock.
+    Evaluation answers questions from several threads: one lock per key makes each build happen
+    once, while questions on databases already built (or being built by another key) go on.
     """
     with _CACHE_LOCK:
-        if key not in cache:
+        if key in cache:
+            return cache[key]
+        building = _BUILDING.setdefault(key, threading.Lock())
+    with building:
+        with _CACHE_LOCK:
+            if key in cache:
+                return cache[key]
+        value = make()
+        with _CACHE_LOCK:
             if len(cache) >= _CACHE_SIZE:
                 cache.pop(next(iter(cache)))
-            cache[key] = make()
-        return cache[key]
+            cache[key] = value
+            _BUILDING.pop(key, None)
+        return value
 
 
 @lru_cache(maxsize=32)
