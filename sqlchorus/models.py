@@ -17,6 +17,7 @@ is set. Models without retries of their own get them in :func:`sqlchorus.graph.l
 
 from __future__ import annotations
 
+import atexit
 import os
 import weakref
 from functools import lru_cache
@@ -166,6 +167,9 @@ def _local(name: str, *, max_tokens: int | None, temperature: float) -> BaseChat
         raise ModelConfigError(str(e)) from e
 
 
+_LOADED: list[BaseChatModel] = []
+
+
 @lru_cache(maxsize=4)
 def _loaded_local(name: str, max_tokens: int | None, temperature: float) -> BaseChatModel:
     """One loaded model per file and settings in a process.
@@ -175,7 +179,21 @@ def _loaded_local(name: str, max_tokens: int | None, temperature: float) -> Base
     """
     from sqlchorus.local_model import local_chat_model
 
-    return local_chat_model(name, max_tokens=max_tokens, temperature=temperature)
+    model = local_chat_model(name, max_tokens=max_tokens, temperature=temperature)
+    _LOADED.append(model)
+    return model
+
+
+@atexit.register
+def _close_local_models() -> None:
+    # llama.cpp's own finaliser fails if it first runs during interpreter shutdown, when its
+    # module globals are already gone; close the models kept here while everything still exists.
+    for model in list(_LOADED):
+        llama = getattr(model, "_llama", None)
+        if llama is not None:
+            llama.close()
+            model._llama = None
+    _LOADED.clear()
 
 
 def _openai_compatible(name: str, kwargs: dict[str, Any]) -> BaseChatModel:
