@@ -170,6 +170,17 @@ def _local(name: str, *, max_tokens: int | None, temperature: float) -> BaseChat
 _LOADED: list[BaseChatModel] = []
 
 
+@lru_cache(maxsize=16)
+def _rate_limiter(requests_per_second: float) -> Any:
+    """One limiter per rate in a process, so that questions answered in parallel (eval's
+    workers) share the budget instead of each getting its own."""
+    from langchain_core.rate_limiters import InMemoryRateLimiter
+
+    return InMemoryRateLimiter(
+        requests_per_second=requests_per_second, check_every_n_seconds=0.05, max_bucket_size=1
+    )
+
+
 @lru_cache(maxsize=4)
 def _loaded_local(name: str, max_tokens: int | None, temperature: float) -> BaseChatModel:
     """One loaded model per file and settings in a process.
@@ -233,13 +244,7 @@ def resolve_roles(settings: Settings) -> dict[str, BaseChatModel]:
             price_table(settings.prices_file)
         except PriceFileError as e:
             raise ModelConfigError(str(e)) from e
-    limiter = None
-    if settings.rate_limit:
-        from langchain_core.rate_limiters import InMemoryRateLimiter
-
-        limiter = InMemoryRateLimiter(
-            requests_per_second=settings.rate_limit, check_every_n_seconds=0.05, max_bucket_size=1
-        )
+    limiter = _rate_limiter(settings.rate_limit) if settings.rate_limit else None
     resolved: dict[int | str, BaseChatModel] = {}
     roles: dict[str, BaseChatModel] = {}
     for role in ROLES:

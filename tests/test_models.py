@@ -213,3 +213,11 @@ def test_missing_provider_key_is_a_clear_configuration_error(monkeypatch):
     out = CliRunner().invoke(cli, ["ask", "How many customers?", "--model", "openai:gpt-4o-mini", "--no-trace"])
     assert out.exit_code == 2
     assert "Traceback" not in out.output and "OPENAI_API_KEY" in out.output
+
+
+def test_one_rate_limiter_is_shared_by_every_question_of_a_process():
+    settings = Settings(model=ScriptedChatModel(["x"]), models={"generation": "openai-compatible:m@http://127.0.0.1:9/v1"},
+                        rate_limit=5.0)
+    first = resolve_roles(settings)["generation"]
+    second = resolve_roles(settings)["generation"]
+    assert first is not second and first.rate_limiter is second.rate_limiter is not None
