@@ -36,7 +36,7 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import build_scope
 
 from sqlchorus import prompts
-from sqlchorus.tools.schema import Column, DatabaseSchema, ForeignKey, Table
+from sqlchorus.tools.schema import Column, DatabaseSchema, ForeignKey, Table, flatten_indices
 
 
 class ExamplesFileError(ValueError):
@@ -101,7 +101,7 @@ def compact_schema(entry: Mapping[str, Any]) -> dict[str, Any]:
         columns[t_idx].append([name, "" if kind.lower() == "others" else kind.upper()])
         owner[idx] = (t_idx, name)
     primary: dict[int, list[str]] = {i: [] for i in range(len(tables))}
-    for item in _flatten(entry.get("primary_keys") or []):
+    for item in flatten_indices(entry.get("primary_keys") or []):
         if item in owner:
             primary[owner[item][0]].append(owner[item][1])
     foreign: dict[int, list[list[str]]] = {i: [] for i in range(len(tables))}
@@ -116,14 +116,6 @@ def compact_schema(entry: Mapping[str, Any]) -> dict[str, Any]:
             for i, t in enumerate(tables)
         ],
     }
-
-
-def _flatten(items: Iterable[Any]) -> Iterable[int]:
-    for item in items:
-        if isinstance(item, (list, tuple)):
-            yield from _flatten(item)
-        elif isinstance(item, int):
-            yield item
 
 
 def schema_of(compact: Mapping[str, Any]) -> DatabaseSchema:

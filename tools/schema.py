@@ -492,7 +492,7 @@ def schema_only_ddl(entry: Mapping[str, Any]) -> list[str]:
         column_of[idx] = (t_idx, name)
 
     primary: dict[int, list[str]] = {i: [] for i in kept_tables}
-    for item in _flatten(entry.get("primary_keys") or []):
+    for item in flatten_indices(entry.get("primary_keys") or []):
         if item in column_of:
             t_idx, name = column_of[item]
             if name not in primary[t_idx]:
@@ -528,9 +528,10 @@ def schema_only_ddl(entry: Mapping[str, Any]) -> list[str]:
     return statements
 
 
-def _flatten(items: Iterable[Any]) -> Iterable[int]:
+def flatten_indices(items: Iterable[Any]) -> Iterable[int]:
+    """Column indices of a tables.json ``primary_keys`` entry, compound keys flattened."""
     for item in items:
         if isinstance(item, (list, tuple)):
-            yield from _flatten(item)
+            yield from flatten_indices(item)
         elif isinstance(item, int):
             yield item
