@@ -33,12 +33,6 @@ from sqlchorus.graph.context import Context
 from sqlchorus.graph.state import UsageRecord
 from sqlchorus.models import built_from_name, model_name
 
-# Attribute names this module adds to spans (kept beside the others' spelling).
-SQLCHORUS_COST_USD = "sqlchorus.cost_usd"
-SQLCHORUS_PRICED = "sqlchorus.priced"
-SQLCHORUS_CACHE_HIT = "sqlchorus.cache_hit"
-SQLCHORUS_ATTEMPTS = "sqlchorus.attempts"
-SQLCHORUS_GRAMMAR = "sqlchorus.grammar"
 
 SQL_ROLES = frozenset({"generation", "fixing"})
 """Roles whose answer is a SQL query, constrained by the schema grammar by default."""
@@ -132,7 +126,7 @@ def call_model(
         span.set_attribute(attrs.GEN_AI_REQUEST_MODEL, name)
         span.set_attribute(attrs.SQLCHORUS_ROLE, role)
         span.set_attribute(attrs.SQLCHORUS_NODE, node)
-        span.set_attribute(SQLCHORUS_GRAMMAR, bool(grammar))
+        span.set_attribute(attrs.SQLCHORUS_GRAMMAR, bool(grammar))
         start = time.perf_counter()
         hit = _cache_get(cache, key, span)
         if hit is not None:
@@ -153,7 +147,7 @@ def call_model(
             usage = _usage(node, role, name, None, latency)
             span.record_exception(e)
             span.set_attribute(attrs.SQLCHORUS_ERROR, str(e)[:500])
-            span.set_attribute(SQLCHORUS_ATTEMPTS, attempts[0])
+            span.set_attribute(attrs.SQLCHORUS_ATTEMPTS, attempts[0])
             raise ModelCallError(f"The {role} model ({name}) failed: {_describe(e)}", usage) from e
         latency = (time.perf_counter() - start) * 1000.0
         usage = _usage(node, role, name, getattr(reply, "usage_metadata", None), latency)
@@ -185,14 +179,14 @@ def _cache_get(cache: Any, key: str, span: Any) -> Any:
 def _annotate(span: Any, node_span: Any, usage: UsageRecord, *, cached: bool, attempts: int) -> None:
     span.set_attribute(attrs.GEN_AI_USAGE_INPUT, usage["input_tokens"])
     span.set_attribute(attrs.GEN_AI_USAGE_OUTPUT, usage["output_tokens"])
-    span.set_attribute(SQLCHORUS_COST_USD, usage["cost_usd"])
-    span.set_attribute(SQLCHORUS_PRICED, usage["priced"])
-    span.set_attribute(SQLCHORUS_CACHE_HIT, cached)
-    span.set_attribute(SQLCHORUS_ATTEMPTS, attempts)
+    span.set_attribute(attrs.SQLCHORUS_COST_USD, usage["cost_usd"])
+    span.set_attribute(attrs.SQLCHORUS_PRICED, usage["priced"])
+    span.set_attribute(attrs.SQLCHORUS_CACHE_HIT, cached)
+    span.set_attribute(attrs.SQLCHORUS_ATTEMPTS, attempts)
     # The node's span adds up the cost of its model calls (a node may call several times).
     if node_span is not None and node_span.is_recording():
-        before = (getattr(node_span, "attributes", None) or {}).get(SQLCHORUS_COST_USD, 0.0)
-        node_span.set_attribute(SQLCHORUS_COST_USD, round(float(before) + usage["cost_usd"], 10))
+        before = (getattr(node_span, "attributes", None) or {}).get(attrs.SQLCHORUS_COST_USD, 0.0)
+        node_span.set_attribute(attrs.SQLCHORUS_COST_USD, round(float(before) + usage["cost_usd"], 10))
 
 
 # -- cache --------------------------------------------------------------------------------------

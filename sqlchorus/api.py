@@ -17,7 +17,6 @@ from sqlchorus.errors import EmptyQuestionError
 from sqlchorus.graph import attributes as attrs
 from sqlchorus.graph.build import build_graph
 from sqlchorus.graph.context import Context
-from sqlchorus.graph.llm import SQLCHORUS_COST_USD
 from sqlchorus.graph.tracing import RunTracer
 from sqlchorus.models import resolve_roles
 from sqlchorus.settings import Settings
@@ -245,7 +244,7 @@ def ask(
             result.trace_path = str(run.path) if run.path else None
             if result.error:
                 run.root.set_attribute(attrs.SQLCHORUS_ERROR, result.error)
-            run.root.set_attribute(SQLCHORUS_COST_USD, result.cost["cost_usd"])
+            run.root.set_attribute(attrs.SQLCHORUS_COST_USD, result.cost["cost_usd"])
     finally:
         database.tracer = None
         if owned:
