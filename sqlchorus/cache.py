@@ -45,7 +45,8 @@ _IDENTITY_ATTRS = (
 
 
 def default_cache_dir() -> Path:
-    """The folder for the response cache when no path is given."""
+    """The sqlchorus cache folder: ``$SQLCHORUS_CACHE``, else ``$XDG_CACHE_HOME/sqlchorus``, else
+    ``~/.cache/sqlchorus``. The response cache and the value indexes (``values/``) live here."""
     if os.environ.get("SQLCHORUS_CACHE"):
         return Path(os.environ["SQLCHORUS_CACHE"]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"

@@ -234,12 +234,10 @@ def database_fingerprint(path: str | os.PathLike[str], *, full: bool = False) ->
 
 
 def default_cache_dir() -> Path:
-    """``$SQLCHORUS_CACHE/values``, else ``$XDG_CACHE_HOME/sqlchorus/values``, else
-    ``~/.cache/sqlchorus/values``."""
-    if os.environ.get("SQLCHORUS_CACHE"):
-        return Path(os.environ["SQLCHORUS_CACHE"]).expanduser() / "values"
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base).expanduser() / "sqlchorus" / "values"
+    """``values`` in the sqlchorus cache folder (:func:`sqlchorus.cache.default_cache_dir`)."""
+    from sqlchorus.cache import default_cache_dir as cache_root
+
+    return cache_root() / "values"
 
 
 def _index_path(db: GuardedDatabase, cache_dir: str | os.PathLike[str] | None,
