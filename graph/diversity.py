@@ -23,6 +23,11 @@ def sample_temperature(context: Context, generator: str, sample: int) -> float:
     return float(settings.generator_temperatures.get(generator, settings.sample_temperature))
 
 
+def shuffle_seed(context: Context, sample: int) -> int | None:
+    """The schema shuffle seed of ``sample``: None for the first sample or with shuffling off."""
+    return sample if sample and context.settings.shuffle_schema else None
+
+
 def sample_view(state: GeneratorInput, context: Context) -> tuple[str, int | None]:
     """The schema view a sample sees, and the shuffle seed used (None: not shuffled).
 
@@ -30,8 +35,8 @@ def sample_view(state: GeneratorInput, context: Context) -> tuple[str, int | Non
     later ones see the same tables and columns in an order shuffled with the sample number.
     """
     settings = context.settings
-    sample = state.get("sample", 0)
-    if sample == 0 or not settings.shuffle_schema:
+    seed = shuffle_seed(context, state.get("sample", 0))
+    if seed is None:
         return state.get("schema_view") or "", None
     links = state.get("links") or {}
     level = settings.schema_level if links else "full"
@@ -41,10 +46,10 @@ def sample_view(state: GeneratorInput, context: Context) -> tuple[str, int | Non
         level=level,
         links=links or None,
         values=values_by_column(state.get("values") or {}),
-        shuffle_seed=sample,
+        shuffle_seed=seed,
         sample_values=settings.sample_values,
     )
-    return view, sample
+    return view, seed
 
 
 def generation_meta(temperature: float, seed: int | None) -> dict[str, Any]:

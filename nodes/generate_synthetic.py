@@ -26,15 +26,13 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from sqlchorus import prompts
-from sqlchorus.graph.candidates import new_candidate
 from sqlchorus.graph.context import Context
+from sqlchorus.graph.diversity import sample_temperature, shuffle_seed
+from sqlchorus.graph.generation import generate_once
 from sqlchorus.graph.llm import ModelCallError, call_model
 from sqlchorus.graph.state import GeneratorInput
-from sqlchorus.graph.diversity import generation_meta, sample_temperature, sample_view
 from sqlchorus.settings import Settings
 from sqlchorus.tools.database import SqlError
-from sqlchorus.tools.parsing import extract_sql
-from sqlchorus.tools.values import values_text
 from sqlchorus.tools.views import render_view
 
 NODE = "generate_synthetic"
@@ -122,7 +120,7 @@ def generate_synthetic(state: GeneratorInput, runtime: Runtime[Context]) -> dict
     settings = context.settings
     sample = state.get("sample", 0)
     temperature = sample_temperature(context, GENERATOR, sample)
-    view, seed = sample_view(state, context)
+    seed = shuffle_seed(context, sample)
     usage: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
     proposed: list[dict[str, str]] = []
@@ -145,29 +143,7 @@ def generate_synthetic(state: GeneratorInput, runtime: Runtime[Context]) -> dict
         proposed += parse_examples(_ask(context, prompt, temperature, sample, usage, errors, "examples over the linked columns"), n_t)
 
     kept = [ex for ex in proposed if _runs(context, ex["sql"])]
-    prompt = prompts.render(
-        NODE,
-        examples=_examples_text(kept),
-        schema=view,
-        values=values_text(state.get("values")),
-        question=state["question"],
-        evidence=state.get("evidence") or "(none)",
-    )
-    try:
-        text, record = call_model(
-            context, role="generation", node=NODE, prompt=prompt, temperature=temperature, sample=sample
-        )
-    except ModelCallError as e:
-        if e.usage:
-            usage.append(e.usage)
-        errors.append({"node": NODE, "kind": "model", "message": str(e)})
-        return {"usage": usage, "errors": errors}
-    usage.append(record)
-    candidate = new_candidate(GENERATOR, sample, extract_sql(text), reasoning=text)
-    candidate["meta"] = {
-        **generation_meta(temperature, seed),
-        "examples_proposed": len(proposed),
-        "examples_kept": len(kept),
-        "examples": kept,
-    }
-    return {"candidates": [candidate], "usage": usage, "errors": errors}
+    update = generate_once(state, context, node=NODE, generator=GENERATOR, examples=_examples_text(kept))
+    for candidate in update.get("candidates", []):
+        candidate["meta"].update(examples_proposed=len(proposed), examples_kept=len(kept), examples=kept)
+    return {**update, "usage": usage + update["usage"], "errors": errors + update.get("errors", [])}
