@@ -11,33 +11,16 @@ from langgraph.runtime import Runtime
 from sqlchorus.graph.candidates import updated
 from sqlchorus.graph.context import Context
 from sqlchorus.graph.state import SqlchorusState
-from sqlchorus.tools.database import SqlError
-from sqlchorus.tools.results import fingerprint
+from sqlchorus.tools.results import check_sql
 
 NODE = "check_candidates"
 
 
 def check_candidates(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
     db = runtime.context.db
-    changed = []
-    for candidate in state.get("candidates") or []:
-        if candidate["status"] != "unchecked":
-            continue
-        try:
-            result = db.execute(candidate["sql"])
-        except SqlError as e:
-            changed.append(
-                updated(candidate, status="error", error=e.message, error_kind=e.kind, fingerprint=None, row_count=None)
-            )
-            continue
-        changed.append(
-            updated(
-                candidate,
-                status="ok" if result.rows else "empty",
-                error=None,
-                error_kind=None,
-                fingerprint=fingerprint(result.rows),
-                row_count=result.row_count,
-            )
-        )
+    changed = [
+        updated(candidate, **check_sql(db, candidate["sql"]))
+        for candidate in state.get("candidates") or []
+        if candidate["status"] == "unchecked"
+    ]
     return {"candidates": changed}

@@ -29,7 +29,7 @@ from sqlchorus.models import resolve_model
 from sqlchorus.nodes.select_candidate import PREVIEW_ROWS, choose, pair_schema, selection_prompt
 from sqlchorus.settings import Settings
 from sqlchorus.tools.database import GuardedDatabase, SqlError
-from sqlchorus.tools.results import fingerprint, preview
+from sqlchorus.tools.results import check_sql, preview
 from sqlchorus.tools.schema import DatabaseSchema, introspect
 
 SELECT_NODE = "select"
@@ -46,13 +46,7 @@ def check(db: GuardedDatabase, sqls: Sequence[str]) -> list[dict[str, Any]]:
     checked = []
     for i, sql in enumerate(sqls):
         item: dict[str, Any] = {"id": f"c{i}", "index": i, "sql": (sql or "").strip(), "generator": "input"}
-        try:
-            result = db.execute(item["sql"])
-        except SqlError as e:
-            item.update(status="error", error=e.message, fingerprint=None, row_count=None)
-        else:
-            item.update(status="ok" if result.rows else "empty", error=None,
-                        fingerprint=fingerprint(result.rows), row_count=result.row_count)
+        item.update(check_sql(db, item["sql"]))
         checked.append(item)
     return checked
 

@@ -135,7 +135,7 @@ def test_an_unexpected_failure_inside_the_graph_is_reported(use_model, monkeypat
     def broken(*args, **kwargs):
         raise RuntimeError("fingerprint store unavailable")
 
-    monkeypatch.setattr("sqlchorus.nodes.check_candidates.fingerprint", broken)
+    monkeypatch.setattr("sqlchorus.tools.results.fingerprint", broken)
     out = run("ask", "How many customers do we have?", "--model", "x:y", "--trace-dir", str(tmp_path))
     assert out.exit_code == 1
     assert "The run failed: RuntimeError: fingerprint store unavailable" in out.output

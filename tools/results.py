@@ -6,6 +6,8 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
+from sqlchorus.tools.database import GuardedDatabase, SqlError
+
 
 def normalise_value(value: Any) -> Any:
     """A value as it should compare: floats rounded, bytes by digest, text as is."""
@@ -45,3 +47,22 @@ def preview(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, limit: int
         shown.append("(" + ", ".join(cells) + ")")
     more = f"\n... {len(rows) - limit} more rows" if len(rows) > limit else ""
     return f"Columns: {', '.join(columns)}\n" + "\n".join(shown) + more
+
+
+def check_sql(db: GuardedDatabase, sql: str) -> dict[str, Any]:
+    """Run one candidate through the guard and say how it went.
+
+    Returns ``status`` (``ok``: rows, ``empty``: no rows, ``error``), ``error`` and
+    ``error_kind`` (the guard's typed error), ``fingerprint`` of the rows and ``row_count``.
+    """
+    try:
+        result = db.execute(sql)
+    except SqlError as e:
+        return {"status": "error", "error": e.message, "error_kind": e.kind, "fingerprint": None, "row_count": None}
+    return {
+        "status": "ok" if result.rows else "empty",
+        "error": None,
+        "error_kind": None,
+        "fingerprint": fingerprint(result.rows),
+        "row_count": result.row_count,
+    }
