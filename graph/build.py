@@ -29,15 +29,6 @@ from sqlchorus.nodes.retrieve_values import retrieve_values
 from sqlchorus.nodes.select_candidate import select_candidate
 from sqlchorus.settings import Settings
 
-NODES: tuple[str, ...] = (
-    "extract_keywords",
-    "retrieve_values",
-    "link_schema",
-    "check_candidates",
-    "fix_candidates",
-    "select_candidate",
-)
-
 
 def state_reducers() -> dict[str, Callable[[Any, Any], Any]]:
     """The reducer of each state key that has one, read from the state's annotations."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph.graph import END
 from langgraph.types import Send
 
 from sqlchorus.graph.candidates import is_broken
@@ -56,6 +55,3 @@ def after_check(state: dict, runtime: Any) -> Route:
         return [("select_candidate", "no candidates were produced")]
     return [("select_candidate", f"all {len(candidates)} candidate(s) ran and returned rows")]
 
-
-def to_end(state: dict, runtime: Any) -> Route:
-    return [(END, "answer selected")]

@@ -6,8 +6,6 @@ from __future__ import annotations
 class SqlchorusError(Exception):
     """Base of the errors sqlchorus raises for bad input or configuration."""
 
-    exit_code = 2
-
 
 class EmptyQuestionError(SqlchorusError):
     """The question is empty or only white space."""
