@@ -74,3 +74,55 @@ def _private_cache(tmp_path_factory):
 def _isolated_cwd(tmp_path, monkeypatch):
     # Runs write traces/ into the working directory by default; keep the repository clean.
     monkeypatch.chdir(tmp_path)
+
+
+class Recorder:
+    """A scripted responder around the oracle: records every prompt by role, and ``override``
+    replaces the answer of a role (an exception in its place is raised, as a failing model)."""
+
+    def __init__(self, gold, override=None, **oracle_kw):
+        from sqlchorus.testing import oracle_model
+
+        self.inner = oracle_model(gold.get, **oracle_kw).responses
+        self.override = override or {}
+        self.prompts: list[tuple[str | None, str]] = []
+
+    def __call__(self, messages):
+        from sqlchorus.testing import prompt_text, role_of
+
+        text = prompt_text(messages)
+        role = role_of(text)
+        self.prompts.append((role, text))
+        if role in self.override:
+            answer = self.override[role]
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+        return self.inner(messages)
+
+    def of(self, role):
+        return [p for r, p in self.prompts if r == role]
+
+
+def run_generator(fn, db_path, model, *, question, sample=0, links=None, **settings):
+    """Run one generator node directly over a database, as its Send branch would; returns its
+    update and the schema view it was given."""
+    from types import SimpleNamespace
+
+    from sqlchorus.graph.context import Context
+    from sqlchorus.graph.state import GeneratorInput
+    from sqlchorus.settings import ROLES, Settings
+    from sqlchorus.tools.database import GuardedDatabase
+    from sqlchorus.tools.schema import introspect
+    from sqlchorus.tools.views import render_view
+
+    settings = Settings(trace_dir=None, cache=False, **settings)
+    with GuardedDatabase(db_path) as db:
+        schema = introspect(db, sample_values=settings.sample_values)
+        context = Context(db=db, models={r: model for r in ROLES}, settings=settings, schema=schema)
+        view = render_view(schema, settings.schema_format, sample_values=settings.sample_values)
+        state = GeneratorInput(
+            question=question, evidence="", keywords=[], values={}, links=links or {},
+            schema_view=view, generator="", sample=sample,
+        )
+        return fn(state, SimpleNamespace(context=context)), view

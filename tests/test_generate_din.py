@@ -8,10 +8,10 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import sqlchorus
-from conftest import FIXTURES, spider_examples
+from conftest import FIXTURES, Recorder, spider_examples
 from sqlchorus.nodes.generate_din import classify_sql, parse_classification, schema_links_text
 from sqlchorus.settings import Settings
-from sqlchorus.testing import ScriptedChatModel, oracle_model, prompt_text, role_of
+from sqlchorus.testing import ScriptedChatModel
 from sqlchorus.tools.database import GuardedDatabase
 from sqlchorus.tools.schema import introspect
 
@@ -37,26 +37,6 @@ def test_schema_links_text(case, spider):
     with GuardedDatabase(spider("concert_singer")) as db:
         schema = introspect(db, sample_values=0)
     assert schema_links_text(schema, case["links"], case["values"]) == case["expected"]
-
-
-class Recorder:
-    """Wraps the oracle: records every prompt by role; ``override`` replaces answers by role."""
-
-    def __init__(self, gold, override=None, **kw):
-        self.inner = oracle_model(gold.get, **kw).responses
-        self.override = override or {}
-        self.prompts: list[tuple[str | None, str]] = []
-
-    def __call__(self, messages):
-        text = prompt_text(messages)
-        role = role_of(text)
-        self.prompts.append((role, text))
-        if role in self.override:
-            return self.override[role]
-        return self.inner(messages)
-
-    def of(self, role):
-        return [p for r, p in self.prompts if r == role]
 
 
 def _run(db, question, recorder, **settings):

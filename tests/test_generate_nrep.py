@@ -8,11 +8,11 @@ import re
 import pytest
 
 import sqlchorus
-from conftest import FIXTURES, spider_examples
+from conftest import FIXTURES, Recorder, spider_examples
 from sqlchorus.nodes.generate_nrep import model_calls, parse_links
 from sqlchorus.presets import linking_formats, parse_view
 from sqlchorus.settings import NREP_VIEWS, Settings
-from sqlchorus.testing import ScriptedChatModel, oracle_model, prompt_text, role_of
+from sqlchorus.testing import ScriptedChatModel, prompt_text, role_of
 
 NREP = FIXTURES / "nrep"
 
@@ -42,27 +42,6 @@ def test_linking_calls(case):
     assert linking_formats(case["views"], case["schema_format"]) == case["linking"]
     settings = Settings(nrep_views=tuple(case["views"]), schema_format=case["schema_format"])
     assert model_calls(settings) == case["calls"]
-
-
-class Recorder:
-    def __init__(self, gold, override=None):
-        self.inner = oracle_model(gold.get).responses
-        self.override = override or {}
-        self.prompts: list[tuple[str | None, str]] = []
-
-    def __call__(self, messages):
-        text = prompt_text(messages)
-        role = role_of(text)
-        self.prompts.append((role, text))
-        if role in self.override:
-            answer = self.override[role]
-            if isinstance(answer, Exception):
-                raise answer
-            return answer
-        return self.inner(messages)
-
-    def of(self, role):
-        return [p for r, p in self.prompts if r == role]
 
 
 def _question(db_id="concert_singer"):

@@ -2,33 +2,13 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 import pytest
 
-from conftest import spider_examples
+from conftest import run_generator, spider_examples
 from sqlchorus import prompts
-from sqlchorus.graph.context import Context
-from sqlchorus.graph.state import GeneratorInput
 from sqlchorus.nodes.generate_query_plan import NODE, derive_examples, generate_query_plan
-from sqlchorus.settings import ROLES, Settings
 from sqlchorus.testing import ScriptedChatModel, oracle_model, prompt_text
-from sqlchorus.tools.database import GuardedDatabase
-from sqlchorus.tools.schema import introspect
-from sqlchorus.tools.views import render_view
-
-
-def run_generator(fn, db_path, model, *, question, sample=0, links=None, **settings):
-    settings = Settings(trace_dir=None, cache=False, **settings)
-    with GuardedDatabase(db_path) as db:
-        schema = introspect(db, sample_values=settings.sample_values)
-        context = Context(db=db, models={r: model for r in ROLES}, settings=settings, schema=schema)
-        view = render_view(schema, settings.schema_format, sample_values=settings.sample_values)
-        state = GeneratorInput(
-            question=question, evidence="", keywords=[], values={}, links=links or {},
-            schema_view=view, generator="", sample=sample,
-        )
-        return fn(state, SimpleNamespace(context=context)), view
 
 
 def test_shipped_plans_are_derived_from_the_gold_sql():
