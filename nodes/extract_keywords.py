@@ -10,7 +10,7 @@ import re
 
 from langgraph.runtime import Runtime
 
-from sqlchorus import prompts
+from sqlchorus import fewshot, prompts
 from sqlchorus.graph.context import Context
 from sqlchorus.graph.llm import ModelCallError, call_model
 from sqlchorus.graph.state import SqlchorusState
@@ -38,9 +38,9 @@ def fallback_keywords(question: str) -> list[str]:
     return out
 
 
-def _examples_text() -> str:
+def _examples_text(settings) -> str:
     parts = []
-    for i, ex in enumerate(prompts.examples(NODE), 1):
+    for i, ex in enumerate(fewshot.examples(NODE, settings), 1):
         parts.append(
             f'Example {i}:\nQuestion: "{ex["question"]}"\nHint: "{ex["evidence"]}"\n\n{ex["keywords"]!r}'
         )
@@ -51,7 +51,7 @@ def extract_keywords(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
     question = state["question"]
     prompt = prompts.render(
         NODE,
-        examples=_examples_text(),
+        examples=_examples_text(runtime.context.settings),
         question=question,
         evidence=state.get("evidence") or "(none)",
     )

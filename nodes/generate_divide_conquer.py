@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from sqlchorus import prompts
+from sqlchorus import fewshot
 from sqlchorus.graph.context import Context
 from sqlchorus.graph.generation import generate_once
 from sqlchorus.graph.state import GeneratorInput
@@ -21,13 +21,13 @@ NODE = "generate_divide_conquer"
 GENERATOR = "divide_conquer"
 
 
-def _examples_text() -> str:
+def _examples_text(settings) -> str:
     return "\n\n".join(
         f"**************************\nDatabase Info\n{ex['schema']}\n**************************\n"
         f"Question: {ex['question']}\nHint: {ex['evidence']}\n**************************\n{ex['answer']}"
-        for ex in prompts.examples(NODE)
+        for ex in fewshot.examples(NODE, settings)
     )
 
 
 def generate_divide_conquer(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
-    return generate_once(state, runtime.context, node=NODE, generator=GENERATOR, examples=_examples_text())
+    return generate_once(state, runtime.context, node=NODE, generator=GENERATOR, examples=_examples_text(runtime.context.settings))

@@ -14,7 +14,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from sqlchorus import prompts
+from sqlchorus import fewshot
 from sqlchorus.graph.context import Context
 from sqlchorus.graph.generation import generate_once
 from sqlchorus.graph.state import GeneratorInput
@@ -29,15 +29,15 @@ def derive_examples(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**ex, "plan": plan_for_schema(ex["schema"], ex["sql"])} for ex in examples]
 
 
-def _examples_text() -> str:
+def _examples_text(settings) -> str:
     return "\n\n".join(
         f"**************************\nDatabase Info\n{ex['schema']}\n**************************\n"
         f"Answer Repeating the question and evidence, and generating the SQL with a query plan.\n"
         f"Question: {ex['question']}\nEvidence: {ex['evidence']}\n**Query Plan**:\n{ex['plan']}\n\n"
         f"**Final Optimized SQL Query:**\n{ex['sql']}"
-        for ex in prompts.examples(NODE)
+        for ex in fewshot.examples(NODE, settings)
     )
 
 
 def generate_query_plan(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
-    return generate_once(state, runtime.context, node=NODE, generator=GENERATOR, examples=_examples_text())
+    return generate_once(state, runtime.context, node=NODE, generator=GENERATOR, examples=_examples_text(runtime.context.settings))

@@ -25,7 +25,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from sqlchorus import prompts
+from sqlchorus import fewshot, prompts
 from sqlchorus.graph.context import Context
 from sqlchorus.graph.diversity import sample_temperature, shuffle_seed
 from sqlchorus.graph.generation import generate_once
@@ -72,8 +72,8 @@ def _quote(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-def _other_database() -> tuple[str, str, str]:
-    shots = prompts.examples(SCHEMA_PROMPT)
+def _other_database(settings: Settings) -> tuple[str, str, str]:
+    shots = fewshot.examples(SCHEMA_PROMPT, settings)
     lines = []
     for i, ex in enumerate(shots, 1):
         hint = f" (Hints: {ex['evidence']})" if ex.get("evidence") else ""
@@ -137,7 +137,7 @@ def generate_synthetic(state: GeneratorInput, runtime: Runtime[Context]) -> dict
             context.schema, settings.schema_format, level="columns" if links else "full",
             links=links or None, shuffle_seed=seed, sample_values=settings.sample_values,
         )
-        other_db, other_schema, other_examples = _other_database()
+        other_db, other_schema, other_examples = _other_database(settings)
         prompt = prompts.render(SCHEMA_PROMPT, k=n_t, schema=filtered, other_db=other_db,
                                 other_schema=other_schema, other_examples=other_examples)
         proposed += parse_examples(_ask(context, prompt, temperature, sample, usage, errors, "examples over the linked columns"), n_t)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from sqlchorus import prompts
+from sqlchorus import fewshot, prompts
 from sqlchorus.graph.context import Context
 from sqlchorus.graph.llm import ModelCallError, call_model
 from sqlchorus.graph.state import SqlchorusState
@@ -21,10 +21,10 @@ from sqlchorus.tools.views import render_view, resolve_links
 NODE = "link_schema"
 
 
-def _examples_text() -> str:
+def _examples_text(settings) -> str:
     return "\n\n".join(
         f'{ex["schema"]}\nQ: "{ex["question"]}"\nA: Let\'s think step by step. {ex["answer"]}'
-        for ex in prompts.examples(NODE)
+        for ex in fewshot.examples(NODE, settings)
     )
 
 
@@ -41,7 +41,7 @@ def link_schema(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
     )
     prompt = prompts.render(
         NODE,
-        examples=_examples_text(),
+        examples=_examples_text(settings),
         schema=full_view,
         values=values_text(values),
         question=state["question"],

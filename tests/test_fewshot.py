@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import FIXTURES, data_dir
+from conftest import FIXTURES, REPO, data_dir
 from sqlchorus import fewshot, prompts
 from sqlchorus.settings import Settings
 from sqlchorus.tools.database import GuardedDatabase
@@ -106,3 +106,26 @@ def test_most_similar_examples():
     assert len(chosen) == 3
     assert chosen[0]["question"] == "How many heads of the departments are older than 56 ?"
     assert fewshot.most_similar(pool, "anything", 0) == []
+
+
+def test_examples_dir_reaches_every_generator_prompt(tmp_path):
+    """A replacement file in examples_dir is what the spine's prompts show."""
+    import json as _json
+
+    import sqlchorus
+    from sqlchorus.testing import ScriptedChatModel, prompt_text
+
+    marker = "How many unicorns live in the replacement file?"
+    shipped = _json.loads((REPO / "prompts" / "generate_divide_conquer_examples.json").read_text())
+    (tmp_path / "generate_divide_conquer_examples.json").write_text(
+        _json.dumps([{**shipped[0], "question": marker}]))
+    seen = []
+
+    def respond(messages):
+        seen.append(prompt_text(messages))
+        return "**Final Optimized SQL Query:**\nSELECT count(*) FROM customers"
+
+    result = sqlchorus.ask("How many customers do we have?", model=ScriptedChatModel(respond),
+                           settings=sqlchorus.Settings(examples_dir=str(tmp_path), trace_dir=None, cache=False))
+    assert result.ok
+    assert any(marker in p for p in seen)
