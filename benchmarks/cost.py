@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import sqlchorus
-from sqlchorus.presets import PRESET_NAMES, apply_preset
-from sqlchorus.settings import Settings
+from sqlchorus.config.presets import PRESET_NAMES
+from sqlchorus.config.settings import Settings
 from sqlchorus.testing import ScriptedChatModel, oracle_model
 
 ENCODING = "o200k_base"
@@ -85,15 +85,16 @@ def summary(values: list[float]) -> dict[str, float]:
 
 
 def measure(preset: str, chosen: list[dict], root: Path, model: ScriptedChatModel) -> dict[str, Any]:
-    settings = apply_preset(Settings(model=model, trace_dir=None), preset)
+    settings = Settings(model=model, trace_dir=None).with_preset(preset)
     calls: list[int] = []
     tokens: list[int] = []
     nodes: set[str] = set()
     per_question: list[dict[str, list[int]]] = []
     answered = 0
+    session = sqlchorus.Session(settings)
     for ex in chosen:
         db = root / "database" / ex["db_id"] / f"{ex['db_id']}.sqlite"
-        result = sqlchorus.ask(ex["question"], db=db, settings=settings)
+        result = session.ask(ex["question"], db=db)
         answered += result.ok
         calls.append(len(result.usage))
         tokens.append(sum(u["input_tokens"] for u in result.usage))
@@ -103,6 +104,7 @@ def measure(preset: str, chosen: list[dict], root: Path, model: ScriptedChatMode
             mine[u["node"]][1] += u["input_tokens"]
             nodes.add(u["node"])
         per_question.append(mine)
+    session.close()
     by_node = {}
     for node in sorted(nodes):
         node_calls = [q[node][0] if node in q else 0 for q in per_question]

@@ -1,7 +1,7 @@
 """Throughput of ``sqlchorus eval`` with a zero-latency model; prints one JSON line.
 
 Runs the first ``--limit`` Spider dev questions (default 200) through
-:func:`sqlchorus.evaluate.run_eval` with ``--workers 1`` and ``--workers 2`` (each in a fresh
+:func:`sqlchorus.evaluation.runs.run_eval` with ``--workers 1`` and ``--workers 2`` (each in a fresh
 run folder), using a scripted oracle that answers every question with its gold SQL at once. The
 time measured is therefore sqlchorus's own: the graph, the guarded executions, per-question
 scoring of every candidate, records, the final scoring of the prediction file and the report.
@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 
 import sqlchorus.api  # noqa: F401  imported before timing: the figures are the run's, not imports
-from sqlchorus.evaluate import open_dataset, run_eval, subset
-from sqlchorus.settings import Settings
+from sqlchorus.config.settings import Settings
+from sqlchorus.evaluation.runs import open_dataset, run_eval, subset
 from sqlchorus.testing import oracle_model
 from sqlchorus.tools.database import GuardedDatabase
 

@@ -10,7 +10,7 @@ Prints one JSON line with:
 * ``with_grammar`` / ``without_grammar``: over the first ``--limit`` Spider dev questions, run
   end to end with ``local:smollm2`` (``--fix-rounds`` fixer rounds), the share of final answers
   that execute without error on the database, and execution accuracy (Spider semantics, from
-  :mod:`sqlchorus.scoring`), plus seconds per question.
+  :mod:`sqlchorus.evaluation.scoring`), plus seconds per question.
 
 Run: ``.venv/bin/python benchmarks/local_model.py [--limit 50] [--fix-rounds 1] [--max-tokens 256]``;
 ``--only grammar|no-grammar`` and ``--threads 1`` let the two modes run side by side.
@@ -31,16 +31,16 @@ from typing import Any
 def _spider_prompt(example: Any) -> str:
     """The generation prompt the graph sends for ``example``, captured with a recording model."""
     import sqlchorus
-    from sqlchorus.settings import Settings
-    from sqlchorus.testing import ScriptedChatModel, prompt_text, role_of
+    from sqlchorus.config.settings import Settings
+    from sqlchorus.testing import ScriptedChatModel, prompt_text, role_of_call
 
     captured: list[str] = []
 
     def record(messages):
         text = prompt_text(messages)
-        if role_of(text) == "generation":
+        if role_of_call() == "generation":
             captured.append(text)
-        return "['x']" if role_of(text) == "keywords" else "SELECT 1"
+        return "['x']" if role_of_call() == "keywords" else "SELECT 1"
 
     sqlchorus.ask(example.question, db=example.db_path, settings=Settings(
         model=ScriptedChatModel(record), fix_rounds=0, trace_dir=None))
@@ -52,7 +52,7 @@ def _spider_prompt(example: Any) -> str:
 def measure_speed(prompt: str, gen_tokens: int, threads: int) -> dict[str, Any]:
     from llama_cpp import Llama
 
-    from sqlchorus.local_model import find_smollm2
+    from sqlchorus.core.local_model import find_smollm2
 
     llm = Llama(model_path=str(find_smollm2()), n_ctx=4096, n_threads=threads, n_batch=512, verbose=False)
     messages = [{"role": "user", "content": prompt}]
@@ -92,13 +92,12 @@ def run_accuracy(
     model_timeout_s: float,
 ) -> dict[str, Any]:
     import sqlchorus
-    from sqlchorus.datasets import Dataset
-    from sqlchorus.scoring import score_predictions
-    from sqlchorus.settings import Settings
+    from sqlchorus.config.settings import Settings
+    from sqlchorus.core.models import resolve_model
+    from sqlchorus.evaluation.datasets import Dataset
+    from sqlchorus.evaluation.scoring import score_predictions
     from sqlchorus.tools.compare import spider_order_matters, spider_result_eq
     from sqlchorus.tools.database import GuardedDatabase, SqlError
-
-    from sqlchorus.models import resolve_model
 
     model = resolve_model("local:smollm2", max_tokens=max_tokens)
     if threads:
@@ -168,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="time budget per model call; a cold 3,700-token prompt on one slow core takes minutes")
     args = parser.parse_args(argv)
 
-    from sqlchorus.datasets import load_dataset
+    from sqlchorus.evaluation.datasets import load_dataset
 
     dataset = load_dataset("spider-dev")
     examples = [e for e in dataset.examples if e.db_path is not None][: args.limit]

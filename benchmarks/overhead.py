@@ -1,7 +1,9 @@
 """Time sqlchorus spends outside model calls, per question and per node.
 
-Runs the first N Spider dev questions (default 100) through ``sqlchorus.ask`` with a scripted
-model that answers instantly (each question with its gold SQL), collects every span in memory,
+Runs the first N Spider dev questions (default 100) through one ``sqlchorus.Session`` (as
+evaluation does: models, cache and each database's schema and value index built once) with a
+scripted model that answers instantly (each question with its gold SQL), collects every span in
+memory,
 and reports, per question, the wall time of the run minus the time inside model calls; per node,
 the node spans' time minus their model-call children. ``setup`` is the run's time outside any
 node (opening the database, introspection, value lookup tables on first use of a database).
@@ -27,7 +29,7 @@ from pathlib import Path
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import sqlchorus
-from sqlchorus.settings import Settings
+from sqlchorus.config.settings import Settings
 from sqlchorus.testing import oracle_model
 
 
@@ -70,10 +72,11 @@ def main(argv: list[str] | None = None) -> int:
     by_node: dict[str, list[float]] = defaultdict(list)
     answered = 0
     start_all = time.perf_counter()
+    session = sqlchorus.Session(settings)
     for ex in chosen:
         exporter = InMemorySpanExporter()
         db = root / "database" / ex["db_id"] / f"{ex['db_id']}.sqlite"
-        result = sqlchorus.ask(ex["question"], db=db, settings=settings, exporters=[exporter])
+        result = session.ask(ex["question"], db=db, exporters=[exporter])
         answered += result.ok
         spans = exporter.get_finished_spans()
         by_id = {s.context.span_id: s for s in spans}
@@ -94,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         for node, value in per_question.items():
             by_node[node].append(value)
     total = time.perf_counter() - start_all
+    session.close()
 
     figures = {
         "benchmark": "overhead",

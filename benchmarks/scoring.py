@@ -34,8 +34,8 @@ from pathlib import Path
 import sqlglot
 from sqlglot import exp
 
-from sqlchorus.datasets import Dataset, data_dir, load_dataset
-from sqlchorus.scoring import (
+from sqlchorus.evaluation.datasets import Dataset, data_dir, load_dataset
+from sqlchorus.evaluation.scoring import (
     read_predictions,
     score_predictions,
     write_predictions,

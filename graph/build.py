@@ -6,80 +6,101 @@ START -> extract_keywords -> retrieve_values -> link_schema
       -> check_candidates --(broken and attempts left)--> fix_candidates -> check_candidates
                          \\--(otherwise)--> select_candidate -> END
 ```
+
+The wiring is data: :data:`EDGES` holds the fixed edges and :data:`ROUTED` the nodes that decide
+where to go; both the graph's edges and the routes each node's span records come from them.
 """
 
 from __future__ import annotations
 
-import typing
+from collections import defaultdict
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
+from sqlchorus.config.settings import Settings
+from sqlchorus.core.context import Context
+from sqlchorus.core.state import SqlchorusState
+from sqlchorus.core.tracing import state_reducers, traced_node
 from sqlchorus.graph import routing
-from sqlchorus.graph.context import Context
 from sqlchorus.graph.generators import enabled
-from sqlchorus.graph.state import SqlchorusState
-from sqlchorus.graph.tracing import traced_node
 from sqlchorus.nodes.check_candidates import check_candidates
 from sqlchorus.nodes.extract_keywords import extract_keywords
 from sqlchorus.nodes.fix_candidates import fix_candidates
 from sqlchorus.nodes.link_schema import link_schema
 from sqlchorus.nodes.retrieve_values import retrieve_values
 from sqlchorus.nodes.select_candidate import select_candidate
-from sqlchorus.settings import Settings
 
+NODES: dict[str, Callable[..., Any]] = {
+    "extract_keywords": extract_keywords,
+    "retrieve_values": retrieve_values,
+    "link_schema": link_schema,
+    "check_candidates": check_candidates,
+    "fix_candidates": fix_candidates,
+    "select_candidate": select_candidate,
+}
+"""The fixed nodes; the generator nodes come from the settings (:mod:`sqlchorus.graph.generators`)."""
 
-def state_reducers() -> dict[str, Callable[[Any, Any], Any]]:
-    """The reducer of each state key that has one, read from the state's annotations."""
-    hints = typing.get_type_hints(SqlchorusState, include_extras=True)
-    reducers = {}
-    for key, hint in hints.items():
-        for meta in getattr(hint, "__metadata__", ()):
-            if callable(meta):
-                reducers[key] = meta
-    return reducers
+EDGES: tuple[tuple[str, str], ...] = (
+    (START, "extract_keywords"),
+    ("extract_keywords", "retrieve_values"),
+    ("retrieve_values", "link_schema"),
+    ("fix_candidates", "check_candidates"),
+    ("select_candidate", END),
+)
+"""The fixed edges. Every generator node also has an edge to ``check_candidates``."""
+
+GENERATORS_JOIN = "check_candidates"
+
+ROUTED: dict[str, Callable[..., Any]] = {
+    "link_schema": routing.fan_out_generators,
+    "check_candidates": routing.after_check,
+}
+"""Nodes whose router decides where to go, and the router (``fan_out_generators`` is bound to
+the graph's generator nodes when the graph is built)."""
+
+CHECK_DESTINATIONS = ("fix_candidates", "select_candidate")
 
 
 def build_graph(settings: Settings | None = None, *, checkpointer: Any = None, **compile_kwargs: Any):
     """Compile the graph for ``settings``.
 
-    The graph expects a :class:`~sqlchorus.graph.context.Context` as ``context=`` and must be
+    The graph expects a :class:`~sqlchorus.core.context.Context` as ``context=`` and must be
     invoked with ``config={"recursion_limit": settings.recursion_limit}``; ``sqlchorus.ask`` does
     both. Pass a ``checkpointer`` to pause, inspect and resume runs.
     """
     settings = settings or Settings()
-    generators = enabled(settings.generators)
-    reducers = state_reducers()
+    reducers = state_reducers(SqlchorusState)
     builder = StateGraph(SqlchorusState, context_schema=Context)
 
-    def add(name: str, fn: Callable[..., Any], *, successors: tuple[str, ...] = (), router=None, destinations=()):
+    nodes = dict(NODES)
+    generator_nodes: list[str] = []
+    by_name: dict[str, str] = {}
+    for name, generator, _ in enabled(settings.generators):
+        by_name[name] = generator.node
+        # A generator with a search of its own (LIST) gets its subgraph, compiled here.
+        nodes[generator.node] = (
+            partial(generator.fn, search=generator.search()) if generator.search else generator.fn
+        )
+        generator_nodes.append(generator.node)
+    edges = [*EDGES, *((node, GENERATORS_JOIN) for node in generator_nodes)]
+    destinations = {"link_schema": tuple(generator_nodes), "check_candidates": CHECK_DESTINATIONS}
+    routers = {**ROUTED, "link_schema": partial(routing.fan_out_generators, nodes=by_name)}
+
+    successors: dict[str, list[str]] = defaultdict(list)
+    for source, target in edges:
+        successors[source].append(target)
+    order = ["extract_keywords", "retrieve_values", "link_schema", *generator_nodes,
+             "check_candidates", "fix_candidates", "select_candidate"]
+    for name in order:
         builder.add_node(
             name,
-            traced_node(name, fn, successors=successors, router=router, reducers=reducers),
-            destinations=destinations or None,
+            traced_node(name, nodes[name], successors=tuple(successors[name]), router=routers.get(name),
+                        reducers=reducers),
+            destinations=destinations.get(name),
         )
-
-    generator_nodes = tuple(g.node for _, g, _ in generators)
-    add("extract_keywords", extract_keywords, successors=("retrieve_values",))
-    add("retrieve_values", retrieve_values, successors=("link_schema",))
-    add("link_schema", link_schema, router=routing.fan_out_generators, destinations=generator_nodes)
-    for _, generator, _ in generators:
-        add(generator.node, generator.fn, successors=("check_candidates",))
-    add(
-        "check_candidates",
-        check_candidates,
-        router=routing.after_check,
-        destinations=("fix_candidates", "select_candidate"),
-    )
-    add("fix_candidates", fix_candidates, successors=("check_candidates",))
-    add("select_candidate", select_candidate, successors=(END,))
-
-    builder.add_edge(START, "extract_keywords")
-    builder.add_edge("extract_keywords", "retrieve_values")
-    builder.add_edge("retrieve_values", "link_schema")
-    for node in generator_nodes:
-        builder.add_edge(node, "check_candidates")
-    builder.add_edge("fix_candidates", "check_candidates")
-    builder.add_edge("select_candidate", END)
+    for source, target in edges:
+        builder.add_edge(source, target)
     return builder.compile(checkpointer=checkpointer, name="sqlchorus", **compile_kwargs)

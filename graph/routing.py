@@ -1,27 +1,32 @@
-"""Routing decisions: each returns where to go next and why.
+"""Routing decisions, every one of the graph's and of the LIST subgraph's: where to go next and why.
 
 A router takes the state as it will be after its node's update, and the runtime; it returns a
-list of ``(target, reason)`` pairs, where a target is a node name, ``END`` or a ``Send``.
+list of ``(target, reason)`` pairs, where a target is a node name, ``END`` or a ``Send``. The
+node wrapper (:func:`~sqlchorus.core.tracing.traced_node`) records each reason as a ``route``
+event on the deciding node's span.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from langgraph.graph import END
 from langgraph.types import Send
 
-from sqlchorus.graph.candidates import is_broken
-from sqlchorus.graph.generators import enabled
-from sqlchorus.graph.state import GeneratorInput
+from sqlchorus.core.candidates import is_broken
+from sqlchorus.core.state import GeneratorInput
 
 Route = list[tuple[Any, str]]
 
 
-def fan_out_generators(state: dict, runtime: Any) -> Route:
-    """One ``Send`` per enabled generator sample, each with its own copy of the shared inputs."""
+def fan_out_generators(state: dict, runtime: Any, *, nodes: dict[str, str]) -> Route:
+    """One ``Send`` per enabled generator sample, each with its own copy of the shared inputs.
+
+    ``nodes`` maps each generator the graph was built with to its node (the assembly binds it).
+    """
     settings = runtime.context.settings
     routes: Route = []
-    for name, generator, samples in enabled(settings.generators):
+    for name, samples in settings.generators.items():
         for sample in range(samples):
             payload = GeneratorInput(
                 question=state["question"],
@@ -33,7 +38,7 @@ def fan_out_generators(state: dict, runtime: Any) -> Route:
                 generator=name,
                 sample=sample,
             )
-            routes.append((Send(generator.node, payload), f"generator {name}, sample {sample + 1} of {samples}"))
+            routes.append((Send(nodes[name], payload), f"generator {name}, sample {sample + 1} of {samples}"))
     return routes
 
 
@@ -55,3 +60,88 @@ def after_check(state: dict, runtime: Any) -> Route:
         return [("select_candidate", "no candidates were produced")]
     return [("select_candidate", f"all {len(candidates)} candidate(s) ran and returned rows")]
 
+
+# -- the LIST subgraph ---------------------------------------------------------------------------
+
+
+def _step_name(state: dict, step: int | None = None) -> str:
+    step = state.get("step", 0) if step is None else step
+    return f"step {step + 1} of {len(state.get('plan') or [])}"
+
+
+def _best_text(state: dict) -> str:
+    best = state.get("best")
+    if not best:
+        return "nothing verified"
+    return f"best verified: {best['verified']} of {_steps(best['steps'])} (plan {best['plan']})"
+
+
+def _steps(n: int) -> str:
+    return f"{n} step{'' if n == 1 else 's'}"
+
+
+def _short(text: str | None, limit: int = 160) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def after_plan(state: dict, runtime: Any) -> Route:
+    if state.get("halt"):
+        return [(END, state["halt"])]
+    plan = state.get("plan") or []
+    round_ = state.get("plan_round", 1)
+    label = f"plan {round_}" + (" (re-plan)" if round_ > 1 else "")
+    if state.get("plan_fallback"):
+        return [("list_write_step", f"{label}: no steps in the answer; one step: write the whole query")]
+    return [("list_write_step", f"{label}: {_steps(len(plan))}")]
+
+
+def _after_writing(state: dict, runtime: Any, how: str) -> Route:
+    if state.get("halt"):
+        return [(END, state["halt"])]
+    limit = runtime.context.settings.list_max_global_attempts
+    return [("list_verify_step", f"{_step_name(state)} {how} (query {state.get('global_attempts', 0)} of {limit})")]
+
+
+def after_write(state: dict, runtime: Any) -> Route:
+    return _after_writing(state, runtime, "written")
+
+
+def after_reprompt(state: dict, runtime: Any) -> Route:
+    limit = runtime.context.settings.list_max_local_attempts
+    return _after_writing(state, runtime, f"repaired, reprompt {state.get('local_attempts', 0)} of {limit}")
+
+
+def after_verify(state: dict, runtime: Any) -> Route:
+    """Continue, finish, reprompt, trace back or give up; the reason says which and why."""
+    settings = runtime.context.settings
+    check = state.get("check") or {}
+    plan = state.get("plan") or []
+    attempt_step = check.get("step", state.get("step", 0))
+    name = _step_name(state, attempt_step)
+    spent = state.get("global_attempts", 0) >= settings.list_max_global_attempts
+    global_text = f"global attempts spent ({state.get('global_attempts', 0)} of {settings.list_max_global_attempts})"
+    if check.get("ok"):
+        note = f" ({check['warning']})" if check.get("warning") else ""
+        if state.get("step", 0) >= len(plan):
+            return [(END, f"{'all ' if len(plan) > 1 else ''}{_steps(len(plan))} verified{note}")]
+        if spent:
+            return [(END, f"{name} verified{note}, but {global_text}; {_best_text(state)}")]
+        return [("list_write_step", f"{name} verified{note}; writing step {state['step'] + 1}")]
+    error = _short(f"{check.get('kind')}: {check.get('error')}")
+    if spent:
+        return [(END, f"{name} failed ({error}) and {global_text}; {_best_text(state)}")]
+    local = state.get("local_attempts", 0)
+    limit = settings.list_max_local_attempts
+    if local < limit:
+        return [("list_reprompt", f"{name} failed ({error}); reprompt {local + 1} of {limit}")]
+    return [("list_traceback", f"{name} failed {local + 1} times, local attempts spent ({local} of {limit}): {error}")]
+
+
+def after_traceback(state: dict, runtime: Any) -> Route:
+    back = state.get("last_traceback") or {}
+    failed = _step_name(state, back.get("failed_step", 0))
+    if back.get("to") == "step":
+        step = back["step"] + 1
+        return [("list_write_step", f"{failed} is stuck; back to step {step}, the last verified step, to rewrite it")]
+    return [("list_plan", f"{failed} is stuck and no step is verified; re-planning (plan {state.get('plan_round', 1) + 1})")]

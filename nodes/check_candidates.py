@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from sqlchorus.graph.candidates import updated
-from sqlchorus.graph.context import Context
-from sqlchorus.graph.state import SqlchorusState
+from sqlchorus.core.candidates import updated
+from sqlchorus.core.context import Context
+from sqlchorus.core.state import SqlchorusState
 from sqlchorus.tools.results import check_sql
 
 NODE = "check_candidates"

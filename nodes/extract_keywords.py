@@ -10,10 +10,11 @@ import re
 
 from langgraph.runtime import Runtime
 
-from sqlchorus import fewshot, prompts
-from sqlchorus.graph.context import Context
-from sqlchorus.graph.llm import ModelCallError, call_model
-from sqlchorus.graph.state import SqlchorusState
+from sqlchorus import prompts
+from sqlchorus.core.context import Context
+from sqlchorus.core.llm import ModelCallError, call_model
+from sqlchorus.core.state import SqlchorusState
+from sqlchorus.tools import fewshot
 from sqlchorus.tools.parsing import extract_list
 
 NODE = "extract_keywords"

@@ -11,10 +11,10 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from sqlchorus import prompts
-from sqlchorus.graph.candidates import is_broken, updated
-from sqlchorus.graph.context import Context
-from sqlchorus.graph.llm import ModelCallError, call_model
-from sqlchorus.graph.state import SqlchorusState
+from sqlchorus.core.candidates import is_broken, updated
+from sqlchorus.core.context import Context
+from sqlchorus.core.llm import ModelCallError, call_model
+from sqlchorus.core.state import SqlchorusState
 from sqlchorus.tools.parsing import extract_sql
 from sqlchorus.tools.values import values_text
 

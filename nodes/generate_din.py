@@ -24,27 +24,24 @@ the question's schema.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-import sqlglot
 from langgraph.runtime import Runtime
 from opentelemetry import trace
-from sqlglot import exp
 
-from sqlchorus import fewshot, prompts
-from sqlchorus.graph.candidates import new_candidate, updated
-from sqlchorus.graph.context import Context
-from sqlchorus.graph.llm import ModelCallError, call_model
-from sqlchorus.graph.state import GeneratorInput
-from sqlchorus.tools.parsing import extract_list, extract_sql
-from sqlchorus.tools.schema import DatabaseSchema
+from sqlchorus import prompts
+from sqlchorus.core.candidates import new_candidate, updated
+from sqlchorus.core.context import Context
+from sqlchorus.core.llm import ModelCallError, call_model
+from sqlchorus.core.state import GeneratorInput
+from sqlchorus.tools import fewshot
+from sqlchorus.tools.classify import FALLBACK_CLASS
+from sqlchorus.tools.parsing import extract_sql, parse_classification
+from sqlchorus.tools.schema_links import schema_links_text
 from sqlchorus.tools.views import render_view
 
 NODE = "generate_din"
 GENERATOR = "din"
-CLASSES: tuple[str, ...] = ("EASY", "NON-NESTED", "NESTED")
-FALLBACK_CLASS = "NON-NESTED"
 CLASSIFY_PROMPT = "din_classify"
 PROMPT_OF_CLASS = {"EASY": "din_easy", "NON-NESTED": "din_medium", "NESTED": "din_hard"}
 CORRECTION_PROMPT = {"gentle": "din_correct_gentle", "generic": "din_correct_generic"}
@@ -55,80 +52,7 @@ ATTR_TABLES = "sqlchorus.din.tables"
 ATTR_CORRECTED = "sqlchorus.din.corrected"
 
 
-def model_calls(settings: Any) -> int:
-    """Model calls one sample makes: classification, generation and (unless ``none``) correction."""
-    return 2 + (settings.din_correction != "none")
-
-
-# -- reading the classifier ------------------------------------------------------------------
-
-_LABEL = re.compile(r'(?i)label\s*:\s*"?\s*(NON-NESTED|NESTED|EASY)\b')
-_CLASSIFIED = re.compile(r'(?i)classified\s+as\s*"?\s*(NON-NESTED|NESTED|EASY)\b')
-_TABLES = re.compile(r"(?i)needs?\s+these\s+tables\s*=\s*(\[[^\]]*\])")
-_SUBS = re.compile(r"(?i)answer\s+to\s+the\s+(?:sub-)?questions?\s*=\s*(\[[^\]]*\])")
-
-
-def parse_classification(text: str | None) -> dict[str, Any] | None:
-    """``{"label", "tables", "sub_questions"}`` from a classification answer, or None without a label.
-
-    The last ``Label:`` wins (else the last ``classified as``); empty sub-questions (DIN-SQL
-    writes ``[""]`` for none) are dropped.
-    """
-    if not text:
-        return None
-    labels = _LABEL.findall(text) or _CLASSIFIED.findall(text)
-    if not labels:
-        return None
-    tables = _TABLES.findall(text)
-    subs = _SUBS.findall(text)
-    return {
-        "label": labels[-1].upper(),
-        "tables": [t.strip("'\" ") for t in tables[-1].strip("[]").split(",") if t.strip("'\" ")] if tables else [],
-        "sub_questions": [s for s in (extract_list(subs[-1]) or []) if s.strip('"\' ')] if subs else [],
-    }
-
-
-def classify_sql(sql: str) -> str:
-    """DIN-SQL's class of a known query: NESTED with a sub-query or set operation, NON-NESTED
-    with more than one table reference, else EASY. For scripted models and evaluation."""
-    try:
-        tree = sqlglot.parse_one(sql, read="sqlite")
-    except Exception:  # a query sqlglot cannot parse is treated as the general case
-        return FALLBACK_CLASS
-    if tree.find(exp.Subquery, exp.Union, exp.Intersect, exp.Except) is not None:
-        return "NESTED"
-    if len(list(tree.find_all(exp.Table))) > 1:
-        return "NON-NESTED"
-    return "EASY"
-
-
 # -- prompt parts ----------------------------------------------------------------------------
-
-
-def _literal(value: Any) -> str:
-    text = str(value)
-    return text if re.fullmatch(r"-?\d+(\.\d+)?", text) else "'" + text.replace("'", "''") + "'"
-
-
-def schema_links_text(
-    schema: DatabaseSchema, links: dict[str, list[str]] | None, values: dict[str, list[dict[str, Any]]] | None
-) -> str:
-    """DIN-SQL's ``[table.column, a.x = b.y, 'value']`` from links and retrieved values."""
-    links = links or {}
-    linked = {t.lower() for t in links}
-    items: list[str] = []
-    for table, columns in links.items():
-        items.extend(f"{table}.{c}" for c in columns) if columns else items.append(f"{table}.*")
-    for table in schema.tables:
-        if table.name.lower() not in linked:
-            continue
-        for fk in table.foreign_keys:
-            if fk.ref_table.lower() in linked:
-                items.append(f"{table.name}.{fk.column} = {fk.ref_table}.{fk.ref_column}")
-    for key, hits in (values or {}).items():
-        if key.split(".", 1)[0].lower() in linked and hits:
-            items.append(_literal(hits[0]["value"]))
-    return "[" + ",".join(dict.fromkeys(items)) + "]"
 
 
 def _quoted(items: list[str]) -> str:

@@ -5,17 +5,17 @@ with pseudo SQL (recursively), conquer each with real SQL (innermost first, each
 before it), assemble the pieces into one query, then simplify and optimise it. The answer's last
 well-formed query is the candidate; an answer with no SQL becomes a candidate in error, so the
 fixer and the user can see it. Samples differ in temperature and schema order
-(:mod:`sqlchorus.graph.diversity`).
+(:mod:`sqlchorus.core.diversity`).
 """
 
 from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from sqlchorus import fewshot
-from sqlchorus.graph.context import Context
-from sqlchorus.graph.generation import generate_once
-from sqlchorus.graph.state import GeneratorInput
+from sqlchorus.core.context import Context
+from sqlchorus.core.generation import generate_once
+from sqlchorus.core.state import GeneratorInput
+from sqlchorus.tools import fewshot
 
 NODE = "generate_divide_conquer"
 GENERATOR = "divide_conquer"

@@ -1,6 +1,7 @@
 """generate_list: LIST's step-wise generator, one candidate per sample like any other generator.
 
-The node runs the LIST subgraph (:mod:`sqlchorus.graph.list_graph`) to the end and turns its
+The node runs the LIST subgraph (wired in :mod:`sqlchorus.graph.list_graph` and handed to the
+node as ``search`` when the graph is built) to the end and turns its
 final state into one candidate. Running the subgraph inside the node, rather than adding it as
 the node, keeps the search's working state (plans, sub-query verdicts, verified steps) out of the
 parent state: only the candidate, its usage and errors come back, with a compact record of the
@@ -20,24 +21,18 @@ from typing import Any
 from langgraph.errors import GraphRecursionError
 from langgraph.runtime import Runtime
 
-from sqlchorus.graph.candidates import new_candidate, updated
-from sqlchorus.graph.context import Context
-from sqlchorus.graph.list_graph import list_graph, recursion_limit
-from sqlchorus.graph.state import GeneratorInput
+from sqlchorus.core.candidates import new_candidate, updated
+from sqlchorus.core.context import Context
+from sqlchorus.core.list_search import recursion_limit
+from sqlchorus.core.state import GeneratorInput
 
 NODE = "generate_list"
 GENERATOR = "list"
-PAPER_TURNS = 6
-"""Model calls per question LIST made with GPT-4o in the paper (5.84 on BIRD dev, its Table 5)."""
 
 
-def model_calls(settings: Any) -> int:
-    """Typical model calls per sample: the paper's measured average. A search makes at most
-    ``list_max_global_attempts`` step queries, plus a plan and one re-plan per stuck first step."""
-    return PAPER_TURNS
-
-
-def generate_list(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
+def generate_list(state: GeneratorInput, runtime: Runtime[Context], *, search: Any) -> dict:
+    """Run the LIST search (``search``, the compiled subgraph the assembly hands in) for this
+    sample and return its candidate."""
     context = runtime.context
     sample = state.get("sample", 0)
     inputs = {
@@ -50,7 +45,7 @@ def generate_list(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
     }
     limit = recursion_limit(context.settings)
     try:
-        final = list_graph().invoke(inputs, config={"recursion_limit": limit}, context=context)
+        final = search.invoke(inputs, config={"recursion_limit": limit}, context=context)
     except GraphRecursionError:
         message = f"the LIST search exceeded its step limit ({limit})"
         candidate = updated(new_candidate(GENERATOR, sample, None), error=message, error_kind="list")

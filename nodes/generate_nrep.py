@@ -23,23 +23,22 @@ Candidate ids are ``nrep-<n>`` with ``n = sample * len(views) + view index``; ea
 
 from __future__ import annotations
 
-import ast
 import contextvars
 import json
-import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from langgraph.runtime import Runtime
 from opentelemetry import trace
 
-from sqlchorus import fewshot, prompts
-from sqlchorus.graph.candidates import new_candidate, updated
-from sqlchorus.graph.context import Context
-from sqlchorus.graph.llm import ModelCallError, call_model
-from sqlchorus.graph.state import GeneratorInput
-from sqlchorus.presets import View, linking_formats, parse_view
-from sqlchorus.tools.parsing import extract_sql
+from sqlchorus import prompts
+from sqlchorus.config.settings import View, linking_formats, parse_view
+from sqlchorus.core.candidates import new_candidate, updated
+from sqlchorus.core.context import Context
+from sqlchorus.core.llm import ModelCallError, call_model
+from sqlchorus.core.state import GeneratorInput
+from sqlchorus.tools import fewshot
+from sqlchorus.tools.parsing import extract_sql, parse_links
 from sqlchorus.tools.values import values_by_column
 from sqlchorus.tools.views import render_view, resolve_links
 
@@ -52,61 +51,6 @@ SHOTS = 3
 
 ATTR_VIEWS = "sqlchorus.nrep.views"
 ATTR_LINKED = "sqlchorus.nrep.linked_formats"
-
-
-def candidate_count(settings: Any) -> int:
-    """Candidates one sample makes: one per view."""
-    return len(settings.nrep_views)
-
-
-def model_calls(settings: Any) -> int:
-    """Model calls one sample makes: its own linking calls plus one generation per view."""
-    return len(settings.nrep_views) + len(linking_formats(settings.nrep_views, settings.schema_format))
-
-
-_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
-
-
-def parse_links(text: str | None) -> dict[str, list[str]] | None:
-    """The ``{"table": ["column", ...]}`` object of a linking answer, or None.
-
-    Takes the last brace-delimited object that parses as JSON (or as a Python literal); a
-    table given a single column name as a string keeps it.
-    """
-    if not text:
-        return None
-    starts = [m.start() for m in re.finditer(r"\{", text)]
-    for start in reversed(starts):
-        match = _OBJECT.match(text, start)
-        if not match:
-            continue
-        chunk = match.group(0)
-        for end in range(len(chunk), 0, -1):
-            if chunk[end - 1] != "}":
-                continue
-            value = _literal(chunk[:end])
-            if isinstance(value, dict) and value and all(isinstance(k, str) for k in value):
-                out: dict[str, list[str]] = {}
-                for table, columns in value.items():
-                    if isinstance(columns, str):
-                        columns = [columns]
-                    if not isinstance(columns, (list, tuple)):
-                        break
-                    out[table] = [str(c) for c in columns]
-                else:
-                    return out
-    return None
-
-
-def _literal(chunk: str) -> Any:
-    try:
-        return json.loads(chunk)
-    except ValueError:
-        pass
-    try:
-        return ast.literal_eval(chunk)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return None
 
 
 def _example_schema(example: dict[str, Any], view: View) -> str:

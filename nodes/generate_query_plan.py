@@ -14,10 +14,10 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from sqlchorus import fewshot
-from sqlchorus.graph.context import Context
-from sqlchorus.graph.generation import generate_once
-from sqlchorus.graph.state import GeneratorInput
+from sqlchorus.core.context import Context
+from sqlchorus.core.generation import generate_once
+from sqlchorus.core.state import GeneratorInput
+from sqlchorus.tools import fewshot
 from sqlchorus.tools.query_plan import plan_for_schema
 
 NODE = "generate_query_plan"

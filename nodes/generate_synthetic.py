@@ -20,19 +20,20 @@ the tokens. Samples differ in temperature and schema order as for every CHASE-SQ
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from langgraph.runtime import Runtime
 
-from sqlchorus import fewshot, prompts
-from sqlchorus.graph.context import Context
-from sqlchorus.graph.diversity import sample_temperature, shuffle_seed
-from sqlchorus.graph.generation import generate_once
-from sqlchorus.graph.llm import ModelCallError, call_model
-from sqlchorus.graph.state import GeneratorInput
-from sqlchorus.settings import Settings
+from sqlchorus import prompts
+from sqlchorus.config.settings import Settings
+from sqlchorus.core.context import Context
+from sqlchorus.core.diversity import sample_temperature, shuffle_seed
+from sqlchorus.core.generation import generate_once
+from sqlchorus.core.llm import ModelCallError, call_model
+from sqlchorus.core.state import GeneratorInput
+from sqlchorus.tools import fewshot
 from sqlchorus.tools.database import SqlError
+from sqlchorus.tools.parsing import parse_examples
 from sqlchorus.tools.views import render_view
 
 NODE = "generate_synthetic"
@@ -40,33 +41,6 @@ GENERATOR = "synthetic"
 FEATURES_PROMPT = "generate_synthetic_features"
 SCHEMA_PROMPT = "generate_synthetic_schema"
 CHECK_TIMEOUT_S = 1.0
-
-_PAIR = re.compile(
-    r'"input"\s*:\s*"(?P<q>(?:[^"\\]|\\.)*)"\s*,?\s*"output"\s*:\s*"(?P<s>(?:[^"\\]|\\.)*)"', re.DOTALL
-)
-
-
-def model_calls(settings: Settings) -> int:
-    """Model calls per sample: one per example set asked for, plus the generation."""
-    return 1 + (settings.synthetic_feature_examples > 0) + (settings.synthetic_schema_examples > 0)
-
-
-def parse_examples(text: str, limit: int) -> list[dict[str, str]]:
-    """``{"question", "sql"}`` pairs from ``"input": ..., "output": ...`` text, ``limit`` at most."""
-    found = []
-    for m in _PAIR.finditer(text or ""):
-        try:
-            question = json.loads(f'"{m["q"]}"')
-            sql = json.loads(f'"{m["s"]}"')
-        except json.JSONDecodeError:
-            question, sql = m["q"], m["s"]
-        question, sql = " ".join(question.split()), " ".join(sql.split())
-        if question and sql:
-            found.append({"question": question, "sql": sql})
-        if len(found) >= limit:
-            break
-    return found
-
 
 def _quote(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)

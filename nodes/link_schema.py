@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from sqlchorus import fewshot, prompts
-from sqlchorus.graph.context import Context
-from sqlchorus.graph.llm import ModelCallError, call_model
-from sqlchorus.graph.state import SqlchorusState
+from sqlchorus import prompts
+from sqlchorus.core.context import Context
+from sqlchorus.core.llm import ModelCallError, call_model
+from sqlchorus.core.state import SqlchorusState
+from sqlchorus.tools import fewshot
 from sqlchorus.tools.parsing import extract_schema_links
 from sqlchorus.tools.values import values_by_column, values_text
 from sqlchorus.tools.views import render_view, resolve_links

@@ -12,40 +12,23 @@ and why, so that the new plan can take another route.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from sqlchorus import prompts
-from sqlchorus.graph.context import Context
-from sqlchorus.graph.generation import model_error_update
-from sqlchorus.graph.llm import ModelCallError, call_model
-from sqlchorus.nodes.list_write_step import numbered, shared_values, temperature_for
+from sqlchorus.core.context import Context
+from sqlchorus.core.generation import model_error_update
+from sqlchorus.core.list_search import numbered, shared_values, temperature_for
+from sqlchorus.core.llm import ModelCallError, call_model
+from sqlchorus.tools.fewshot import examples
+from sqlchorus.tools.parsing import parse_plan
 
 NODE = "list_plan"
 WHOLE_QUERY = "Write the whole query that answers the question."
 
-_BRACKETED = re.compile(r"\[\[(.+?)\]\]", re.DOTALL)
-_NUMBERED = re.compile(r"(?im)^\s*(?:[-*]\s*)?(?:step\s*)?(\d+)\s*[.:)]\s*(.+?)\s*$")
-_STEP_PREFIX = re.compile(r"(?i)^\s*step\s*\d+\s*[:.)-]\s*")
-
-
-def parse_plan(text: str | None) -> list[str]:
-    """The step instructions of a plan answer, without their ``Step N:`` prefixes."""
-    if not text:
-        return []
-    items = _BRACKETED.findall(text)
-    if not items:
-        items = [m.group(2) for m in _NUMBERED.finditer(text)]
-    steps = [" ".join(_STEP_PREFIX.sub("", item).split()) for item in items]
-    return [s for s in steps if s]
-
-
 def examples_text(settings: Any = None) -> str:
     """The back-translated plan examples, as the prompt shows them."""
-    from sqlchorus.fewshot import examples
-
     blocks = []
     for i, ex in enumerate(examples(NODE, settings), 1):
         steps = "\n".join(f"[[Step {n}: {s['instruction']}]]" for n, s in enumerate(ex["steps"], 1))

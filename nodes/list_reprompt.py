@@ -14,10 +14,10 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from sqlchorus import prompts
-from sqlchorus.graph.context import Context
-from sqlchorus.graph.generation import model_error_update
-from sqlchorus.graph.llm import ModelCallError, call_model
-from sqlchorus.nodes.list_write_step import shared_values, step_values, temperature_for
+from sqlchorus.core.context import Context
+from sqlchorus.core.generation import model_error_update
+from sqlchorus.core.list_search import shared_values, step_values, temperature_for
+from sqlchorus.core.llm import ModelCallError, call_model
 from sqlchorus.tools.parsing import extract_sql
 
 NODE = "list_reprompt"

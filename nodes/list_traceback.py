@@ -14,7 +14,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from sqlchorus.graph.context import Context
+from sqlchorus.core.context import Context
 
 NODE = "list_traceback"
 

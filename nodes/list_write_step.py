@@ -13,57 +13,18 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from sqlchorus import prompts
-from sqlchorus.graph.context import Context
-from sqlchorus.graph.generation import model_error_update
-from sqlchorus.graph.llm import ModelCallError, call_model
+from sqlchorus.core.context import Context
+from sqlchorus.core.generation import model_error_update
+from sqlchorus.core.list_search import shared_values, step_values, temperature_for
+from sqlchorus.core.llm import ModelCallError, call_model
+from sqlchorus.tools.fewshot import examples
 from sqlchorus.tools.parsing import extract_sql
-from sqlchorus.tools.values import values_text
 
 NODE = "list_write_step"
-GENERATOR = "list"
-NOTHING_VERIFIED = "-- nothing is verified yet: this step starts the query"
-
-
-def shared_values(state: dict) -> dict[str, str]:
-    """The prompt values every LIST prompt shares."""
-    return {
-        "schema": state.get("schema_view") or "",
-        "values": values_text(state.get("values")),
-        "question": state["question"],
-        "evidence": state.get("evidence") or "(none)",
-    }
-
-
-def numbered(plan: list[str]) -> str:
-    return "\n".join(f"Step {n}: {s}" for n, s in enumerate(plan, 1))
-
-
-def step_values(state: dict) -> dict[str, Any]:
-    """The plan, the current step and the verified queries before it, for the write and reprompt prompts."""
-    plan = state.get("plan") or []
-    step = state.get("step", 0)
-    verified = state.get("verified") or []
-    return {
-        "steps": numbered(plan),
-        "step_number": step + 1,
-        "step_count": len(plan),
-        "step": plan[step] if step < len(plan) else "",
-        "verified": "\n".join(f"-- step {v['step'] + 1}\n{v['sql']};" for v in verified) or NOTHING_VERIFIED,
-    }
-
-
-def temperature_for(state: dict, settings: Any) -> float | None:
-    """The first sample uses the run's temperature; later samples the generator's sampling one."""
-    if not state.get("sample"):
-        return None
-    per_generator = getattr(settings, "generator_temperatures", None) or {}
-    return per_generator.get(GENERATOR, getattr(settings, "sample_temperature", None))
 
 
 def examples_text(settings: Any = None) -> str:
     """The first two back-translated examples, each step with the query that writes it."""
-    from sqlchorus.fewshot import examples
-
     blocks = []
     for ex in examples("list_plan", settings)[:2]:
         lines = [f"Question: {ex['question']}"]

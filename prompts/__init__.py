@@ -16,6 +16,19 @@ from typing import Any
 _VARIABLE = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 
 
+class Prompt(str):
+    """A rendered prompt: its text, and in ``name`` the template it was rendered from, which a
+    model call records in its run metadata so that the call can be told apart without reading
+    its wording."""
+
+    name: str
+
+    def __new__(cls, text: str, name: str) -> Prompt:
+        prompt = super().__new__(cls, text)
+        prompt.name = name
+        return prompt
+
+
 @cache
 def load(name: str) -> str:
     """The text of template ``name`` (without ``.txt``)."""
@@ -34,8 +47,8 @@ def variables(name: str) -> set[str]:
     return set(_VARIABLE.findall(load(name)))
 
 
-def render(name: str, **values: Any) -> str:
-    """Fill template ``name``.
+def render(name: str, **values: Any) -> Prompt:
+    """Fill template ``name``; the result is a :class:`Prompt` that knows its template's name.
 
     Raises:
         KeyError: a variable of the template was not given, or a given value is not used.
@@ -48,7 +61,7 @@ def render(name: str, **values: Any) -> str:
             f"Prompt {name!r} expects {sorted(expected)}; missing {sorted(missing)}, "
             f"unexpected {sorted(extra)}."
         )
-    return _VARIABLE.sub(lambda m: str(values[m.group(1)]), load(name))
+    return Prompt(_VARIABLE.sub(lambda m: str(values[m.group(1)]), load(name)), name)
 
 
 def names() -> list[str]:

@@ -16,11 +16,12 @@ __version__ = "0.1.0"
 # sqlchorus.tools.database` (or the CLI's --help) does not pay for LangGraph's import.
 _EXPORTS = {
     "ask": "sqlchorus.api",
+    "Session": "sqlchorus.api",
     "Result": "sqlchorus.api",
     "build_graph": "sqlchorus.graph.build",
-    "Settings": "sqlchorus.settings",
-    "SqlchorusError": "sqlchorus.errors",
-    "EmptyQuestionError": "sqlchorus.errors",
+    "Settings": "sqlchorus.config.settings",
+    "SqlchorusError": "sqlchorus.config.errors",
+    "EmptyQuestionError": "sqlchorus.config.errors",
 }
 
 __all__ = sorted(_EXPORTS)

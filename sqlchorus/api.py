@@ -1,28 +1,31 @@
-"""``ask``: a question in, a checked answer out."""
+"""``ask``: a question in, a checked answer out; a :class:`Session` for many questions.
+
+``ask`` builds what a run needs (models, response cache, price table; the database with its
+schema and value index), runs the graph once and closes them. A :class:`Session` builds the
+same once and keeps it for every question it is asked, from one thread or several: the
+databases it has opened, each with its schema and value index (fresh when a file changes on
+disk), and one compiled graph per choice of generators.
+"""
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from langgraph.errors import GraphRecursionError
 
-from sqlchorus.errors import EmptyQuestionError
-from sqlchorus.graph import attributes as attrs
+from sqlchorus.config.errors import EmptyQuestionError
+from sqlchorus.config.settings import Settings
+from sqlchorus.core import attributes as attrs
+from sqlchorus.core.dependencies import DatabaseResources, Dependencies, database_key
+from sqlchorus.core.tracing import RunTracer
+from sqlchorus.demo import demo_db_path
 from sqlchorus.graph.build import build_graph
-from sqlchorus.graph.context import Context
-from sqlchorus.graph.tracing import RunTracer
-from sqlchorus.models import resolve_roles
-from sqlchorus.settings import Settings
-from sqlchorus.tools.database import GuardedDatabase, SqlError
-from sqlchorus.tools.schema import introspect
-from sqlchorus.tools.value_index import ValueIndex
+from sqlchorus.tools.database import GuardedDatabase
 
 
 @dataclass
@@ -65,7 +68,7 @@ class Result:
     def cost(self) -> dict[str, Any]:
         """Model calls, tokens, dollars and seconds, in total and per node.
 
-        ``cost_usd`` comes from the price table (:mod:`sqlchorus.pricing`); calls answered from
+        ``cost_usd`` comes from the price table (:mod:`sqlchorus.tools.pricing`); calls answered from
         the response cache count in ``cached_calls`` and cost nothing; ``unpriced_models`` names
         models that have no price, whose calls are counted at 0.
         """
@@ -106,128 +109,113 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def default_db() -> Path:
-    from sqlchorus.demo import demo_db_path
-
-    return demo_db_path()
-
-
-def _file_key(db: GuardedDatabase) -> tuple[str, int, int]:
-    stat = db.path.stat()
-    return (str(db.path), stat.st_mtime_ns, stat.st_size)
-
-
-_SCHEMAS: dict[tuple[Any, ...], Any] = {}
-_VALUES: dict[tuple[Any, ...], Any] = {}
-_CACHE_SIZE = 16
-
-
-_CACHE_LOCK = threading.Lock()
-_BUILDING: dict[Any, threading.Lock] = {}
-
-
-def _remember(cache: dict, key: Any, make: Any) -> Any:
-    """Build once per database file version; a changed file gets a fresh entry.
-
-    Evaluation answers questions from several threads: one lock per key makes each build happen
-    once, while questions on databases already built (or being built by another key) go on.
-    """
-    with _CACHE_LOCK:
-        if key in cache:
-            return cache[key]
-        building = _BUILDING.setdefault(key, threading.Lock())
-    with building:
-        with _CACHE_LOCK:
-            if key in cache:
-                return cache[key]
-        value = make()
-        with _CACHE_LOCK:
-            if len(cache) >= _CACHE_SIZE:
-                cache.pop(next(iter(cache)))
-            cache[key] = value
-            _BUILDING.pop(key, None)
-        return value
-
-
-@lru_cache(maxsize=32)
-def _compiled(generators: tuple[tuple[str, int], ...]):
-    return build_graph(Settings(generators=dict(generators)))
-
-
-def ask(
-    question: str,
-    db: str | Path | GuardedDatabase | None = None,
-    model: Any = None,
-    *,
-    evidence: str = "",
-    settings: Settings | None = None,
-    exporters: Iterable[Any] = (),
-    value_index: Any = None,
-) -> Result:
-    """Answer ``question`` over the SQLite database ``db`` (the bundled demo database by default).
+class Session:
+    """Answers many questions with what they share built once.
 
     Args:
-        question: the question in plain language.
-        db: path of a SQLite file, or an open :class:`GuardedDatabase`.
-        model: the chat model for every role (overrides ``settings.model``): a
-            ``provider:model`` name or a ``BaseChatModel``.
-        evidence: a hint that defines terms of the question (BIRD's "evidence").
-        settings: everything else; defaults are sane.
-        exporters: extra OpenTelemetry span exporters for this run.
-        value_index: a prebuilt value index to reuse across questions on the same database.
-
-    Returns:
-        A :class:`Result`; ``result.error`` says why when there is no answer.
+        settings: how questions are answered; defaults are sane.
+        model: the chat model for every role (overrides ``settings.model``).
 
     Raises:
-        EmptyQuestionError: the question is empty.
-        sqlchorus.tools.database.DatabaseOpenError: the database is missing or not SQLite.
-        sqlchorus.models.ModelConfigError: no usable model is configured.
+        sqlchorus.core.models.ModelConfigError: no usable model is configured, or the prices
+            file is unreadable.
+
+    Use it as a context manager, or call :meth:`close`, to close the databases it opened and
+    its response cache. It is safe to ask from several threads at once.
     """
-    if not question or not question.strip():
-        raise EmptyQuestionError("The question is empty: ask something about the database.")
-    settings = settings or Settings()
-    if model is not None:
-        settings = settings.replace(model=model)
-    models = resolve_roles(settings)
-    owned = not isinstance(db, GuardedDatabase)
-    database = (
-        db
-        if isinstance(db, GuardedDatabase)
-        else GuardedDatabase(
-            db if db is not None else default_db(),
-            timeout_s=settings.sql_timeout_s,
-            max_rows=settings.max_rows,
-            max_bytes=settings.max_bytes,
-        )
-    )
-    start = time.perf_counter()
-    try:
+
+    def __init__(self, settings: Settings | None = None, *, model: Any = None):
+        settings = settings or Settings()
+        if model is not None:
+            settings = settings.replace(model=model)
+        self.settings = settings
+        self.dependencies = Dependencies.build(settings)
+        self._databases: dict[tuple[Any, ...], DatabaseResources] = {}
+        self._graphs: dict[tuple[tuple[str, int], ...], Any] = {}
+        self._lock = threading.Lock()
+        self._building: dict[tuple[Any, ...], threading.Lock] = {}
+
+    # -- what runs share ----------------------------------------------------------------------
+
+    def database(self, db: str | Path | GuardedDatabase | None, settings: Settings | None = None) -> DatabaseResources:
+        """The resources of ``db`` (the demo database when None), opened on first use and again
+        when the file has changed on disk. Each is built once, while questions on other
+        databases go on.
+
+        Raises:
+            sqlchorus.tools.database.DatabaseOpenError: the file is missing or not SQLite.
+        """
+        settings = settings or self.settings
+        target = db if db is not None else demo_db_path()
+        key = (*database_key(target), id(target) if isinstance(target, GuardedDatabase) else None,
+               settings.sample_values, settings.value_cache_dir)
+        with self._lock:
+            if key in self._databases:
+                return self._databases[key]
+            building = self._building.setdefault(key, threading.Lock())
+        with building:
+            with self._lock:
+                if key in self._databases:
+                    return self._databases[key]
+            resources = DatabaseResources.open(target, settings)
+            with self._lock:
+                self._databases[key] = resources
+                self._building.pop(key, None)
+            return resources
+
+    def graph(self, settings: Settings | None = None) -> Any:
+        """The compiled graph for ``settings``' generators, compiled once."""
+        generators = tuple((settings or self.settings).generators.items())
+        with self._lock:
+            if generators not in self._graphs:
+                self._graphs[generators] = build_graph(Settings(generators=dict(generators)))
+            return self._graphs[generators]
+
+    # -- asking -------------------------------------------------------------------------------
+
+    def ask(
+        self,
+        question: str,
+        db: str | Path | GuardedDatabase | None = None,
+        *,
+        evidence: str = "",
+        settings: Settings | None = None,
+        exporters: Iterable[Any] = (),
+        value_index: Any = None,
+    ) -> Result:
+        """Answer ``question`` over the SQLite database ``db`` (the bundled demo database by default).
+
+        Args:
+            question: the question in plain language.
+            db: path of a SQLite file, or an open :class:`GuardedDatabase`.
+            evidence: a hint that defines terms of the question (BIRD's "evidence").
+            settings: this run's settings, when not the session's (generators, fixing,
+                selection, tracing); the models, cache and prices stay the session's.
+            exporters: extra OpenTelemetry span exporters for this run.
+            value_index: a prebuilt value index to use instead of the database's own.
+
+        Returns:
+            A :class:`Result`; ``result.error`` says why when there is no answer.
+
+        Raises:
+            EmptyQuestionError: the question is empty.
+            sqlchorus.tools.database.DatabaseOpenError: the database is missing or not SQLite.
+        """
+        if not question or not question.strip():
+            raise EmptyQuestionError("The question is empty: ask something about the database.")
+        settings = settings or self.settings
+        start = time.perf_counter()
+        resources = self.database(db, settings)
+        if value_index is not None:
+            resources = DatabaseResources(db=resources.db, schema=resources.schema, value_index=value_index)
+        graph = self.graph(settings)
         with RunTracer(
             trace_dir=settings.trace_dir,
             otlp_endpoint=settings.otlp_endpoint,
             exporters=exporters,
-            attributes={attrs.SQLCHORUS_QUESTION: question, attrs.DB_NAMESPACE: database.name},
+            attributes={attrs.SQLCHORUS_QUESTION: question, attrs.DB_NAMESPACE: resources.db.name},
         ) as run:
-            database.tracer = run.tracer
-            key = _file_key(database)
-            schema = _remember(
-                _SCHEMAS, (*key, settings.sample_values),
-                lambda: introspect(database, sample_values=settings.sample_values),
-            )
-            if value_index is None:
-                try:
-                    value_index = _remember(
-                        _VALUES, (*key, settings.value_cache_dir),
-                        lambda: ValueIndex.load_or_build(database, settings.value_cache_dir),
-                    )
-                except (SqlError, OSError, sqlite3.Error, ValueError):
-                    value_index = None  # retrieve_values tries again and records why it failed
-            context = Context(
-                db=database, models=models, settings=settings, schema=schema,
-                tracer=run.tracer, value_index=value_index,
-            )
-            graph = _compiled(tuple(settings.generators.items()))
+            context = self.dependencies.context(resources, settings=settings, tracer=run.tracer)
             initial = {"question": question.strip(), "evidence": evidence or ""}
             config = {"recursion_limit": settings.recursion_limit}
             error = None
@@ -245,12 +233,61 @@ def ask(
             if result.error:
                 run.root.set_attribute(attrs.SQLCHORUS_ERROR, result.error)
             run.root.set_attribute(attrs.SQLCHORUS_COST_USD, result.cost["cost_usd"])
-    finally:
-        database.tracer = None
-        if owned:
-            database.close()
-    result.seconds = time.perf_counter() - start
-    return result
+        result.seconds = time.perf_counter() - start
+        return result
+
+    def close(self) -> None:
+        """Close the databases this session opened and its response cache."""
+        with self._lock:
+            databases, self._databases = list(self._databases.values()), {}
+        for resources in databases:
+            resources.close()
+        self.dependencies.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def ask(
+    question: str,
+    db: str | Path | GuardedDatabase | None = None,
+    model: Any = None,
+    *,
+    evidence: str = "",
+    settings: Settings | None = None,
+    exporters: Iterable[Any] = (),
+    value_index: Any = None,
+) -> Result:
+    """Answer ``question`` over the SQLite database ``db`` (the bundled demo database by default).
+
+    Builds what the run needs, runs it, and closes it again; to ask many questions, keep a
+    :class:`Session` instead.
+
+    Args:
+        question: the question in plain language.
+        db: path of a SQLite file, or an open :class:`GuardedDatabase`.
+        model: the chat model for every role (overrides ``settings.model``): a
+            ``provider:model`` name or a ``BaseChatModel``.
+        evidence: a hint that defines terms of the question (BIRD's "evidence").
+        settings: everything else; defaults are sane.
+        exporters: extra OpenTelemetry span exporters for this run.
+        value_index: a prebuilt value index to reuse across questions on the same database.
+
+    Returns:
+        A :class:`Result`; ``result.error`` says why when there is no answer.
+
+    Raises:
+        EmptyQuestionError: the question is empty.
+        sqlchorus.tools.database.DatabaseOpenError: the database is missing or not SQLite.
+        sqlchorus.core.models.ModelConfigError: no usable model is configured.
+    """
+    if not question or not question.strip():
+        raise EmptyQuestionError("The question is empty: ask something about the database.")
+    with Session(settings, model=model) as session:
+        return session.ask(question, db, evidence=evidence, exporters=exporters, value_index=value_index)
 
 
 def _result(question: str, state: dict[str, Any], error: str | None) -> Result:

@@ -1,4 +1,9 @@
-"""The ``sqlchorus`` command: a thin shell over the library."""
+"""The ``sqlchorus`` command: a thin shell over the library.
+
+Each command imports the machinery it runs (the graph, evaluation, the value index) when it
+runs, not at the top of this module, so that ``sqlchorus --help`` and a mistyped option answer
+at once instead of after LangGraph's import.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +13,15 @@ import sys
 from typing import Any
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 from rich.syntax import Syntax
 from rich.table import Table
 
-from sqlchorus.errors import SqlchorusError
-from sqlchorus.models import ModelConfigError
-from sqlchorus.presets import PRESET_NAMES
-from sqlchorus.settings import ROLES, SCHEMA_FORMATS, Settings
+from sqlchorus.config.errors import SqlchorusError
+from sqlchorus.config.presets import PRESET_NAMES
+from sqlchorus.config.settings import SETTINGS_FIELDS, Settings, default_of
+from sqlchorus.core.models import ModelConfigError
 from sqlchorus.tools.database import SqlError
 
 EXIT_NO_ANSWER = 1
@@ -34,119 +40,153 @@ def cli() -> None:
     """sqlchorus: ask a question about a SQLite database, get checked SQL and its answer."""
 
 
-def _parse_pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
-    pairs = {}
+# -- options derived from Settings -------------------------------------------------------------
+
+
+def _options_of(name: str) -> list[Any]:
+    """The click options of settings field ``name``, from its metadata: flag, help, default,
+    range or choices, environment variable, and a ``--no-...`` flag where it has one."""
+    f = SETTINGS_FIELDS[name]
+    spec = f.metadata.get("option") or {}
+    help_text = f.metadata["help"]
+    default = default_of(name)
+    options = []
+    if spec.get("flag"):
+        kwargs: dict[str, Any] = {"help": help_text}
+        if spec.get("pairs"):
+            kwargs.update(multiple=True, metavar=spec["metavar"], help=help_text + " Repeatable.")
+        else:
+            if spec.get("choices"):
+                kwargs["type"] = click.Choice(spec["choices"])
+            elif spec.get("range"):
+                low, high = spec["range"]
+                whole = isinstance(default, int) and isinstance(low, int) and isinstance(high, int)
+                kwargs["type"] = click.IntRange(low, high) if whole else click.FloatRange(low, high)
+            elif spec.get("path"):
+                kwargs["type"] = click.Path(file_okay=spec["path"] != "dir", dir_okay=spec["path"] == "dir")
+            if default is not None:
+                kwargs.update(default=default, show_default=True)
+        if spec.get("env"):
+            kwargs.update(envvar=spec["env"], help=f"{kwargs['help']} (env: {spec['env']})")
+        options.append(click.option(spec["flag"], name, **kwargs))
+    if spec.get("negate"):
+        flag, _, negate_help = spec["negate"]
+        options.append(click.option(flag, f"{name}__negated", is_flag=True, help=negate_help))
+    return options
+
+
+RUN_OPTIONS: tuple[str, ...] = tuple(
+    name for name, f in SETTINGS_FIELDS.items() if f.metadata.get("option")
+)
+"""Every settings field the command line offers, in the order of ``Settings``."""
+
+
+def settings_options(*names: str) -> Any:
+    """Decorate a command with the options of these settings fields."""
+
+    def decorate(fn: Any) -> Any:
+        for name in reversed(names):
+            for option in reversed(_options_of(name)):
+                fn = option(fn)
+        return fn
+
+    return decorate
+
+
+def _pairs(values: tuple[str, ...], flag: str, value_type: type) -> dict[str, Any]:
+    pairs: dict[str, Any] = {}
     for item in values:
         key, sep, value = item.partition("=")
-        if not sep or not key or not value:
-            raise click.BadParameter(f"{item!r} is not of the form NAME=VALUE.", param_hint=what)
-        pairs[key.strip()] = value.strip()
+        key, value = key.strip(), value.strip()
+        if not key or (sep and not value) or (not sep and value_type is str):
+            raise click.BadParameter(f"{item!r} is not of the form NAME=VALUE.", param_hint=flag)
+        try:
+            pairs[key] = value_type(value) if sep else 1
+        except ValueError:
+            raise click.BadParameter(f"{item!r}: {value!r} is not a {value_type.__name__}.", param_hint=flag) from None
     return pairs
 
 
-def _ask_options(fn: Any) -> Any:
-    """The options ``ask`` and ``demo`` share."""
-    options = [
-        click.option("--db", "db", type=click.Path(dir_okay=False), help="SQLite database file (default: the bundled demo database)."),
-        click.option("--model", envvar="SQLCHORUS_MODEL", help="Chat model for every role, as provider:model (env: SQLCHORUS_MODEL)."),
-        click.option("--role-model", multiple=True, metavar="ROLE=MODEL", help=f"A model for one role ({', '.join(ROLES)}); repeatable."),
-        click.option("--evidence", default="", help="A hint that defines terms used in the question."),
-        click.option("--generator", "generators", multiple=True, metavar="NAME[=SAMPLES]", help="Generator branch to run (repeatable; default divide_conquer)."),
-        click.option("--preset", type=click.Choice(PRESET_NAMES), default=None, help="Generators, selection and fixing chosen by cost: fast, balanced or full (explicit options win)."),
-        click.option("--fix-rounds", type=click.IntRange(0, 10), default=3, show_default=True, help="Fixer rounds per broken candidate at most."),
-        click.option("--schema-format", type=click.Choice(SCHEMA_FORMATS), default="m-schema", show_default=True, help="Schema view shown to the model."),
-        click.option("--timeout", type=click.FloatRange(0.1, 3600), default=10.0, show_default=True, help="Time budget per SQL statement, in seconds."),
-        click.option("--trace-dir", default="traces", show_default=True, type=click.Path(file_okay=False), help="Folder for the run's trace file."),
-        click.option("--no-trace", is_flag=True, help="Write no trace file."),
-        click.option("--otlp-endpoint", help="Also send spans to this OTLP/HTTP endpoint."),
-        click.option("--no-cache", is_flag=True, help="Neither read nor write the persistent model response cache."),
-        click.option("--cache-path", type=click.Path(dir_okay=False), help="Response cache file (default: responses.sqlite in $SQLCHORUS_CACHE or ~/.cache/sqlchorus)."),
-        click.option("--prices", "prices_file", type=click.Path(dir_okay=False), envvar="SQLCHORUS_PRICES", help="JSON or TOML file of model prices, USD per million tokens (env: SQLCHORUS_PRICES)."),
-        click.option("--model-timeout", type=click.FloatRange(1, 3600), default=120.0, show_default=True, help="Time budget per model call, in seconds."),
-        click.option("--retries", type=click.IntRange(0, 10), default=2, show_default=True, help="Retries of a model call after a transient error."),
-        click.option("--rate-limit", type=click.FloatRange(0.001, 1000), default=None, help="Most model requests per second."),
-        click.option("--no-grammar", is_flag=True, help="Do not constrain local models with the schema grammar."),
-        click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables."),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
+def typed_settings(options: dict[str, Any], *, names: tuple[str, ...] = RUN_OPTIONS, **fixed: Any) -> Settings:
+    """Settings from the options a user typed (or set through the environment), with a preset
+    applied under them: an option typed always wins, even at its default value.
+
+    Pops the settings options from ``options``, leaving the command's own.
+
+    Raises:
+        ValueError: a value Settings refuses; click.BadParameter: a malformed NAME=VALUE.
+    """
+    ctx = click.get_current_context()
+    typed: dict[str, Any] = dict(fixed)
+    for name in names:
+        spec = SETTINGS_FIELDS[name].metadata.get("option") or {}
+        value = options.pop(name, None)
+        negated = options.pop(f"{name}__negated", False)
+        if spec.get("flag") and ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
+            typed[name] = _pairs(value, spec["flag"], spec["pairs"]) if spec.get("pairs") else value
+        if negated:
+            typed[name] = spec["negate"][1]
+    return Settings.for_preset(typed.pop("preset", None), **typed)
 
 
 def _explain_preset(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
     if value is None or ctx.resilient_parsing:
         return
-    from sqlchorus.presets import explain_preset
+    from sqlchorus.graph.expected_calls import explain_preset
 
     click.echo(explain_preset(value))
     ctx.exit(0)
+
+
+_DB = click.option("--db", "db", type=click.Path(dir_okay=False), help="SQLite database file (default: the bundled demo database).")
+_EVIDENCE = click.option("--evidence", default="", help="A hint that defines terms used in the question.")
+_JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 
 
 @cli.command()
 @click.argument("question")
 @click.option("--explain-preset", type=click.Choice(PRESET_NAMES), is_eager=True, expose_value=False,
               callback=_explain_preset, help="Print what a preset runs and its expected model calls, then exit.")
-@_ask_options
+@_DB
+@_EVIDENCE
+@settings_options(*RUN_OPTIONS)
+@_JSON
 def ask(question: str, **options: Any) -> None:
     """Answer QUESTION with SQL checked against the database.
 
     Prints the chosen SQL, its result, the candidates with their status, and the cost.
     Exits 0 with an answer, 1 when no query could answer, 2 on bad input or configuration.
     """
-    _ask(question, **options)
+    _ask(question, options)
 
 
 @cli.command()
 @click.argument("question", default="How many customers do we have?")
-@_ask_options
+@_DB
+@_EVIDENCE
+@settings_options(*RUN_OPTIONS)
+@_JSON
 def demo(question: str, **options: Any) -> None:
     """Answer QUESTION (a sample one by default) over the bundled demo database.
 
     Uses the model named by --model or SQLCHORUS_MODEL. With none, it runs offline with
     local:smollm2, a 135M-parameter toy model, and says so before the answer.
     """
-    if not options.get("model") and not options.get("role_model"):
-        from sqlchorus.local_model import SMOLLM2_NOTICE
+    fixed = {}
+    if not options.get("model") and not options.get("models"):
+        from sqlchorus.core.local_model import SMOLLM2_NOTICE
 
         click.secho(SMOLLM2_NOTICE, fg="yellow", err=True)
-        options["model"] = "local:smollm2"
-    _ask(question, **options)
+        fixed["model"] = "local:smollm2"
+    _ask(question, options, **fixed)
 
 
-def _keep_explicit(settings: Settings, values: dict[str, Any]) -> None:
-    """Options typed on the command line win over a preset, even when they equal the default."""
-    from click.core import ParameterSource
-
-    ctx = click.get_current_context()
-    for name, value in values.items():
-        if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
-            setattr(settings, name, value)
-
-
-def _ask(question: str, *, db: str | None, model: str | None, role_model: tuple[str, ...], evidence: str,
-         generators: tuple[str, ...], preset: str | None, fix_rounds: int, schema_format: str, timeout: float, trace_dir: str,
-         no_trace: bool, otlp_endpoint: str | None, no_cache: bool, cache_path: str | None,
-         prices_file: str | None, model_timeout: float, retries: int, rate_limit: float | None,
-         no_grammar: bool, as_json: bool) -> None:
+def _ask(question: str, options: dict[str, Any], **fixed: Any) -> None:
     from sqlchorus.api import ask as run_ask
 
+    db, evidence, as_json = options.pop("db"), options.pop("evidence"), options.pop("as_json")
     try:
-        roles = _parse_pairs(role_model, "--role-model")
-        gens: dict[str, int] = {}
-        for item in generators:
-            name, _, samples = item.partition("=")
-            gens[name.strip()] = int(samples) if samples else 1
-        settings = Settings(
-            model=model, models=roles, generators=gens or {"divide_conquer": 1}, fix_rounds=fix_rounds,
-            preset=preset,
-            schema_format=schema_format, sql_timeout_s=timeout,
-            trace_dir=None if no_trace else trace_dir, otlp_endpoint=otlp_endpoint,
-            cache=not no_cache, cache_path=cache_path, prices_file=prices_file,
-            model_timeout_s=model_timeout, model_retries=retries, rate_limit=rate_limit,
-            grammar=not no_grammar,
-        )
-        if preset:
-            _keep_explicit(settings, {"fix_rounds": fix_rounds, "schema_format": schema_format})
+        settings = typed_settings(options, **fixed)
         result = run_ask(question, db=db, evidence=evidence, settings=settings)
     except (SqlchorusError, ModelConfigError, SqlError, ValueError, OSError) as e:
         _fail(str(e))
@@ -204,13 +244,18 @@ def _print_result(result: Any, *, max_rows: int = 20) -> None:
         out.print(f"trace: {result.trace_path}  (sqlchorus trace show {result.run_id})")
 
 
+SELECT_OPTIONS: tuple[str, ...] = (
+    "pairwise", "pairwise_max_clusters", "schema_format", "sql_timeout_s", "model_timeout_s", "model_retries",
+    "rate_limit", "cache", "cache_path", "prices_file",
+)
+
+
 @cli.command("select")
 @click.option("--candidates", "candidates_file", required=True, type=click.Path(exists=True, dir_okay=False), help="JSON Lines file: one {db, question, evidence, candidates} object a line.")
 @click.option("--model", envvar="SQLCHORUS_SELECTION_MODEL", help="Selection model, as provider:model (env: SQLCHORUS_SELECTION_MODEL); none: fall back to the largest cluster.")
-@click.option("--pairwise", type=click.Choice(["never", "low-confidence", "always"]), default="low-confidence", show_default=True, help="When the selection model compares candidates pairwise.")
-@click.option("--max-clusters", type=click.IntRange(0, 50), default=4, show_default=True, help="Result clusters compared pairwise at most.")
+@settings_options(*SELECT_OPTIONS)
 @click.option("--out", "out_file", type=click.Path(dir_okay=False), help="Write the JSON lines here instead of standard output.")
-def select_command(candidates_file: str, model: str | None, pairwise: str, max_clusters: int, out_file: str | None) -> None:
+def select_command(candidates_file: str, model: str | None, out_file: str | None, **options: Any) -> None:
     """Choose one SQL query per question among candidates from any source.
 
     Runs each candidate on its database, clusters them by result, votes, and when the vote is not
@@ -221,7 +266,7 @@ def select_command(candidates_file: str, model: str | None, pairwise: str, max_c
     from sqlchorus.select import select_file
 
     try:
-        settings = Settings(trace_dir=None, pairwise=pairwise, pairwise_max_clusters=max_clusters)
+        settings = typed_settings(options, names=SELECT_OPTIONS, trace_dir=None)
         sink = open(out_file, "w", encoding="utf-8") if out_file else None
     except (ValueError, OSError) as e:
         _fail(str(e))
@@ -310,7 +355,7 @@ def trace() -> None:
 @click.option("--trace-dir", default="traces", show_default=True, type=click.Path(file_okay=False), help="Folder of trace files.")
 def trace_show(run: str, trace_dir: str) -> None:
     """Print run RUN (its id, a unique prefix of it, or a trace file) as a tree with timings."""
-    from sqlchorus.graph.trace_file import TraceNotFoundError, find_trace, load_spans, render_tree
+    from sqlchorus.core.trace_file import TraceNotFoundError, find_trace, load_spans, render_tree
 
     try:
         roots = load_spans(find_trace(run, trace_dir))
@@ -321,25 +366,24 @@ def trace_show(run: str, trace_dir: str) -> None:
         click.echo(line)
 
 
+EVAL_OPTIONS: tuple[str, ...] = tuple(name for name in RUN_OPTIONS if name != "trace_dir")
+
+
 @cli.command("eval")
 @click.option("--dataset", "dataset_name", required=True, metavar="spider-dev|bird-dev|bird-mini-dev|PATH", help="A built-in benchmark (read from SQLCHORUS_DATA) or a dataset JSON file.")
 @click.option("--limit", type=click.IntRange(0), default=None, help="Evaluate only the first N questions.")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True, help="Questions run at the same time (threads); also the scoring processes.")
-@click.option("--preset", help="A preset of generators and selection (fast, balanced, full).")
-@click.option("--model", envvar="SQLCHORUS_MODEL", help="Chat model for every role, as provider:model (env: SQLCHORUS_MODEL).")
+@settings_options(*EVAL_OPTIONS)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Run folder (default: evals/<dataset>-<timestamp>, or evals/<run-name>).")
 @click.option("--run-name", help="Name the run folder evals/NAME, so the same command resumes it.")
 @click.option("--no-resume", is_flag=True, help="Start over instead of keeping the questions already recorded in the run folder.")
 @click.option("--predictions", type=click.Path(dir_okay=False), help="Score this prediction file (Spider pred.txt or BIRD JSON) without running the graph.")
 @click.option("--no-trace", is_flag=True, help="Write no per-question trace files (default: <run folder>/traces).")
-@click.option("--no-cache", is_flag=True, help="Neither read nor write the persistent model response cache.")
-@click.option("--prices", "prices_file", type=click.Path(dir_okay=False), envvar="SQLCHORUS_PRICES", help="JSON or TOML file of model prices, USD per million tokens (env: SQLCHORUS_PRICES).")
 @click.option("--export-pairs", "pairs_file", type=click.Path(dir_okay=False), help="Also write selection fine-tuning pairs (JSON Lines) from the run's labelled candidates.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
-def eval_command(dataset_name: str, limit: int | None, workers: int, preset: str | None, model: str | None,
-                 out_dir: str | None, run_name: str | None, no_resume: bool, predictions: str | None,
-                 no_trace: bool, no_cache: bool, prices_file: str | None, pairs_file: str | None,
-                 as_json: bool) -> None:
+def eval_command(dataset_name: str, limit: int | None, workers: int, out_dir: str | None, run_name: str | None,
+                 no_resume: bool, predictions: str | None, no_trace: bool, pairs_file: str | None,
+                 as_json: bool, **options: Any) -> None:
     """Run the graph on a benchmark's questions and score the predictions.
 
     Writes, in the run folder, records.jsonl (one record per question, as each finishes),
@@ -352,7 +396,7 @@ def eval_command(dataset_name: str, limit: int | None, workers: int, preset: str
     from datetime import datetime
     from pathlib import Path
 
-    from sqlchorus.evaluate import EvalError, open_dataset, run_eval, score_prediction_file
+    from sqlchorus.evaluation.runs import EvalError, open_dataset, run_eval, score_prediction_file
 
     progress = not as_json and sys.stderr.isatty()
     log = (lambda message: None) if as_json else (lambda message: click.echo(message, err=True))
@@ -369,15 +413,8 @@ def eval_command(dataset_name: str, limit: int | None, workers: int, preset: str
         else:
             stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
             folder = Path(out_dir or Path("evals") / (run_name or f"{dataset.name}-{stamp}"))
-            settings = Settings(model=model, cache=not no_cache, prices_file=prices_file,
-                                trace_dir=None if no_trace else str(folder / "traces"))
-            if preset:
-                try:
-                    from sqlchorus.presets import apply_preset
-                except ImportError:
-                    _fail("Presets are not available in this version of sqlchorus.")
-                    return
-                settings = apply_preset(settings, preset)
+            settings = typed_settings(options, names=EVAL_OPTIONS,
+                                      trace_dir=None if no_trace else str(folder / "traces"))
             run = run_eval(dataset, settings, out_dir=folder, limit=limit, workers=workers,
                            resume=not no_resume, progress=progress, log=log)
             if pairs_file:

@@ -24,10 +24,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlchorus.graph.context import Context
-from sqlchorus.models import resolve_model
-from sqlchorus.nodes.select_candidate import PREVIEW_ROWS, choose, pair_schema, selection_prompt
-from sqlchorus.settings import Settings
+from sqlchorus.config.settings import Settings
+from sqlchorus.core.dependencies import DatabaseResources, Dependencies
+from sqlchorus.core.selection import PREVIEW_ROWS, choose, pair_schema, selection_prompt
 from sqlchorus.tools.database import GuardedDatabase, SqlError
 from sqlchorus.tools.results import check_sql, preview
 from sqlchorus.tools.schema import DatabaseSchema, introspect
@@ -51,6 +50,21 @@ def check(db: GuardedDatabase, sqls: Sequence[str]) -> list[dict[str, Any]]:
     return checked
 
 
+def selector(model: Any = None, settings: Settings | None = None) -> Dependencies:
+    """What selection runs with: the selection model (``model``, else the settings' selection
+    model) resolved as the graph resolves it (time budget, retries, rate limit), the response
+    cache and the price table. Build it once for many questions.
+
+    Raises:
+        sqlchorus.core.models.ModelConfigError: the model cannot be used.
+    """
+    settings = settings or Settings(trace_dir=None)
+    spec = model if model is not None else settings.model_for("selection")
+    if spec is None:
+        return Dependencies(settings=settings, models={})
+    return Dependencies.build(settings.replace(models={**settings.models, "selection": spec}), roles=("selection",))
+
+
 def select(
     db: str | os.PathLike[str] | GuardedDatabase,
     question: str,
@@ -60,6 +74,7 @@ def select(
     settings: Settings | None = None,
     *,
     schema: DatabaseSchema | None = None,
+    dependencies: Dependencies | None = None,
 ) -> dict[str, Any]:
     """Choose one of ``candidates`` (SQL strings) as the answer to ``question`` over ``db``.
 
@@ -72,6 +87,8 @@ def select(
             falls back to the largest cluster and says so.
         settings: voting thresholds, pairwise bounds, schema format; defaults otherwise.
         schema: the database's introspected schema, to reuse across questions.
+        dependencies: what :func:`selector` built, to reuse across questions (then ``model``
+            and ``settings`` are its own).
 
     Returns:
         ``{"question", "sql", "chosen", "cluster", "votes", "confidence", "method", "reason",
@@ -79,20 +96,19 @@ def select(
         the index of the chosen candidate (None when none ran), ``cluster`` the indices that
         share its result.
     """
-    settings = settings or Settings(trace_dir=None)
-    spec = model if model is not None else settings.model_for("selection")
-    models = {} if spec is None else {
-        "selection": resolve_model(spec, temperature=settings.temperature, max_tokens=settings.max_tokens)
-    }
+    deps = dependencies or selector(model, settings)
+    settings = deps.settings
     database, owned = _open(db, settings)
     try:
         schema = schema or introspect(database, sample_values=settings.sample_values)
         checked = check(database, list(candidates))
-        context = Context(db=database, models=models, settings=settings, schema=schema)
+        context = deps.context(DatabaseResources(db=database, schema=schema))
         outcome = choose(context, question=question, evidence=evidence, candidates=checked, node=SELECT_NODE)
     finally:
         if owned:
             database.close()
+        if dependencies is None:
+            deps.close()
     selection = outcome["selection"]
     index = {c["id"]: c["index"] for c in checked}
     chosen = index.get(selection["chosen"]) if selection["chosen"] else None
@@ -135,11 +151,23 @@ def select_file(
 
     A relative ``db`` is looked up from the working directory, then beside the file. A line that
     cannot be used (bad JSON, missing fields, a database that does not open) yields
-    ``{"line": n, "error": ...}`` and the run goes on.
+    ``{"line": n, "error": ...}`` and the run goes on. The selection model is resolved once,
+    before the first line, so an unusable one stops the run at once.
+
+    Raises:
+        sqlchorus.core.models.ModelConfigError: the model cannot be used.
     """
-    settings = settings or Settings(trace_dir=None)
+    deps = selector(model, settings)
+    settings = deps.settings
     base = Path(path).resolve().parent
     schemas: dict[Path, DatabaseSchema] = {}
+    try:
+        yield from _select_lines(path, base, deps, settings, schemas)
+    finally:
+        deps.close()
+
+
+def _select_lines(path, base, deps, settings, schemas) -> Iterator[dict[str, Any]]:
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
@@ -159,7 +187,7 @@ def select_file(
                     if db_path not in schemas:
                         schemas[db_path] = introspect(db, sample_values=settings.sample_values)
                     result = select(db, item["question"], item["candidates"], item.get("evidence") or "",
-                                    model=model, settings=settings, schema=schemas[db_path])
+                                    schema=schemas[db_path], dependencies=deps)
             except (ValueError, SqlError) as e:
                 yield {"line": n, "error": getattr(e, "message", None) or str(e)}
                 continue
@@ -230,7 +258,7 @@ def _write_pairs(db, record, labelled, settings, schemas, rng, out, limit) -> in
     key = str(db.path)
     if key not in schemas:
         schemas[key] = introspect(db, sample_values=settings.sample_values)
-    context = Context(db=db, models={}, settings=settings, schema=schemas[key])
+    context = Dependencies(settings=settings, models={}).context(DatabaseResources(db=db, schema=schemas[key]))
     written = 0
     for g in good:
         for b in bad:

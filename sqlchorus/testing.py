@@ -4,10 +4,15 @@
 callable that takes the list of messages and returns a string. It supports ``bind_tools`` (so
 ``with_structured_output`` and agent frameworks accept it) and reports token usage, so cost
 accounting and traces can be tested without a provider.
+
+A responder learns which prompt it is answering from :func:`current_call`: sqlchorus tags every
+model call with its prompt template's name, role and node (run metadata, see
+:mod:`sqlchorus.core.llm`), so a script never depends on a prompt's wording.
 """
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -17,7 +22,19 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
+from sqlchorus.core.llm import NODE_KEY, PROMPT_KEY, ROLE_KEY
+from sqlchorus.tools.classify import classify_sql
+from sqlchorus.tools.list_decompose import DecomposeError, decompose, describe_step
+
 Responder = Callable[[list[BaseMessage]], str]
+
+_CALL: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("sqlchorus_scripted_call", default={})
+
+
+def current_call() -> dict[str, Any]:
+    """What the call a responder is answering is for: ``{"prompt", "role", "node"}`` (each None
+    when the caller did not say), read from the call's run metadata."""
+    return dict(_CALL.get())
 
 
 def count_tokens(text: str) -> int:
@@ -75,7 +92,12 @@ class ScriptedChatModel(GenericFakeChatModel):
     ) -> ChatResult:
         with self._lock:
             self.calls += 1
-        reply = self._next_text(messages)
+        meta = getattr(run_manager, "metadata", None) or {}
+        token = _CALL.set({"prompt": meta.get(PROMPT_KEY), "role": meta.get(ROLE_KEY), "node": meta.get(NODE_KEY)})
+        try:
+            reply = self._next_text(messages)
+        finally:
+            _CALL.reset(token)
         text = reply if isinstance(reply, str) else str(reply.content)
         prompt = "".join(str(m.content) for m in messages)
         usage = {
@@ -102,34 +124,34 @@ def prompt_text(messages: list[BaseMessage]) -> str:
 
 # -- a scripted model that plays every role ---------------------------------------------------
 
-ROLE_MARKERS: dict[str, str] = {
-    "keywords": "identify and extract keywords",
-    "linking": "Find the schema_links",
-    "generation": "divide-and-conquer approach",
-    "fixing": "tasked with correcting a SQL query",
-    "generation:query_plan": "generating the SQL with a query plan",
-    "generation:synthetic": "Use the synthetic examples above the task",
-    "synthesis:features": "Generate a mixture of SQL examples",
-    "synthesis:schema": "###Examples from other database###",
-    "selection": "There is correct one and incorrect one",
-    "din:classification": "classify it as EASY, NON-NESTED, or NESTED",
-    "din:generation": "generate the SQL queries for each of the questions",
-    "din:correction": "use the provided tables, columns, foreign keys, and primary keys",
-    "nrep:linking": "relevant tables and columns as a JSON object",
-    "nrep:generation": "You write SQL queries for a sqlite database",
-    "list:plan": "Decompose the question into operation steps",
-    "list:write_step": "finish the current step in SQLite grammar",
-    "list:reprompt": "failed verification on the database. Repair it",
+PROMPT_ROLES: dict[str, str] = {
+    "extract_keywords": "keywords",
+    "link_schema": "linking",
+    "generate_divide_conquer": "generation",
+    "fix_candidates": "fixing",
+    "generate_query_plan": "generation:query_plan",
+    "generate_synthetic": "generation:synthetic",
+    "generate_synthetic_features": "synthesis:features",
+    "generate_synthetic_schema": "synthesis:schema",
+    "select_candidate": "selection",
+    "din_classify": "din:classification",
+    "din_easy": "din:generation",
+    "din_medium": "din:generation",
+    "din_hard": "din:generation",
+    "din_correct_gentle": "din:correction",
+    "din_correct_generic": "din:correction",
+    "nrep_link": "nrep:linking",
+    "nrep_generate": "nrep:generation",
+    "list_plan": "list:plan",
+    "list_write_step": "list:write_step",
+    "list_reprompt": "list:reprompt",
 }
-"""A phrase that only the prompt of each role contains."""
+"""The oracle's role for each prompt template."""
 
 
-def role_of(prompt: str) -> str | None:
-    """Which role's prompt this is, by its marker phrase."""
-    for role, marker in ROLE_MARKERS.items():
-        if marker in prompt:
-            return role
-    return None
+def role_of_call() -> str | None:
+    """The oracle's role of the call being answered, from its prompt template's name."""
+    return PROMPT_ROLES.get(current_call().get("prompt") or "")
 
 
 def question_of(prompt: str) -> str:
@@ -213,7 +235,6 @@ def _din_nrep_answer(role: str, sql: str | None) -> str:
     import sqlglot
     from sqlglot import exp
 
-    from sqlchorus.nodes.generate_din import classify_sql
 
     if sql is None:
         return "I am not sure how to answer this question."
@@ -244,7 +265,6 @@ def _list_answer(role: str, prompt: str, sql: str | None) -> str:
     step written as the decomposer's sub-query, and the query itself as the last step."""
     import re
 
-    from sqlchorus.tools.list_decompose import DecomposeError, decompose, describe_step
 
     if sql is None:
         return "I am not sure how to answer this question."
@@ -279,7 +299,7 @@ def oracle_model(
 
     def respond(messages: list[BaseMessage]) -> str:
         prompt = prompt_text(messages)
-        role = role_of(prompt)
+        role = role_of_call()
         question = question_of(prompt)
         if role == "keywords":
             words = [w.strip("?,.!'\"") for w in question.split() if len(w.strip("?,.!'\"")) > 3]

@@ -71,6 +71,13 @@ def _private_cache(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
+def _fresh_response_cache(tmp_path, monkeypatch):
+    # Every model the settings name is cached; each test starts with an empty response cache,
+    # so that no answer leaks from one test into another (value indexes stay shared).
+    monkeypatch.setattr("sqlchorus.tools.cache.default_cache_dir", lambda: tmp_path / "response-cache")
+
+
+@pytest.fixture(autouse=True)
 def _isolated_cwd(tmp_path, monkeypatch):
     # Runs write traces/ into the working directory by default; keep the repository clean.
     monkeypatch.chdir(tmp_path)
@@ -88,10 +95,10 @@ class Recorder:
         self.prompts: list[tuple[str | None, str]] = []
 
     def __call__(self, messages):
-        from sqlchorus.testing import prompt_text, role_of
+        from sqlchorus.testing import prompt_text, role_of_call
 
         text = prompt_text(messages)
-        role = role_of(text)
+        role = role_of_call()
         self.prompts.append((role, text))
         if role in self.override:
             answer = self.override[role]
@@ -109,9 +116,9 @@ def run_generator(fn, db_path, model, *, question, sample=0, links=None, **setti
     update and the schema view it was given."""
     from types import SimpleNamespace
 
-    from sqlchorus.graph.context import Context
-    from sqlchorus.graph.state import GeneratorInput
-    from sqlchorus.settings import ROLES, Settings
+    from sqlchorus.config.settings import ROLES, Settings
+    from sqlchorus.core.context import Context
+    from sqlchorus.core.state import GeneratorInput
     from sqlchorus.tools.database import GuardedDatabase
     from sqlchorus.tools.schema import introspect
     from sqlchorus.tools.views import render_view

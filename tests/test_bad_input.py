@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 import sqlchorus
 from sqlchorus.cli import cli
-from sqlchorus.testing import ScriptedChatModel, role_of, prompt_text
+from sqlchorus.testing import ScriptedChatModel, role_of_call
 
 
 @pytest.fixture
@@ -17,7 +17,7 @@ def use_model(monkeypatch):
     """Make the CLI use a given scripted model whatever --model names."""
 
     def install(model):
-        monkeypatch.setattr("sqlchorus.models.resolve_model", lambda spec, **kw: model)
+        monkeypatch.setattr("sqlchorus.core.models.resolve_model", lambda spec, **kw: model)
 
     return install
 
@@ -80,7 +80,7 @@ def test_model_that_raises(use_model, tmp_path):
 
 def test_model_that_returns_no_sql(use_model, tmp_path):
     def chatter(messages):
-        role = role_of(prompt_text(messages))
+        role = role_of_call()
         return "['customers']" if role == "keywords" else "I would rather talk about the weather."
 
     use_model(ScriptedChatModel(chatter))
@@ -116,7 +116,7 @@ def test_enormous_schema(tmp_path, use_model):
     conn.close()
 
     def respond(messages):
-        role = role_of(prompt_text(messages))
+        role = role_of_call()
         return {"keywords": "['value 7']", "linking": "Schema_links: [t7.c0]"}.get(
             role, "**Final Optimized SQL Query:**\nSELECT c0 FROM t7")
 
@@ -173,7 +173,7 @@ def test_eval_dataset_with_non_string_paths(tmp_path, dataset):
 
 
 def test_bird_predictions_with_an_absurd_index(tmp_path):
-    from sqlchorus.scoring import read_bird_predictions
+    from sqlchorus.evaluation.scoring import read_bird_predictions
 
     path = tmp_path / "pred.json"
     path.write_text('{"99999999999999999999": "SELECT 1"}')

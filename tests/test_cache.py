@@ -9,16 +9,27 @@ from click.testing import CliRunner
 from langchain_core.messages import HumanMessage, SystemMessage
 
 import sqlchorus
-from sqlchorus.cache import ResponseCache, default_cache_dir, model_identity, open_cache, request_key
 from sqlchorus.cli import cli
-from sqlchorus.models import _mark_built, built_from_name
-from sqlchorus.settings import Settings
+from sqlchorus.config.settings import Settings
 from sqlchorus.testing import ScriptedChatModel, oracle_model
+from sqlchorus.tools.cache import ResponseCache, default_cache_dir, model_identity, request_key
+
+NAME = "scripted:oracle"
 
 
-def named(model):
-    """A scripted model treated as if built from a provider:model name (the cached kind)."""
-    return _mark_built(model)
+@pytest.fixture
+def named(monkeypatch):
+    """Give a scripted model a provider:model name (the cached kind): settings name it, and
+    resolving that name gives the scripted model."""
+    from sqlchorus.core import models
+
+    real = models.resolve_model
+
+    def name(model):
+        monkeypatch.setattr(models, "resolve_model", lambda spec, **kw: model if spec == NAME else real(spec, **kw))
+        return NAME
+
+    return name
 
 
 def demo_oracle(name="oracle"):
@@ -47,7 +58,6 @@ def test_default_location_follows_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("SQLCHORUS_CACHE")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert default_cache_dir() == tmp_path / "xdg" / "sqlchorus"
-    assert open_cache(tmp_path / "a.sqlite") is open_cache(tmp_path / "a.sqlite")
 
 
 def test_keys_depend_on_model_messages_and_parameters():
@@ -72,10 +82,9 @@ def test_identity_holds_endpoint_but_no_secret():
     assert model_identity(one) != model_identity(two)
 
 
-def test_repeated_run_costs_nothing(demo_db, tmp_path, spans):
+def test_repeated_run_costs_nothing(demo_db, tmp_path, spans, named):
     model, question = demo_oracle()
-    model = named(model)
-    settings = Settings(model=model, cache_path=str(tmp_path / "c.sqlite"), trace_dir=None)
+    settings = Settings(model=named(model), cache_path=str(tmp_path / "c.sqlite"), trace_dir=None)
     first = sqlchorus.ask(question, db=demo_db, settings=settings)
     calls = model.calls
     assert first.ok and first.cost["cached_calls"] == 0 and first.cost["input_tokens"] > 0
@@ -89,14 +98,12 @@ def test_repeated_run_costs_nothing(demo_db, tmp_path, spans):
     assert llm and all(s.attributes["sqlchorus.cache_hit"] for s in llm)
 
 
-def test_cache_off_and_model_objects_are_not_cached(demo_db, tmp_path):
+def test_cache_off_and_model_objects_are_not_cached(demo_db, tmp_path, named):
     model, question = demo_oracle()
     path = tmp_path / "c.sqlite"
     sqlchorus.ask(question, db=demo_db, settings=Settings(model=model, cache_path=str(path), trace_dir=None))
-    assert not built_from_name(model)
-    assert len(ResponseCache(path)) == 0  # a model object passed in is the caller's to cache
-    named(model)
-    off = Settings(model=model, cache=False, cache_path=str(path), trace_dir=None)
+    assert not path.exists() or len(ResponseCache(path)) == 0  # a model object passed in is the caller's to cache
+    off = Settings(model=named(model), cache=False, cache_path=str(path), trace_dir=None)
     before = model.calls
     sqlchorus.ask(question, db=demo_db, settings=off)
     sqlchorus.ask(question, db=demo_db, settings=off)
@@ -106,8 +113,7 @@ def test_cache_off_and_model_objects_are_not_cached(demo_db, tmp_path):
 
 def test_no_cache_flag(monkeypatch, tmp_path):
     model, question = demo_oracle()
-    model = named(model)
-    monkeypatch.setattr("sqlchorus.models.resolve_model", lambda spec, **kw: model)
+    monkeypatch.setattr("sqlchorus.core.models.resolve_model", lambda spec, **kw: model)
     base = ["ask", question, "--model", "x:y", "--json", "--no-trace", "--cache-path", str(tmp_path / "c.sqlite")]
     runs = [json.loads(CliRunner().invoke(cli, base + extra).output) for extra in ([], [], ["--no-cache"])]
     assert [r["cost"]["cached_calls"] for r in runs] == [0, 3, 0]
@@ -115,18 +121,19 @@ def test_no_cache_flag(monkeypatch, tmp_path):
 
 
 def _context(demo_db, model, **settings):
-    from sqlchorus.graph.context import Context
-    from sqlchorus.settings import ROLES
+    """A run's context over the demo database, with ``model`` for every role, built as an entry
+    point builds it (models, cache and prices from the settings)."""
+    from sqlchorus.core.dependencies import DatabaseResources, Dependencies
     from sqlchorus.tools.database import GuardedDatabase
     from sqlchorus.tools.schema import introspect
 
     db = GuardedDatabase(demo_db)
-    return Context(db=db, models={r: model for r in ROLES}, settings=Settings(model=model, **settings),
-                   schema=introspect(db, sample_values=0))
+    deps = Dependencies.build(Settings(model=model, **settings))
+    return deps.context(DatabaseResources(db=db, schema=introspect(db, sample_values=0)))
 
 
-def test_samples_at_a_temperature_are_cached_apart(demo_db, tmp_path):
-    from sqlchorus.graph.llm import call_model
+def test_samples_at_a_temperature_are_cached_apart(demo_db, tmp_path, named):
+    from sqlchorus.core.llm import call_model
 
     counter = iter(range(1000))
     model = named(ScriptedChatModel(lambda m: f"answer {next(counter)}"))
@@ -138,10 +145,10 @@ def test_samples_at_a_temperature_are_cached_apart(demo_db, tmp_path):
     assert greedy == ["answer 4", "answer 4"]
 
 
-def test_unwritable_cache_does_not_fail_the_call(demo_db, tmp_path, monkeypatch):
+def test_unwritable_cache_does_not_fail_the_call(demo_db, tmp_path, monkeypatch, named):
     import sqlite3
 
-    from sqlchorus.graph.llm import call_model
+    from sqlchorus.core.llm import call_model
 
     model = named(ScriptedChatModel(["SELECT 1"]))
     ctx = _context(demo_db, model, cache_path=str(tmp_path / "c.sqlite"))
@@ -160,12 +167,12 @@ def _private_cache_dir(monkeypatch, tmp_path):
     monkeypatch.setenv("SQLCHORUS_CACHE", str(tmp_path / "user-cache"))
 
 
-def test_unopenable_cache_means_no_cache(demo_db, tmp_path):
-    from sqlchorus.graph.llm import call_model
+def test_unopenable_cache_means_no_cache(demo_db, tmp_path, named):
+    from sqlchorus.core.llm import call_model
 
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    model = named(ScriptedChatModel(["SELECT 1"]))
-    ctx = _context(demo_db, model, cache_path=str(blocker / "c.sqlite"))
+    model = ScriptedChatModel(["SELECT 1"])
+    ctx = _context(demo_db, named(model), cache_path=str(blocker / "c.sqlite"))
     assert call_model(ctx, role="generation", node="n", prompt="p")[0] == "SELECT 1"
     assert model.calls == 1

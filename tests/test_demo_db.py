@@ -8,14 +8,8 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from sqlchorus.demo import (
-    PAGE_SIZE,
-    TABLES,
-    build_demo_db,
-    demo_db_path,
-    load_demo_questions,
-    main,
-)
+from build_demo_db import PAGE_SIZE, TABLES, build_demo_db, main
+from sqlchorus.demo import demo_db_path, load_demo_questions
 from sqlchorus.tools.database import GuardedDatabase
 
 QUESTIONS = load_demo_questions()
@@ -138,15 +132,15 @@ def test_rebuild_matches_packaged_file(tmp_path):
     packaged = demo_db_path().read_bytes()
     rebuilt = build_demo_db(tmp_path / "demo.sqlite").read_bytes()
     assert _contents(tmp_path / "demo.sqlite") == _contents(demo_db_path()), (
-        "the packaged demo database no longer matches sqlchorus/demo.py; "
-        "rebuild it with `python -m sqlchorus.demo`"
+        "the packaged demo database no longer matches scripts/build_demo_db.py; "
+        "rebuild it with `python scripts/build_demo_db.py`"
     )
     masked = bytearray(packaged)
     masked[_LIBRARY_VERSION] = rebuilt[_LIBRARY_VERSION]
     assert bytes(masked) == rebuilt, (
         f"same rows, different bytes (packaged by SQLite "
         f"{int.from_bytes(packaged[_LIBRARY_VERSION], 'big')}, running "
-        f"{sqlite3.sqlite_version}); rebuild with `python -m sqlchorus.demo`"
+        f"{sqlite3.sqlite_version}); rebuild with `python scripts/build_demo_db.py`"
     )
 
 

@@ -6,12 +6,12 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from test_evaluate import N_MISSING, N_SPIDER, oracle_for, small_dataset, spider_dev
 
 from sqlchorus.cli import cli
-from sqlchorus.evaluate import read_records
-from sqlchorus.scoring import write_predictions
-from sqlchorus.testing import ScriptedChatModel, prompt_text, role_of
-from test_evaluate import N_MISSING, N_SPIDER, oracle_for, small_dataset, spider_dev
+from sqlchorus.evaluation.runs import read_records
+from sqlchorus.evaluation.scoring import write_predictions
+from sqlchorus.testing import ScriptedChatModel, role_of_call
 
 LIMIT = 6
 REQUIRED_KEYS = {"ex", "n_scored", "n_missing_db", "by_difficulty"}
@@ -22,7 +22,7 @@ def use_model(monkeypatch):
     """Make the CLI use a given scripted model whatever --model names."""
 
     def install(model):
-        monkeypatch.setattr("sqlchorus.models.resolve_model", lambda spec, **kw: model)
+        monkeypatch.setattr("sqlchorus.core.models.resolve_model", lambda spec, **kw: model)
         return model
 
     return install
@@ -110,7 +110,7 @@ def test_a_preset_runs_and_an_unknown_one_is_refused(use_model, tmp_path):
     assert out["run"]["settings"]["preset"] == "fast" and out["ex"] == 100.0
     bad = run("--dataset", "spider-dev", "--limit", 2, "--model", "x:y", "--preset", "fastest",
               "--out", tmp_path / "run2")
-    assert bad.exit_code == 2 and "Unknown preset 'fastest'" in bad.output
+    assert bad.exit_code == 2 and "'fastest' is not one of 'fast', 'balanced', 'full'" in bad.output
 
 
 @pytest.mark.parametrize("args,env,message", [
@@ -138,7 +138,7 @@ def test_full_preset_with_a_wrong_generator_exports_selection_pairs(use_model, t
     oracle = oracle_for(data)
 
     def respond(messages):
-        if role_of(prompt_text(messages)) == "generation:query_plan":
+        if role_of_call() == "generation:query_plan":
             return "**Final Optimized SQL Query:**\nSELECT 'not the answer'"
         return oracle.responses(messages)
 

@@ -10,16 +10,16 @@ import pytest
 
 from conftest import data_dir
 from sqlchorus.api import ask as real_ask
-from sqlchorus.datasets import load_dataset
-from sqlchorus.evaluate import (
+from sqlchorus.config.settings import Settings
+from sqlchorus.evaluation.datasets import load_dataset
+from sqlchorus.evaluation.runs import (
     EvalError,
     open_dataset,
     read_records,
     run_eval,
     score_prediction_file,
 )
-from sqlchorus.scoring import read_predictions, write_predictions
-from sqlchorus.settings import Settings
+from sqlchorus.evaluation.scoring import read_predictions, write_predictions
 from sqlchorus.testing import oracle_model
 
 WRONG = "SELECT 'not the answer'"

@@ -7,8 +7,9 @@ import json
 import pytest
 
 from conftest import FIXTURES, REPO, data_dir
-from sqlchorus import fewshot, prompts
-from sqlchorus.settings import Settings
+from sqlchorus import prompts
+from sqlchorus.config.settings import Settings
+from sqlchorus.tools import fewshot
 from sqlchorus.tools.database import GuardedDatabase
 from sqlchorus.tools.schema import schema_only_database
 

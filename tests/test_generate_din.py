@@ -9,11 +9,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import sqlchorus
 from conftest import FIXTURES, Recorder, spider_examples
-from sqlchorus.nodes.generate_din import classify_sql, parse_classification, schema_links_text
-from sqlchorus.settings import Settings
+from sqlchorus.config.settings import Settings
 from sqlchorus.testing import ScriptedChatModel
+from sqlchorus.tools.classify import classify_sql
 from sqlchorus.tools.database import GuardedDatabase
+from sqlchorus.tools.parsing import parse_classification
 from sqlchorus.tools.schema import introspect
+from sqlchorus.tools.schema_links import schema_links_text
 
 DIN = FIXTURES / "din"
 

@@ -16,18 +16,20 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 import sqlchorus
+from build_list_examples import build_examples, render
 from conftest import FIXTURES, spider_examples
 from sqlchorus import prompts
-from sqlchorus.graph.context import Context
-from sqlchorus.graph.list_graph import list_graph, recursion_limit
+from sqlchorus.config.settings import Settings
+from sqlchorus.core.context import Context
+from sqlchorus.core.list_search import recursion_limit
+from sqlchorus.graph.list_graph import build_list_graph
 from sqlchorus.nodes.generate_list import generate_list
-from sqlchorus.nodes.list_plan import WHOLE_QUERY, parse_plan
-from sqlchorus.nodes.list_verify_step import verify_sql
-from sqlchorus.settings import Settings
-from sqlchorus.testing import ScriptedChatModel, oracle_model, prompt_text, role_of
+from sqlchorus.nodes.list_plan import WHOLE_QUERY
+from sqlchorus.testing import ScriptedChatModel, oracle_model, prompt_text, role_of_call
 from sqlchorus.tools.database import GuardedDatabase
-from sqlchorus.tools.list_examples import build_examples, render
+from sqlchorus.tools.parsing import parse_plan
 from sqlchorus.tools.schema import introspect
+from sqlchorus.tools.verify import verify_sql
 
 CASES = json.loads((FIXTURES / "list_verify" / "cases.json").read_text())
 
@@ -112,7 +114,7 @@ class Script:
 
     def __call__(self, messages) -> str:
         prompt = prompt_text(messages)
-        role = role_of(prompt)
+        role = role_of_call()
         if role == "list:plan":
             key: tuple | str = "plan"
         else:
@@ -149,6 +151,7 @@ def run_search(answers: dict, settings: Settings | None = None, question: str = 
             {"question": question, "evidence": "", "schema_view": "(schema)", "values": {},
              "generator": "list", "sample": 0},
             Runtime(context=context),
+            search=build_list_graph(),
         )
     return update, routes(spans.get_finished_spans()), script
 
@@ -220,7 +223,7 @@ def test_reprompt_shows_the_failing_sub_query():
     seen = []
 
     def capture(messages):
-        seen.append(prompt_text(messages))
+        seen.append((role_of_call(), prompt_text(messages)))
         return script(messages)
 
     script = Script({"plan": [PLAN], ("write", 1): [FROM], ("write", 2): [JOIN], ("write", 3): [broken_where],
@@ -230,9 +233,9 @@ def test_reprompt_shows_the_failing_sub_query():
     with GuardedDatabase(demo_db_path()) as db:
         context = Context(db=db, models={"generation": ScriptedChatModel(capture)}, settings=Settings(trace_dir=None),
                           schema=introspect(db, sample_values=0))
-        list_graph().invoke({"question": QUESTION, "schema_view": "(schema)", "sample": 0},
+        build_list_graph().invoke({"question": QUESTION, "schema_view": "(schema)", "sample": 0},
                             config={"recursion_limit": 50}, context=context)
-    repair = next(p for p in seen if role_of(p) == "list:reprompt")
+    repair = next(p for role, p in seen if role == "list:reprompt")
     task = repair.split("======= Your task =======")[1]
     assert f"Generated SQL:\n```sql\n{broken_where}\n```" in task
     assert f"SQLs that run well:\n```sql\n{FROM};\n{JOIN};\n```" in task
@@ -302,7 +305,7 @@ def test_replan_prompt_says_why_the_plan_failed():
                      ("write", 4): [FINAL]})
 
     def capture(messages):
-        seen.append(prompt_text(messages))
+        seen.append((role_of_call(), prompt_text(messages)))
         return script(messages)
 
     from sqlchorus.demo import demo_db_path
@@ -310,9 +313,9 @@ def test_replan_prompt_says_why_the_plan_failed():
     with GuardedDatabase(demo_db_path()) as db:
         context = Context(db=db, models={"generation": ScriptedChatModel(capture)}, settings=Settings(trace_dir=None),
                           schema=introspect(db, sample_values=0))
-        list_graph().invoke({"question": QUESTION, "schema_view": "(schema)", "sample": 0},
+        build_list_graph().invoke({"question": QUESTION, "schema_view": "(schema)", "sample": 0},
                             config={"recursion_limit": 50}, context=context)
-    plans = [p for p in seen if role_of(p) == "list:plan"]
+    plans = [p for role, p in seen if role == "list:plan"]
     assert len(plans) == 2
     assert "A previous plan failed" not in plans[0]
     assert "Step 1: Take the rows of product.\nIts first step could not be written: no such table: product" in plans[1]
@@ -498,7 +501,7 @@ def test_runs_inside_a_checkpointed_graph(demo_db):
     q = load_demo_questions()[0]
     settings = Settings(generators={"list": 1}, trace_dir=None, model=oracle_model({q["question"]: q["sql"]}.get))
     graph = build_graph(settings, checkpointer=InMemorySaver())
-    from sqlchorus.models import resolve_roles
+    from sqlchorus.core.models import resolve_roles
 
     class NoValues:  # value retrieval is not what this test is about
         def search(self, keywords, **kw):

@@ -9,10 +9,10 @@ import pytest
 
 import sqlchorus
 from conftest import FIXTURES, Recorder, spider_examples
-from sqlchorus.nodes.generate_nrep import model_calls, parse_links
-from sqlchorus.presets import linking_formats, parse_view
-from sqlchorus.settings import NREP_VIEWS, Settings
-from sqlchorus.testing import ScriptedChatModel, prompt_text, role_of
+from sqlchorus.config.settings import NREP_VIEWS, Settings, linking_formats, parse_view
+from sqlchorus.graph.generators import GENERATORS
+from sqlchorus.testing import ScriptedChatModel, prompt_text, role_of_call
+from sqlchorus.tools.parsing import parse_links
 
 NREP = FIXTURES / "nrep"
 
@@ -41,7 +41,7 @@ def test_parse_links(case):
 def test_linking_calls(case):
     assert linking_formats(case["views"], case["schema_format"]) == case["linking"]
     settings = Settings(nrep_views=tuple(case["views"]), schema_format=case["schema_format"])
-    assert model_calls(settings) == case["calls"]
+    assert GENERATORS["nrep"].calls(settings) == case["calls"]
 
 
 def _question(db_id="concert_singer"):
@@ -119,7 +119,7 @@ def test_a_failed_generation_loses_only_its_view(spider):
     inner = Recorder(gold)
 
     def flaky(messages):
-        if role_of(prompt_text(messages)) == "nrep:generation" and "CREATE TABLE" in _task(prompt_text(messages)):
+        if role_of_call() == "nrep:generation" and "CREATE TABLE" in _task(prompt_text(messages)):
             raise RuntimeError("provider down")
         calls["n"] += 1
         return inner(messages)

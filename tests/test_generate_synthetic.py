@@ -7,10 +7,13 @@ import json
 import pytest
 
 from conftest import FIXTURES, run_generator, spider_examples
-from sqlchorus.nodes.generate_synthetic import generate_synthetic, model_calls, parse_examples
-from sqlchorus.settings import Settings
-from sqlchorus.testing import ScriptedChatModel, oracle_model, prompt_text
+from sqlchorus.graph.generators import GENERATORS
+from sqlchorus.nodes.generate_synthetic import generate_synthetic
+from sqlchorus.tools.parsing import parse_examples
 
+model_calls = GENERATORS["synthetic"].calls
+from sqlchorus.config.settings import Settings
+from sqlchorus.testing import ScriptedChatModel, oracle_model, prompt_text
 
 PARSE = json.loads((FIXTURES / "synthetic" / "parse_examples.json").read_text())
 

@@ -8,7 +8,7 @@ import pytest
 
 import sqlchorus
 from conftest import spider_examples
-from sqlchorus.settings import Settings
+from sqlchorus.config.settings import Settings
 from sqlchorus.testing import ScriptedChatModel, oracle_model
 
 

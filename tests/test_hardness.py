@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sqlchorus.datasets import data_dir
+from sqlchorus.evaluation.datasets import data_dir
 from sqlchorus.tools.hardness import (
     classify_hardness,
     hardness_counts,

@@ -46,7 +46,7 @@ def test_typo_keyword_finds_the_value_in_state(demo_db):
 
 def test_question_is_answered_when_the_value_index_cannot_be_built(demo_db, tmp_path):
     """A cache folder that cannot be written costs the value lookup, not the answer."""
-    from sqlchorus.settings import Settings
+    from sqlchorus.config.settings import Settings
 
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the cache folder should be")

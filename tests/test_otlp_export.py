@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 
 import sqlchorus
-from sqlchorus.settings import Settings
+from sqlchorus.config.settings import Settings
 from sqlchorus.testing import ScriptedChatModel
 
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http.trace_exporter")

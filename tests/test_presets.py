@@ -10,9 +10,10 @@ from click.testing import CliRunner
 import sqlchorus
 from conftest import FIXTURES, spider_examples
 from sqlchorus.cli import cli
+from sqlchorus.config.presets import PRESET_NAMES
+from sqlchorus.config.settings import NREP_VIEWS, Settings
+from sqlchorus.graph.expected_calls import expected_calls, explain_preset
 from sqlchorus.graph.generators import GENERATORS
-from sqlchorus.presets import PRESET_NAMES, apply_preset, expected_calls, explain_preset
-from sqlchorus.settings import NREP_VIEWS, Settings
 from sqlchorus.testing import oracle_model
 
 CASES = json.loads((FIXTURES / "presets" / "presets.json").read_text())
@@ -20,7 +21,7 @@ CASES = json.loads((FIXTURES / "presets" / "presets.json").read_text())
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c["preset"])
 def test_preset_choices(case):
-    for settings in (apply_preset(Settings(), case["preset"]), Settings(preset=case["preset"])):
+    for settings in (Settings().with_preset(case["preset"]), Settings(preset=case["preset"])):
         if "generators" in case:
             assert settings.generators == case["generators"]
         for name in case.get("generators_include", []):
@@ -43,8 +44,8 @@ def test_explicit_choices_win_over_the_preset():
     assert settings.generators == {"din": 2}
     assert settings.fix_rounds == 2
     assert settings.nrep_views != NREP_VIEWS  # still filled: left at its default
-    # apply_preset overrides everything it covers
-    assert apply_preset(settings, "fast").generators == {"divide_conquer": 1}
+    # with_preset overrides everything it covers
+    assert settings.with_preset("fast").generators == {"divide_conquer": 1}
 
 
 @pytest.mark.parametrize(
@@ -57,27 +58,29 @@ def test_settings_validate(kwargs, message):
         Settings(**kwargs)
     if "preset" in kwargs:
         with pytest.raises(ValueError, match=message):
-            apply_preset(Settings(), kwargs["preset"])
+            Settings().with_preset(kwargs["preset"])
 
 
-def test_unregistered_generators_are_skipped_and_reported(monkeypatch):
-    monkeypatch.delitem(GENERATORS, "din")
-    assert "din" not in Settings(preset="full").generators
-    text = explain_preset("full")
-    skipped = next(line for line in text.splitlines() if line.startswith("not available yet, skipped:"))
-    assert "din" in [n.strip() for n in skipped.split(":", 1)[1].split(",")]
-    monkeypatch.delitem(GENERATORS, "nrep")
-    assert Settings(preset="balanced").generators == {next(iter(GENERATORS)): 1}
-    assert "skipped: nrep" in explain_preset("balanced")
+def test_presets_name_only_registered_generators():
+    """A preset is data that names generators; the registry must have every one of them."""
+    for name in PRESET_NAMES:
+        assert set(Settings().with_preset(name).generators) <= set(GENERATORS)
+
+
+def test_for_preset_lets_explicit_values_win_even_at_their_default():
+    settings = Settings.for_preset("balanced", fix_rounds=3, trace_dir=None)
+    assert (settings.preset, settings.fix_rounds, settings.generators) == ("balanced", 3, {"nrep": 1})
+    assert Settings.for_preset("balanced").fix_rounds == 1
+    assert Settings.for_preset(None, fix_rounds=2).preset is None
 
 
 @pytest.mark.parametrize("name", PRESET_NAMES)
 def test_explain_preset(name):
     text = explain_preset(name)
-    cost = expected_calls(apply_preset(Settings(), name))
+    cost = expected_calls(Settings().with_preset(name))
     assert text.startswith(f"preset {name}:")
     assert f"typical: {cost['typical']}" in text
-    for generator in apply_preset(Settings(), name).generators:
+    for generator in Settings().with_preset(name).generators:
         assert f"  {generator} x" in text
 
 
@@ -124,7 +127,7 @@ def test_explicit_cli_option_wins_over_preset_even_at_its_default(monkeypatch):
         raise ValueError("stop here")
 
     monkeypatch.setattr("sqlchorus.api.ask", fake_ask)
-    monkeypatch.setattr("sqlchorus.models.resolve_model", lambda spec, **kw: ScriptedChatModel(["x"]))
+    monkeypatch.setattr("sqlchorus.core.models.resolve_model", lambda spec, **kw: ScriptedChatModel(["x"]))
     CliRunner().invoke(cli, ["ask", "q", "--model", "x:y", "--preset", "balanced", "--fix-rounds", "3"])
     assert seen["settings"].fix_rounds == 3
     CliRunner().invoke(cli, ["ask", "q", "--model", "x:y", "--preset", "balanced"])

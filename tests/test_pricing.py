@@ -9,8 +9,8 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES
 from sqlchorus.cli import cli
-from sqlchorus.pricing import BUILTIN_PRICES, Price, PriceFileError, PriceTable, load_prices, price_table
 from sqlchorus.testing import oracle_model
+from sqlchorus.tools.pricing import BUILTIN_PRICES, Price, PriceFileError, PriceTable, load_prices
 
 LOOKUPS = json.loads((FIXTURES / "pricing" / "lookups.json").read_text(encoding="utf-8"))
 BAD_FILES = json.loads((FIXTURES / "pricing" / "bad_files.json").read_text(encoding="utf-8"))
@@ -49,15 +49,12 @@ def test_bad_price_files_say_what_is_wrong(bad, tmp_path):
 
 def test_missing_price_file_and_table_reload(tmp_path):
     with pytest.raises(PriceFileError, match="Cannot read"):
-        price_table(tmp_path / "nope.json")
+        PriceTable(path=tmp_path / "nope.json")
     path = tmp_path / "p.json"
     path.write_text('{"models": {"m": {"input": 1, "output": 1}}}', encoding="utf-8")
-    assert price_table(path).price_for("m") == Price(1.0, 1.0)
+    assert PriceTable(path=path).price_for("m") == Price(1.0, 1.0)
     path.write_text('{"models": {"m": {"input": 2, "output": 3}}}', encoding="utf-8")
-    import os
-
-    os.utime(path, (1, 1))  # a different mtime, as an edit would give
-    assert price_table(path).price_for("m") == Price(2.0, 3.0)
+    assert PriceTable(path=path).price_for("m") == Price(2.0, 3.0)  # a table reads the file as it is now
     assert PriceTable(builtin=False).price_for("gpt-4o") is None
     assert PriceTable().price_for("gpt-4o") == BUILTIN_PRICES["gpt-4o"]
 
@@ -68,7 +65,7 @@ def _ask_json(monkeypatch, tmp_path, *extra):
     examples = spider_examples("concert_singer")
     gold = {ex["question"]: ex["query"] for ex in examples}
     model = oracle_model(gold.get, first_answer=lambda q: "SELECT nme FROM singer", name="oracle-priced")
-    monkeypatch.setattr("sqlchorus.models.resolve_model", lambda spec, **kw: model)
+    monkeypatch.setattr("sqlchorus.core.models.resolve_model", lambda spec, **kw: model)
     from conftest import spider_db
 
     db = spider_db("concert_singer")
@@ -120,7 +117,7 @@ def test_unpriced_model_costs_nothing_and_is_named(monkeypatch, tmp_path):
 
 def test_bad_prices_file_is_a_configuration_error(monkeypatch, tmp_path):
     model = oracle_model(lambda q: "SELECT 1")
-    monkeypatch.setattr("sqlchorus.models.resolve_model", lambda spec, **kw: model)
+    monkeypatch.setattr("sqlchorus.core.models.resolve_model", lambda spec, **kw: model)
     bad = tmp_path / "bad.json"
     bad.write_text("{", encoding="utf-8")
     out = CliRunner().invoke(cli, ["ask", "How many?", "--model", "x:y", "--prices", str(bad), "--no-trace"])

@@ -9,7 +9,13 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from conftest import FIXTURES
-from sqlchorus.report import bar_chart, build_summary, histogram, render_html, write_report
+from sqlchorus.evaluation.report import (
+    bar_chart,
+    build_summary,
+    histogram,
+    render_html,
+    write_report,
+)
 
 CASES = json.loads((FIXTURES / "report" / "summary_cases.json").read_text(encoding="utf-8"))
 PLOT_TITLES = (

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sqlchorus.datasets import load_dataset
-from sqlchorus.scoring import (
+from sqlchorus.evaluation.datasets import load_dataset
+from sqlchorus.evaluation.scoring import (
     BIRD_SEPARATOR,
     read_bird_predictions,
     read_predictions,

@@ -58,12 +58,29 @@ def test_rejects_empty_script():
 
 def test_oracle_answers_each_role():
     from sqlchorus import prompts
+    from sqlchorus.core.llm import PROMPT_KEY
 
     model = oracle_model(lambda q: "SELECT name FROM singer" if q == "Who sings?" else None)
+
+    def ask(prompt):  # tagged with its prompt's name, as every model call of a run is
+        return model.invoke(prompt, config={"metadata": {PROMPT_KEY: prompt.name}}).content
+
     gen = prompts.render("generate_divide_conquer", examples="", schema="", values="", question="Who sings?", evidence="")
-    assert model.invoke(gen).content.endswith("SELECT name FROM singer")
+    assert ask(gen).endswith("SELECT name FROM singer")
     fix = prompts.render("fix_candidates", schema="", values="", question="Who sings?", evidence="",
                          sql="SELECT nme FROM singer", result="no such column")
-    assert model.invoke(fix).content == "Final Answer: SELECT name FROM singer"
+    assert ask(fix) == "Final Answer: SELECT name FROM singer"
     other = prompts.render("generate_divide_conquer", examples="", schema="", values="", question="Unknown?", evidence="")
-    assert "SELECT" not in model.invoke(other).content
+    assert "SELECT" not in ask(other)
+    assert model.invoke(gen).content == "I do not understand the request."  # untagged: no role
+
+
+def test_the_oracle_ignores_the_prompts_wording():
+    """Rewording a prompt cannot break a scripted run: the role comes from the call's tag."""
+    from sqlchorus import prompts
+    from sqlchorus.core.llm import PROMPT_KEY
+
+    model = oracle_model(lambda q: "SELECT name FROM singer")
+    reworded = prompts.Prompt("Please write SQL.\nQuestion: Who sings?\n", "fix_candidates")
+    answer = model.invoke(reworded, config={"metadata": {PROMPT_KEY: reworded.name}}).content
+    assert answer == "Final Answer: SELECT name FROM singer"

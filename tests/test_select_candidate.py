@@ -11,11 +11,11 @@ import json
 import pytest
 
 from conftest import FIXTURES
-from sqlchorus.nodes.select_candidate import parse_verdict
+from sqlchorus.config.settings import Settings
 from sqlchorus.select import select
-from sqlchorus.settings import Settings
 from sqlchorus.testing import ScriptedChatModel, oracle_model
 from sqlchorus.tools import selection as sel
+from sqlchorus.tools.parsing import parse_verdict
 
 CASES = json.loads((FIXTURES / "selection" / "select_cases.json").read_text())
 RULES = json.loads((FIXTURES / "selection" / "nrep_rules.json").read_text())["cases"]

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 import sqlchorus
 from conftest import spider_examples
 from sqlchorus.cli import cli
-from sqlchorus.settings import Settings
+from sqlchorus.config.settings import Settings
 from sqlchorus.testing import oracle_model
 
 

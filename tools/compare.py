@@ -8,7 +8,7 @@ the two hash alike, so sets and counters agree), and ``'1' != 1``.
 BIRD (``evaluation_ex.py`` of the BIRD dev and mini-dev evaluations)
     ``set(predicted) == set(gold)``: rows are compared as *sets* of tuples. Duplicates and row
     order are ignored; column order matters (a row is a tuple). Two empty results are equal.
-    The per-query time limit and the error rule live in :mod:`sqlchorus.scoring`.
+    The per-query time limit and the error rule live in :mod:`sqlchorus.evaluation.scoring`.
 
 Spider test-suite evaluation (``result_eq`` in ``exec_eval.py`` of test-suite-sql-eval)
     Rows are compared as *bags* (multisets). Row order matters only when the gold query contains
@@ -35,7 +35,7 @@ Spider test-suite evaluation (``result_eq`` in ``exec_eval.py`` of test-suite-sq
     product of candidate columns.
 
 The text conventions of the Spider scorer (DISTINCT removal, ``> =`` repair, ``YEAR(CURDATE())``,
-the ``order by`` test) are here too, as functions on SQL text, so :mod:`sqlchorus.scoring` applies
+the ``order by`` test) are here too, as functions on SQL text, so :mod:`sqlchorus.evaluation.scoring` applies
 them exactly where the official pipeline does.
 """
 

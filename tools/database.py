@@ -15,6 +15,7 @@ Errors are typed (:class:`SqlError` and subclasses) and carry a message meant fo
 
 from __future__ import annotations
 
+import copy
 import os
 import sqlite3
 import threading
@@ -159,6 +160,15 @@ def _value_size(value: Any) -> int:
     return 8
 
 
+class _Deadline:
+    """When the statement running now must stop (``time.monotonic()``); infinite between statements."""
+
+    __slots__ = ("at",)
+
+    def __init__(self) -> None:
+        self.at = float("inf")
+
+
 class GuardedDatabase:
     """A read-only, authorizer-guarded, time- and size-bounded SQLite database.
 
@@ -189,7 +199,9 @@ class GuardedDatabase:
         self.max_bytes = max_bytes
         self.tracer = tracer
         self._lock = threading.RLock()
-        self._deadline = float("inf")
+        # One holder, shared by this database's traced views (see with_tracer), that the
+        # connection's progress handler reads.
+        self._deadline = _Deadline()
         self._conn = self._open()
 
     # -- opening -----------------------------------------------------------------------------
@@ -237,7 +249,18 @@ class GuardedDatabase:
         return sqlite3.SQLITE_DENY
 
     def _progress(self) -> int:
-        return 1 if time.monotonic() > self._deadline else 0
+        return 1 if time.monotonic() > self._deadline.at else 0
+
+    def with_tracer(self, tracer: Any) -> GuardedDatabase:
+        """A view of this database whose executions are child spans ``sql`` of ``tracer``.
+
+        The view shares the connection, its lock and its guard; only the tracer is its own. A run
+        traces through its own view, so concurrent runs on one database never write per-run
+        state onto it. Close the database, not its views.
+        """
+        view = copy.copy(self)
+        view.tracer = tracer
+        return view
 
     # -- executing ---------------------------------------------------------------------------
 
@@ -256,7 +279,7 @@ class GuardedDatabase:
             NotAQueryError, ForbiddenError, QueryTimeoutError, ExecutionError.
         """
         check_single_query(sql)
-        tracer = self.tracer  # read once: another thread may swap it between runs
+        tracer = self.tracer
         if tracer is None:
             return self._execute(sql, timeout_s, max_rows, max_bytes, parameters)
         with tracer.start_as_current_span("sql") as span:
@@ -287,7 +310,7 @@ class GuardedDatabase:
         byte_cap = self.max_bytes if max_bytes is None else max_bytes
         with self._lock:
             start = time.monotonic()
-            self._deadline = start + budget
+            self._deadline.at = start + budget
             rows: list[tuple[Any, ...]] = []
             truncated = False
             try:
@@ -313,7 +336,7 @@ class GuardedDatabase:
             except sqlite3.DatabaseError as e:
                 raise self._classify(e, sql, budget) from e
             finally:
-                self._deadline = float("inf")
+                self._deadline.at = float("inf")
             elapsed = (time.monotonic() - start) * 1000.0
         return QueryResult(
             sql=sql, columns=columns, rows=rows, truncated=truncated, elapsed_ms=elapsed

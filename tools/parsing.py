@@ -1,4 +1,4 @@
-"""Reading what a model wrote: SQL, Python-style lists, schema links.
+"""Reading what a model wrote: SQL, lists, schema links, plans, classes, examples and verdicts.
 
 Models wrap their answers in prose, markdown fences and headings, and sometimes return nothing
 usable. Each parser here takes whatever text came back and returns either a clean value or None
@@ -8,7 +8,9 @@ usable. Each parser here takes whatever text came back and returns either a clea
 from __future__ import annotations
 
 import ast
+import json
 import re
+from typing import Any
 
 from sqlchorus.tools.database import NotAQueryError, check_single_query
 
@@ -167,3 +169,131 @@ def extract_schema_links(text: str | None) -> list[tuple[str, str]] | None:
             if dotted:
                 pairs.append((dotted.group(1).strip(), dotted.group(2).strip()))
     return pairs or None
+
+
+_EXACT = re.compile(r'^[\s"\'*`(\[]*(?:candidate\s+)?([AB])[\s"\'*`)\].:]*$', re.IGNORECASE)
+_NAMED = re.compile(r"\bcandidate\s+([AB])\b", re.IGNORECASE)
+_STATED = re.compile(r"\b(?:answer|choice|correct one|correct query)\s*(?:is\s*:?|:)\s*[\"'*`]*([AB])\b", re.IGNORECASE)
+
+
+def parse_verdict(text: str) -> str | None:
+    """``"A"`` or ``"B"`` from the selection model's answer, or None when it names neither."""
+    text = (text or "").strip()
+    last = text.splitlines()[-1].strip() if text else ""
+    for candidate in (text, last):
+        if m := _EXACT.match(candidate):
+            return m.group(1).upper()
+    for pattern in (_STATED, _NAMED):
+        found = {m.group(1).upper() for m in pattern.finditer(text)}
+        if len(found) == 1:
+            return found.pop()
+    return None
+
+
+_BRACKETED = re.compile(r"\[\[(.+?)\]\]", re.DOTALL)
+_NUMBERED = re.compile(r"(?im)^\s*(?:[-*]\s*)?(?:step\s*)?(\d+)\s*[.:)]\s*(.+?)\s*$")
+_STEP_PREFIX = re.compile(r"(?i)^\s*step\s*\d+\s*[:.)-]\s*")
+
+
+def parse_plan(text: str | None) -> list[str]:
+    """The step instructions of a plan answer, without their ``Step N:`` prefixes."""
+    if not text:
+        return []
+    items = _BRACKETED.findall(text)
+    if not items:
+        items = [m.group(2) for m in _NUMBERED.finditer(text)]
+    steps = [" ".join(_STEP_PREFIX.sub("", item).split()) for item in items]
+    return [s for s in steps if s]
+
+
+_LABEL = re.compile(r'(?i)label\s*:\s*"?\s*(NON-NESTED|NESTED|EASY)\b')
+_CLASSIFIED = re.compile(r'(?i)classified\s+as\s*"?\s*(NON-NESTED|NESTED|EASY)\b')
+_TABLES = re.compile(r"(?i)needs?\s+these\s+tables\s*=\s*(\[[^\]]*\])")
+_SUBS = re.compile(r"(?i)answer\s+to\s+the\s+(?:sub-)?questions?\s*=\s*(\[[^\]]*\])")
+
+
+def parse_classification(text: str | None) -> dict[str, Any] | None:
+    """``{"label", "tables", "sub_questions"}`` from a classification answer, or None without a label.
+
+    The last ``Label:`` wins (else the last ``classified as``); empty sub-questions (DIN-SQL
+    writes ``[""]`` for none) are dropped.
+    """
+    if not text:
+        return None
+    labels = _LABEL.findall(text) or _CLASSIFIED.findall(text)
+    if not labels:
+        return None
+    tables = _TABLES.findall(text)
+    subs = _SUBS.findall(text)
+    return {
+        "label": labels[-1].upper(),
+        "tables": [t.strip("'\" ") for t in tables[-1].strip("[]").split(",") if t.strip("'\" ")] if tables else [],
+        "sub_questions": [s for s in (extract_list(subs[-1]) or []) if s.strip('"\' ')] if subs else [],
+    }
+
+
+_PAIR = re.compile(
+    r'"input"\s*:\s*"(?P<q>(?:[^"\\]|\\.)*)"\s*,?\s*"output"\s*:\s*"(?P<s>(?:[^"\\]|\\.)*)"', re.DOTALL
+)
+
+
+def parse_examples(text: str, limit: int) -> list[dict[str, str]]:
+    """``{"question", "sql"}`` pairs from ``"input": ..., "output": ...`` text, ``limit`` at most."""
+    found = []
+    for m in _PAIR.finditer(text or ""):
+        try:
+            question = json.loads(f'"{m["q"]}"')
+            sql = json.loads(f'"{m["s"]}"')
+        except json.JSONDecodeError:
+            question, sql = m["q"], m["s"]
+        question, sql = " ".join(question.split()), " ".join(sql.split())
+        if question and sql:
+            found.append({"question": question, "sql": sql})
+        if len(found) >= limit:
+            break
+    return found
+
+
+_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def parse_links(text: str | None) -> dict[str, list[str]] | None:
+    """The ``{"table": ["column", ...]}`` object of a linking answer, or None.
+
+    Takes the last brace-delimited object that parses as JSON (or as a Python literal); a
+    table given a single column name as a string keeps it.
+    """
+    if not text:
+        return None
+    starts = [m.start() for m in re.finditer(r"\{", text)]
+    for start in reversed(starts):
+        match = _OBJECT.match(text, start)
+        if not match:
+            continue
+        chunk = match.group(0)
+        for end in range(len(chunk), 0, -1):
+            if chunk[end - 1] != "}":
+                continue
+            value = _literal(chunk[:end])
+            if isinstance(value, dict) and value and all(isinstance(k, str) for k in value):
+                out: dict[str, list[str]] = {}
+                for table, columns in value.items():
+                    if isinstance(columns, str):
+                        columns = [columns]
+                    if not isinstance(columns, (list, tuple)):
+                        break
+                    out[table] = [str(c) for c in columns]
+                else:
+                    return out
+    return None
+
+
+def _literal(chunk: str) -> Any:
+    try:
+        return json.loads(chunk)
+    except ValueError:
+        pass
+    try:
+        return ast.literal_eval(chunk)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None

@@ -71,6 +71,7 @@ import numpy as np
 from datasketch import MinHash
 from rapidfuzz import fuzz
 
+from sqlchorus.tools.cache import default_cache_dir as cache_root
 from sqlchorus.tools.database import GuardedDatabase, SqlError
 
 FORMAT_VERSION = 1
@@ -234,9 +235,7 @@ def database_fingerprint(path: str | os.PathLike[str], *, full: bool = False) ->
 
 
 def default_cache_dir() -> Path:
-    """``values`` in the sqlchorus cache folder (:func:`sqlchorus.cache.default_cache_dir`)."""
-    from sqlchorus.cache import default_cache_dir as cache_root
-
+    """``values`` in the sqlchorus cache folder (:func:`sqlchorus.tools.cache.default_cache_dir`)."""
     return cache_root() / "values"
 
 

@@ -7,8 +7,8 @@ A run lives in one folder::
     pred.txt          Spider's submission format, or predict_<dataset>.json for BIRD
     gold.sql          the gold queries of the evaluated questions (``SQL<TAB>db_id``), so the
                       official scripts can score a ``--limit`` run as well
-    summary.json      the figures (:func:`sqlchorus.report.build_summary`)
-    report.html       the same with plots (:func:`sqlchorus.report.write_html`)
+    summary.json      the figures (:func:`sqlchorus.evaluation.report.build_summary`)
+    report.html       the same with plots (:func:`sqlchorus.evaluation.report.write_html`)
 
 Design choices:
 
@@ -23,7 +23,7 @@ Design choices:
   writing it) is ignored.
 * **Correctness comes from the scorer**, twice. As a question finishes, its prediction and
   each distinct candidate SQL are scored against the gold with the benchmark's own semantics
-  (:func:`sqlchorus.scoring.score_predictions` on a one-question dataset): that gives the
+  (:func:`sqlchorus.evaluation.scoring.score_predictions` on a one-question dataset): that gives the
   running accuracy and whether selection could have done better (a candidate was right).
   At the end the prediction file is written in the benchmark's format, read back and scored
   as a whole; those verdicts are the ones recorded and summarised, so the summary is exactly
@@ -45,14 +45,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sqlchorus.datasets import BUILTIN_DATASETS, Dataset, Example, data_dir, load_dataset
-from sqlchorus.scoring import (
+from sqlchorus.api import Session
+from sqlchorus.config.settings import Settings
+from sqlchorus.core.models import model_name
+from sqlchorus.evaluation import report
+from sqlchorus.evaluation.datasets import BUILTIN_DATASETS, Dataset, Example, data_dir, load_dataset
+from sqlchorus.evaluation.scoring import (
     ScoreReport,
+    one_line,
     read_predictions,
     score_predictions,
     write_predictions,
 )
-from sqlchorus.settings import Settings
 
 __all__ = [
     "EvalError",
@@ -107,7 +111,7 @@ class EvalRun:
 
 
 def open_dataset(name_or_path: str | os.PathLike[str], *, root: Path | None = None) -> Dataset:
-    """:func:`sqlchorus.datasets.load_dataset` with messages that say what to do.
+    """:func:`sqlchorus.evaluation.datasets.load_dataset` with messages that say what to do.
 
     Raises:
         EvalError: an unknown name, a missing data folder, or an unreadable dataset file.
@@ -320,17 +324,13 @@ def _run_question(
 
 
 def _describe(settings: Settings) -> dict[str, Any]:
-    from sqlchorus.models import model_name
-
     described = {
         "model": model_name(settings.model),
         "models": {role: model_name(m) for role, m in settings.models.items()},
         "generators": dict(settings.generators),
     }
-    # Settings grows; record what this version has.
-    for name in ("preset", "fix_rounds", "selection", "pairwise", "schema_format", "temperature"):
-        if hasattr(settings, name):
-            described[name] = getattr(settings, name)
+    for name in ("preset", "fix_rounds", "pairwise", "schema_format", "temperature"):
+        described[name] = getattr(settings, name)
     return described
 
 
@@ -376,26 +376,30 @@ def run_eval(
         progress: a progress bar with the running accuracy on stderr.
         on_record: called with each new record as it is written.
         log: called with one-line notes (questions resumed, files written); default: none.
-        ask: the function that answers a question (default :func:`sqlchorus.ask`).
+        ask: the function that answers a question (default: a :class:`sqlchorus.Session`'s).
 
     Returns:
         An :class:`EvalRun`.
 
     Raises:
         EvalError: ``out_dir`` holds a run of another dataset.
-        sqlchorus.models.ModelConfigError: no usable model is configured.
+        sqlchorus.core.models.ModelConfigError: no usable model is configured.
     """
     if workers < 1:
         raise EvalError(f"workers must be 1 or more, not {workers}.")
-    from sqlchorus.models import resolve_roles
+    # One session for every question: a bad model name fails here, not once per question, and
+    # the questions share the models, rate limiter, cache and each database's schema and index.
+    with Session(settings) as session:
+        return _run(dataset, settings, Path(out_dir), limit, workers, resume, progress, on_record, log,
+                    ask or session.ask)
 
-    if ask is None:
-        from sqlchorus.api import ask as default_ask
 
-        ask = default_ask
-    resolve_roles(settings)  # a bad model name fails here, not once per question
+def _run(
+    dataset: Dataset, settings: Settings, folder: Path, limit: int | None, workers: int, resume: bool,
+    progress: bool, on_record: Callable[[dict[str, Any]], None] | None, log: Callable[[str], None] | None,
+    ask: Callable[..., Any],
+) -> EvalRun:
     data = subset(dataset, limit)
-    folder = Path(out_dir)
     _check_run_folder(folder, data, resume)
     folder.mkdir(parents=True, exist_ok=True)
     say = log or (lambda message: None)
@@ -503,14 +507,12 @@ def _score_and_report(
     say: Callable[[str], None],
     extra: dict[str, Any],
 ) -> EvalRun:
-    from sqlchorus import report
-    from sqlchorus.scoring import _one_line  # the same one-line form the prediction writer uses
 
     pred_path = folder / prediction_filename(data)
     write_predictions(pred_path, data, [r["prediction"] for r in records])
     gold_path = folder / GOLD_FILE
     gold_path.write_text(
-        "".join(f"{_one_line(e.gold_sql)}\t{e.db_id}\n" for e in data.examples), encoding="utf-8"
+        "".join(f"{one_line(e.gold_sql)}\t{e.db_id}\n" for e in data.examples), encoding="utf-8"
     )
     # Scored as read back from the file; the writer's placeholder for a question without an
     # answer is wrong either way, and is reported as a missing prediction, not a SQL error.
@@ -558,7 +560,6 @@ def score_prediction_file(
     Raises:
         EvalError: the file cannot be read, or holds more predictions than there are questions.
     """
-    from sqlchorus import report
 
     path = Path(predictions)
     try:

@@ -1,6 +1,6 @@
 """Reading a run's trace file back: spans as a tree, printable with timings.
 
-A trace file holds one finished span per line (see :mod:`sqlchorus.graph.tracing`); this module
+A trace file holds one finished span per line (see :mod:`sqlchorus.core.tracing`); this module
 needs nothing else to show what happened in a run.
 """
 
@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlchorus.graph import attributes as attrs
+from sqlchorus.core import attributes as attrs
 
 
 @dataclass

@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from sqlchorus import prompts
-from sqlchorus.graph.candidates import new_candidate
-from sqlchorus.graph.context import Context
-from sqlchorus.graph.diversity import generation_meta, sample_temperature, sample_view
-from sqlchorus.graph.llm import ModelCallError, call_model
-from sqlchorus.graph.state import GeneratorInput
+from sqlchorus.core.candidates import new_candidate
+from sqlchorus.core.context import Context
+from sqlchorus.core.diversity import generation_meta, sample_temperature, sample_view
+from sqlchorus.core.llm import ModelCallError, call_model
+from sqlchorus.core.state import GeneratorInput
 from sqlchorus.tools.parsing import extract_sql
 from sqlchorus.tools.values import values_text
 

@@ -104,7 +104,7 @@ def data_dir() -> Path:
     env = os.environ.get("SQLCHORUS_DATA")
     if env:
         return Path(env).expanduser().resolve()
-    repo_root = Path(__file__).resolve().parent.parent
+    repo_root = Path(__file__).resolve().parents[2]  # sqlchorus/evaluation/datasets.py in a checkout
     return (repo_root / ".." / "shared" / "data").resolve()
 
 

@@ -29,6 +29,7 @@ import importlib.util
 import os
 import re
 import threading
+import weakref
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -128,7 +129,7 @@ class ChatLlamaCpp(BaseChatModel):
     grammar: str | None = None
 
     accepts_grammar: bool = True
-    """Tells :func:`sqlchorus.graph.llm.call_model` that ``grammar=`` is honoured."""
+    """Tells :func:`sqlchorus.core.llm.call_model` that ``grammar=`` is honoured."""
 
     _llama: Any = PrivateAttr(default=None)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
@@ -165,6 +166,9 @@ class ChatLlamaCpp(BaseChatModel):
 
                 llama.set_cache(LlamaRAMCache(capacity_bytes=self.prompt_cache_mb * 1024 * 1024))
             self._llama = llama
+            # llama.cpp's own finaliser fails when it first runs during interpreter shutdown,
+            # once its module globals are gone; close the weights at exit, while they still exist.
+            weakref.finalize(self, llama.close)
         return self._llama
 
     def _grow_context(self, error: str, max_tokens: int) -> bool:

@@ -138,24 +138,3 @@ def _price(name: str, value: Any, path: Path | None = None) -> Price:
     if price.input < 0 or price.output < 0:
         raise PriceFileError(f"The price of {name!r}{where} is negative.")
     return price
-
-
-_TABLES: dict[tuple[str, float] | None, PriceTable] = {}
-
-
-def price_table(path: str | Path | None = None) -> PriceTable:
-    """The built-in table with the file at ``path`` on top; a file is read again when it changes.
-
-    Raises:
-        PriceFileError: the file is missing or malformed.
-    """
-    key: tuple[str, float] | None = None
-    if path:
-        resolved = Path(path).resolve()
-        try:
-            key = (str(resolved), resolved.stat().st_mtime)
-        except OSError as e:
-            raise PriceFileError(f"Cannot read prices file {path}: {e.strerror or e}") from e
-    if key not in _TABLES:
-        _TABLES[key] = PriceTable(path=path)
-    return _TABLES[key]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlchorus.graph.context import Context
-from sqlchorus.graph.state import GeneratorInput
+from sqlchorus.core.context import Context
+from sqlchorus.core.state import GeneratorInput
 from sqlchorus.tools.values import values_by_column
 from sqlchorus.tools.views import render_view
 

@@ -3,15 +3,19 @@
 :func:`call_model` is the one path from a node to a model. Around the model's ``invoke`` it
 adds, in this order:
 
-1. the response cache (:mod:`sqlchorus.cache`): a hit returns at once, with zero tokens and
-   zero cost, and the span says ``sqlchorus.cache_hit``;
+1. the response cache (:mod:`sqlchorus.tools.cache`, handed in through the context): a hit
+   returns at once, with zero tokens and zero cost, and the span says ``sqlchorus.cache_hit``;
 2. for local models that accept one, the schema grammar (:mod:`sqlchorus.tools.grammar`) on
    calls whose whole answer is SQL (the generation and fixing roles by default);
 3. a time budget and retries with exponential backoff on transient errors, for models that do
    not have their own (the hosted providers' SDKs retry and time out by themselves; see
-   :mod:`sqlchorus.models`);
-4. cost from the price table (:mod:`sqlchorus.pricing`), on the model span and added up on the
-   node's span.
+   :mod:`sqlchorus.core.models`);
+4. cost from the context's price table (:mod:`sqlchorus.tools.pricing`), on the model span and
+   added up on the node's span.
+
+Every call carries, in its LangChain run metadata, which prompt it sends (the template's name,
+:data:`PROMPT_KEY`), for which role and node, so callbacks, LangSmith and scripted test models can
+tell calls apart without reading the prompt's wording.
 """
 
 from __future__ import annotations
@@ -26,13 +30,22 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableLambda
+from langchain_core.runnables.config import ensure_config, merge_configs
 from opentelemetry import trace
 
-from sqlchorus.graph import attributes as attrs
-from sqlchorus.graph.context import Context
-from sqlchorus.graph.state import UsageRecord
-from sqlchorus.models import built_from_name, model_name
+from sqlchorus.core import attributes as attrs
+from sqlchorus.core.context import Context
+from sqlchorus.core.models import model_name
+from sqlchorus.core.state import UsageRecord
+from sqlchorus.tools.cache import request_key
+from sqlchorus.tools.grammar import schema_grammar
+from sqlchorus.tools.pricing import PriceTable
+from sqlchorus.tools.schema import Column, DatabaseSchema, Table
 
+PROMPT_KEY = "sqlchorus_prompt"
+ROLE_KEY = "sqlchorus_role"
+NODE_KEY = "sqlchorus_node"
+"""Keys of a model call's run metadata: the prompt template's name, the role and the node."""
 
 SQL_ROLES = frozenset({"generation", "fixing"})
 """Roles whose answer is a SQL query, constrained by the schema grammar by default."""
@@ -88,7 +101,7 @@ def call_model(
 
     Args:
         context: the run's context (models, settings, schema, tracer).
-        role: the model role (see ``sqlchorus.settings.ROLES``).
+        role: the model role (see ``sqlchorus.config.settings.ROLES``).
         node: the calling node, for the usage record and the span.
         prompt: the prompt text, or a list of messages.
         system: a system message put first.
@@ -105,6 +118,7 @@ def call_model(
     settings = context.settings
     model = context.models[role]
     name = model_name(model)
+    metadata = {PROMPT_KEY: getattr(prompt, "name", None), ROLE_KEY: role, NODE_KEY: node}
     messages: list[BaseMessage]
     if isinstance(prompt, str):
         messages = [HumanMessage(prompt)]
@@ -141,7 +155,8 @@ def call_model(
         attempts = [0]
         try:
             runnable = model.bind(**kwargs) if kwargs else model
-            reply = _invoke(runnable, messages, settings, native=_has_own_retries(model), attempts=attempts)
+            reply = _invoke(runnable, messages, settings, metadata, native=_has_own_retries(model),
+                            attempts=attempts)
         except Exception as e:  # any provider failure: network, auth, rate limit, bad output
             latency = (time.perf_counter() - start) * 1000.0
             usage = _usage(node, role, name, None, latency)
@@ -151,7 +166,7 @@ def call_model(
             raise ModelCallError(f"The {role} model ({name}) failed: {_describe(e)}", usage) from e
         latency = (time.perf_counter() - start) * 1000.0
         usage = _usage(node, role, name, getattr(reply, "usage_metadata", None), latency)
-        cost, priced = _cost(context, model, name, usage)
+        cost, priced = _cost(context.prices, model, name, usage)
         usage["cost_usd"] = cost
         usage["priced"] = priced
         text = _text_of(reply)
@@ -197,25 +212,19 @@ def _cache_entry(
     sample: int | None, grammar: str | None,
 ) -> tuple[Any, str]:
     settings = context.settings
-    # Only models built from a name are cached: a model object passed in may be scripted or
+    # Only models named by the settings are cached: a model object passed in may be scripted or
     # stateful, and is the caller's to cache.
-    if not settings.cache or not built_from_name(model):
+    if context.cache is None or not isinstance(settings.model_for(role), str):
         return None, ""
     if temperature > 0 and sample is None:
         return None, ""
-    from sqlchorus.cache import open_cache, request_key
-
     params = {
         "temperature": temperature,
         "max_tokens": settings.max_tokens,
         "grammar": hashlib.sha256(grammar.encode()).hexdigest() if grammar else None,
         "sample": sample if temperature > 0 else None,
     }
-    try:
-        cache = open_cache(settings.cache_path)
-    except (sqlite3.Error, OSError):  # an unusable cache folder means no cache, not no answer
-        return None, ""
-    return cache, request_key(model, messages, params)
+    return context.cache, request_key(model, messages, params)
 
 
 # -- grammar ------------------------------------------------------------------------------------
@@ -236,9 +245,6 @@ def _grammar_for(context: Context, model: Any, role: str, constrain_sql: bool | 
 
 @lru_cache(maxsize=16)
 def _grammar_of_names(name: str, names: tuple[tuple[str, tuple[str, ...]], ...]) -> str:
-    from sqlchorus.tools.grammar import schema_grammar
-    from sqlchorus.tools.schema import Column, DatabaseSchema, Table
-
     schema = DatabaseSchema(name, [Table(t, [Column(c, "") for c in cols]) for t, cols in names])
     return schema_grammar(schema)
 
@@ -250,14 +256,19 @@ def _has_own_retries(model: Any) -> bool:
     return isinstance(getattr(model, "max_retries", None), int)
 
 
-def _invoke(runnable: Any, messages: list[BaseMessage], settings: Any, *, native: bool, attempts: list[int]) -> Any:
+def _invoke(
+    runnable: Any, messages: list[BaseMessage], settings: Any, metadata: dict[str, Any], *, native: bool,
+    attempts: list[int],
+) -> Any:
+    # The call's own metadata joins what the caller's run already carries (LangGraph's node).
+    config = merge_configs(ensure_config(), {"metadata": metadata})
     if native:
         attempts[0] = 1
-        return runnable.invoke(messages)
+        return runnable.invoke(messages, config)
 
     def once(msgs: list[BaseMessage]) -> Any:
         attempts[0] += 1
-        return _with_timeout(runnable.invoke, msgs, settings.model_timeout_s)
+        return _with_timeout(lambda m: runnable.invoke(m, config), msgs, settings.model_timeout_s)
 
     call: Any = RunnableLambda(once)
     # An in-process model has no transient failures: a retry would only repeat the same work.
@@ -304,12 +315,10 @@ def _with_timeout(fn: Any, arg: Any, timeout_s: float) -> Any:
 # -- cost -----------------------------------------------------------------------------------------
 
 
-def _cost(context: Context, model: Any, name: str, usage: UsageRecord) -> tuple[float, bool]:
+def _cost(prices: PriceTable, model: Any, name: str, usage: UsageRecord) -> tuple[float, bool]:
     if type(model).__name__ in _LOCAL_CLASSES:
         return 0.0, True
-    from sqlchorus.pricing import price_table
-
-    cost = price_table(context.settings.prices_file).cost(name, usage["input_tokens"], usage["output_tokens"])
+    cost = prices.cost(name, usage["input_tokens"], usage["output_tokens"])
     return (0.0, False) if cost is None else (round(cost, 10), True)
 
 

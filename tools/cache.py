@@ -1,7 +1,8 @@
 """A persistent response cache: the same request to the same model is paid for once.
 
-The cache sits in :func:`sqlchorus.graph.llm.call_model`, the one path every node takes to a
-model, rather than in langchain-core's ``BaseCache`` hook on the model. At that level a hit is
+The cache is opened once by an entry point and handed to the graph in its runtime context, and
+used in :func:`sqlchorus.core.llm.call_model`, the one path every node takes to a model, rather
+than in langchain-core's ``BaseCache`` hook on the model. At that level a hit is
 known for certain, so the usage record and the model span can say ``cached`` and carry zero
 tokens and zero cost, and the key holds exactly what decides the answer: the model's identity
 (class, name, endpoint or file, sampling parameters), the messages, and the call's own
@@ -131,16 +132,3 @@ class ResponseCache:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
-
-
-_OPEN: dict[str, ResponseCache] = {}
-_OPEN_LOCK = threading.Lock()
-
-
-def open_cache(path: str | Path | None = None) -> ResponseCache:
-    """The cache at ``path`` (default place when None), opened once per process and shared."""
-    resolved = str((Path(path) if path else default_cache_dir() / CACHE_FILE).expanduser().resolve())
-    with _OPEN_LOCK:
-        if resolved not in _OPEN:
-            _OPEN[resolved] = ResponseCache(resolved)
-        return _OPEN[resolved]

@@ -81,9 +81,9 @@ def build_summary(
     """The figures of a run.
 
     Args:
-        records: one per question (see :mod:`sqlchorus.evaluate`).
+        records: one per question (see :mod:`sqlchorus.evaluation.runs`).
         score_summary: the scorer's summary of the prediction file
-            (:func:`sqlchorus.scoring.summarize`): ``ex``, counts, ``by_difficulty``.
+            (:func:`sqlchorus.evaluation.scoring.summarize`): ``ex``, counts, ``by_difficulty``.
         meta: what was run (dataset, settings, ...), copied under ``run``.
 
     Returns:

@@ -66,7 +66,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlchorus.datasets import Dataset
+from sqlchorus.evaluation.datasets import Dataset
 from sqlchorus.tools.compare import (
     bird_result_eq,
     spider_order_matters,
@@ -206,7 +206,7 @@ def read_predictions(path: str | os.PathLike[str]) -> list[str | None]:
     return read_spider_predictions(path)
 
 
-def _one_line(sql: str | None) -> str:
+def one_line(sql: str | None) -> str:
     """A query on one line, with ``--`` comments removed (quotes respected)."""
     if not sql or not sql.strip():
         return EMPTY_PREDICTION
@@ -234,7 +234,7 @@ def _one_line(sql: str | None) -> str:
 
 def write_spider_predictions(path: str | os.PathLike[str], sqls: Iterable[str | None]) -> None:
     """Write a Spider ``pred.txt`` (one query per line, question order)."""
-    Path(path).write_text("".join(_one_line(s) + "\n" for s in sqls), encoding="utf-8")
+    Path(path).write_text("".join(one_line(s) + "\n" for s in sqls), encoding="utf-8")
 
 
 def write_bird_predictions(
@@ -244,7 +244,7 @@ def write_bird_predictions(
     if len(sqls) != len(db_ids):
         raise ValueError("sqls and db_ids must have the same length.")
     data = {
-        str(i): f"{_one_line(sql)}{BIRD_SEPARATOR}{db}"
+        str(i): f"{one_line(sql)}{BIRD_SEPARATOR}{db}"
         for i, (sql, db) in enumerate(zip(sqls, db_ids))
     }
     Path(path).write_text(json.dumps(data, indent=4, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -406,7 +406,7 @@ def score_predictions(
     """Score predictions against ``dataset`` with its benchmark's official semantics.
 
     Args:
-        dataset: the questions (see :func:`sqlchorus.datasets.load_dataset`).
+        dataset: the questions (see :func:`sqlchorus.evaluation.datasets.load_dataset`).
         predictions: one SQL (or None) per question in dataset order, or a mapping from
             question position to SQL. A shorter list leaves the rest missing.
         workers: how many processes (or threads) execute queries; 1 runs in this thread.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlchorus.graph.state import Candidate
+from sqlchorus.core.state import Candidate
 
 NO_SQL = "The model's answer contained no SQL query."
 

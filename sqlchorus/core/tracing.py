@@ -10,6 +10,7 @@ are child spans of the node that made them.
 from __future__ import annotations
 
 import json
+import typing
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
@@ -28,7 +29,7 @@ from opentelemetry.sdk.trace.export import (
     SpanExportResult,
 )
 
-from sqlchorus.graph import attributes as attrs
+from sqlchorus.core import attributes as attrs
 
 
 class JsonlSpanExporter(SpanExporter):
@@ -123,6 +124,17 @@ def _otlp_exporter(endpoint: str) -> SpanExporter:
 # -- node spans and route events ---------------------------------------------------------------
 
 
+def state_reducers(schema: type) -> dict[str, Callable[[Any, Any], Any]]:
+    """The reducer of each key of a state schema that has one, read from its annotations."""
+    hints = typing.get_type_hints(schema, include_extras=True)
+    return {
+        key: meta
+        for key, hint in hints.items()
+        for meta in getattr(hint, "__metadata__", ())
+        if callable(meta)
+    }
+
+
 def emit_route(source: str, target: str, reason: str) -> None:
     """Record a routing decision on the current node span."""
     trace.get_current_span().add_event(
@@ -141,7 +153,8 @@ def traced_node(
 
     With a ``router``, the wrapper asks it where to go, given the state as it will be after the
     node's update, and returns a ``Command``; each decision becomes a ``route`` event with the
-    router's reason. Without one, the fixed ``successors`` are recorded with the reason ``edge``.
+    router's reason. Without one, the fixed ``successors`` (the targets of the node's edges, as
+    the assembly declared them) are recorded with the reason ``edge``.
     Routing inside the node's span keeps every decision on the span of the node that made it.
     """
     reducers = reducers or {}
@@ -169,7 +182,7 @@ def traced_node(
 
     run.__name__ = name
     run.__qualname__ = name
-    run.__doc__ = fn.__doc__
+    run.__doc__ = getattr(fn, "func", fn).__doc__  # a partial's own docstring says nothing
     return run
 
 

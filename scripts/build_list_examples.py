@@ -1,4 +1,4 @@
-"""Back-translated few-shot examples for LIST's planning and step-writing prompts.
+"""Build the back-translated few-shot examples for LIST's planning and step-writing prompts.
 
 The paper builds its examples by decomposing gold SQL with LIST and having a model translate each
 sub-query into a step instruction. Here the translation is deterministic: each sub-query is
@@ -9,8 +9,8 @@ demo's own questions nor any Spider or BIRD evaluation question.
 
 Regenerate the file after changing :data:`SOURCES`, the decomposer or the demo database::
 
-    python -m sqlchorus.tools.list_examples          # rewrite the shipped file
-    python -m sqlchorus.tools.list_examples --check  # exit 1 when it is out of date
+    python scripts/build_list_examples.py          # rewrite the shipped file
+    python scripts/build_list_examples.py --check  # exit 1 when it is out of date
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         current = path.read_text(encoding="utf-8") if path.exists() else ""
         if current != text:
-            print(f"{path} is out of date: run python -m sqlchorus.tools.list_examples", file=sys.stderr)
+            print(f"{path} is out of date: run python scripts/build_list_examples.py", file=sys.stderr)
             return 1
         return 0
     path.write_text(text, encoding="utf-8")

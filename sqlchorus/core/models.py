@@ -4,28 +4,29 @@ A model is named ``provider:model`` (anything ``langchain``'s ``init_chat_model`
 ``openai:gpt-4o-mini``, ``anthropic:claude-sonnet-4-5``, ``ollama:qwen2.5-coder:7b``, ...),
 ``openai-compatible:<model>@<base_url>`` for any server that speaks the OpenAI API (vLLM,
 llama.cpp server, LM Studio), ``local:<path.gguf>`` or ``local:smollm2`` for a GGUF model run
-in-process (:mod:`sqlchorus.local_model`), or given directly as a langchain-core
+in-process (:mod:`sqlchorus.core.local_model`), or given directly as a langchain-core
 ``BaseChatModel``. Provider keys come from the provider's usual environment variables
 (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``; ``OPENAI_COMPATIBLE_API_KEY`` for a compatible
 server, which may need none).
 
 Models built from a name get the run's resilience settings the way their provider does it best:
 hosted providers take ``timeout`` and ``max_retries`` (the SDKs back off and honour
-``Retry-After``), and every named model takes a shared ``InMemoryRateLimiter`` when a rate limit
-is set. Models without retries of their own get them in :func:`sqlchorus.graph.llm.call_model`.
+``Retry-After``), and every named model takes the entry point's ``InMemoryRateLimiter`` when a
+rate limit is set. Models without retries of their own get them in
+:func:`sqlchorus.core.llm.call_model`. Only models built from a name are cached
+(:mod:`sqlchorus.tools.cache`): a model object passed in may be scripted or stateful, and is the
+caller's to cache.
 """
 
 from __future__ import annotations
 
-import atexit
 import os
-import weakref
-from functools import lru_cache
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from sqlchorus.settings import ROLES, Settings
+from sqlchorus.config.settings import ROLES, Settings
+from sqlchorus.core.local_model import LocalModelError, local_chat_model
 
 NO_MODEL_HELP = """No model is configured. Name one of:
   --model openai:gpt-4o-mini                       (needs OPENAI_API_KEY; pip install 'sqlchorus[openai]')
@@ -46,26 +47,6 @@ _EXTRA_FOR_PROVIDER = {
 
 # Providers whose chat model class takes ``timeout`` and ``max_retries``.
 _SDK_RETRIES = {"openai", "azure_openai", "anthropic", "openai-compatible"}
-
-
-# Ids of the model objects resolve_model built from a name (see built_from_name).
-_BUILT: set[int] = set()
-
-
-def built_from_name(model: Any) -> bool:
-    """Whether ``model`` was built here from a ``provider:model`` name.
-
-    Such models are the ones the response cache applies to: a model object passed in by the
-    caller may be scripted or stateful, and is the caller's to cache.
-    """
-    return id(model) in _BUILT
-
-
-def _mark_built(model: BaseChatModel) -> BaseChatModel:
-    if id(model) not in _BUILT:
-        _BUILT.add(id(model))
-        weakref.finalize(model, _BUILT.discard, id(model))
-    return model
 
 
 class ModelConfigError(ValueError):
@@ -124,7 +105,7 @@ def resolve_model(
         model = _local(name, max_tokens=max_tokens, temperature=temperature)
         if rate_limiter is not None:
             model.rate_limiter = rate_limiter
-        return _mark_built(model)
+        return model
     kwargs: dict[str, Any] = {"temperature": temperature}
     if max_tokens:
         kwargs["max_tokens"] = max_tokens
@@ -136,13 +117,13 @@ def resolve_model(
         if max_retries is not None:
             kwargs["max_retries"] = max_retries
     if provider == "openai-compatible":
-        return _mark_built(_openai_compatible(name, kwargs))
+        return _openai_compatible(name, kwargs)
     try:
         from langchain.chat_models import init_chat_model
     except ImportError as e:  # pragma: no cover - langchain is a dependency
         raise ModelConfigError(f"langchain is not installed: {e}") from e
     try:
-        return _mark_built(init_chat_model(name, model_provider=provider, **kwargs))
+        return init_chat_model(name, model_provider=provider, **kwargs)
     except (ImportError, AttributeError) as e:
         extra = _EXTRA_FOR_PROVIDER.get(provider)
         hint = (
@@ -159,52 +140,20 @@ def resolve_model(
 
 
 def _local(name: str, *, max_tokens: int | None, temperature: float) -> BaseChatModel:
-    from sqlchorus.local_model import LocalModelError
-
     try:
-        return _loaded_local(name, max_tokens, temperature)
+        return local_chat_model(name, max_tokens=max_tokens, temperature=temperature)
     except LocalModelError as e:
         raise ModelConfigError(str(e)) from e
 
 
-_LOADED: list[BaseChatModel] = []
-
-
-@lru_cache(maxsize=16)
-def _rate_limiter(requests_per_second: float) -> Any:
-    """One limiter per rate in a process, so that questions answered in parallel (eval's
-    workers) share the budget instead of each getting its own."""
+def rate_limiter(requests_per_second: float) -> Any:
+    """A rate limiter for ``requests_per_second``. Build one per entry point and hand it to
+    :func:`resolve_roles`, so that the questions it answers in parallel share the budget."""
     from langchain_core.rate_limiters import InMemoryRateLimiter
 
     return InMemoryRateLimiter(
         requests_per_second=requests_per_second, check_every_n_seconds=0.05, max_bucket_size=1
     )
-
-
-@lru_cache(maxsize=4)
-def _loaded_local(name: str, max_tokens: int | None, temperature: float) -> BaseChatModel:
-    """One loaded model per file and settings in a process.
-
-    Loading the weights and warming the prompt cache is the expensive part; questions asked one
-    after another (or from eval's worker threads, which the model's lock serialises) reuse it.
-    """
-    from sqlchorus.local_model import local_chat_model
-
-    model = local_chat_model(name, max_tokens=max_tokens, temperature=temperature)
-    _LOADED.append(model)
-    return model
-
-
-@atexit.register
-def _close_local_models() -> None:
-    # llama.cpp's own finaliser fails if it first runs during interpreter shutdown, when its
-    # module globals are already gone; close the models kept here while everything still exists.
-    for model in list(_LOADED):
-        llama = getattr(model, "_llama", None)
-        if llama is not None:
-            llama.close()
-            model._llama = None
-    _LOADED.clear()
 
 
 def _openai_compatible(name: str, kwargs: dict[str, Any]) -> BaseChatModel:
@@ -228,26 +177,23 @@ def _openai_compatible(name: str, kwargs: dict[str, Any]) -> BaseChatModel:
     return ChatOpenAI(model=model, base_url=base_url, api_key=api_key, **kwargs)
 
 
-def resolve_roles(settings: Settings) -> dict[str, BaseChatModel]:
-    """One chat model per role, sharing instances where roles name the same model.
+def resolve_roles(
+    settings: Settings, *, limiter: Any = None, roles: tuple[str, ...] = ROLES
+) -> dict[str, BaseChatModel]:
+    """One chat model per role of ``roles`` (every role by default), sharing instances where
+    roles name the same model.
 
-    Named models share one rate limiter when ``settings.rate_limit`` is set. The prices file,
-    if any, is checked here, so a bad one stops the run before any model is paid for.
+    Named models share ``limiter`` (a new one when ``settings.rate_limit`` is set and none is
+    given).
 
     Raises:
-        ModelConfigError: a model name cannot be used, or the prices file is unreadable.
+        ModelConfigError: a model name cannot be used.
     """
-    if settings.prices_file:
-        from sqlchorus.pricing import PriceFileError, price_table
-
-        try:
-            price_table(settings.prices_file)
-        except PriceFileError as e:
-            raise ModelConfigError(str(e)) from e
-    limiter = _rate_limiter(settings.rate_limit) if settings.rate_limit else None
+    if limiter is None and settings.rate_limit:
+        limiter = rate_limiter(settings.rate_limit)
     resolved: dict[int | str, BaseChatModel] = {}
-    roles: dict[str, BaseChatModel] = {}
-    for role in ROLES:
+    by_role: dict[str, BaseChatModel] = {}
+    for role in roles:
         spec = settings.model_for(role)
         key: int | str = spec if isinstance(spec, str) else id(spec)
         if key not in resolved:
@@ -256,5 +202,5 @@ def resolve_roles(settings: Settings) -> dict[str, BaseChatModel]:
                 timeout_s=settings.model_timeout_s, max_retries=settings.model_retries,
                 rate_limiter=limiter,
             )
-        roles[role] = resolved[key]
-    return roles
+        by_role[role] = resolved[key]
+    return by_role

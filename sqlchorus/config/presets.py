@@ -1,0 +1,88 @@
+"""Presets: named choices of generators, selection and fixing that trade cost for accuracy.
+
+* ``fast``: one generator (CHASE-SQL's divide-and-conquer chain of thought) plus the fixer:
+  three model calls per question when the query runs.
+* ``balanced``: N-rep's five greedy candidates, one per schema view, voted by execution result,
+  with pairwise selection only when the vote is not confident. N-rep's published budget is 8 calls
+  and 32K tokens per question (3 linking + 5 generation calls). Our graph also spends one call
+  on keywords (for value retrieval) and one on ``link_schema``, whose M-Schema links N-rep reuses
+  for its two M-Schema views; to stay within 8 calls the DDL view is filtered with those same
+  links (``ddl:columns@m-schema``) instead of a DDL linking call of its own, which the paper made
+  with a second model for diversity. That leaves one N-rep linking call (MAC-Schema).
+* ``full``: every generator of the graph, CHASE-SQL's pairwise selection of the final answer.
+
+A preset is data: the :class:`~sqlchorus.config.settings.Settings` fields it sets. ``Settings``
+applies it (see :meth:`~sqlchorus.config.settings.Settings.for_preset`); what a preset costs in
+model calls is worked out by the graph assembly, which knows the generators
+(:func:`sqlchorus.graph.expected_calls.explain_preset`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+BALANCED_VIEWS: tuple[str, ...] = (
+    "mac-schema:full",
+    "mac-schema:columns",
+    "m-schema:tables",
+    "m-schema:columns",
+    "ddl:columns@m-schema",
+)
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One preset.
+
+    Attributes:
+        name: its name.
+        summary: one line on what it runs.
+        fields: the ``Settings`` fields it sets (generators, fix rounds, views, selection, ...).
+        selection_summary: how the answer is chosen, in words.
+    """
+
+    name: str
+    summary: str
+    fields: dict[str, Any] = field(default_factory=dict)
+    selection_summary: str = ""
+
+
+PRESETS: dict[str, Preset] = {
+    "fast": Preset(
+        name="fast",
+        summary="one generator (divide-and-conquer chain of thought) plus the fixer",
+        fields={"generators": {"divide_conquer": 1}, "fix_rounds": 3, "pairwise": "never"},
+        selection_summary="the single candidate; no selection call",
+    ),
+    "balanced": Preset(
+        name="balanced",
+        summary="N-rep: five greedy candidates over five schema views",
+        fields={"generators": {"nrep": 1}, "nrep_views": BALANCED_VIEWS, "fix_rounds": 1,
+                "pairwise": "low-confidence"},
+        selection_summary="execution-result voting; pairwise comparison only when the vote is not confident",
+    ),
+    "full": Preset(
+        name="full",
+        summary="every generator of the graph",
+        fields={
+            "generators": {"divide_conquer": 1, "query_plan": 1, "synthetic": 1, "din": 1, "nrep": 1, "list": 1},
+            "fix_rounds": 3,
+            "pairwise": "always",
+        },
+        selection_summary="CHASE-SQL pairwise selection among result clusters",
+    ),
+}
+PRESET_NAMES: tuple[str, ...] = tuple(PRESETS)
+
+
+def preset(name: str) -> Preset:
+    """The preset called ``name``.
+
+    Raises:
+        ValueError: an unknown preset.
+    """
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ValueError(f"Unknown preset {name!r}; choose one of {', '.join(PRESET_NAMES)}.") from None

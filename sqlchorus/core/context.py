@@ -1,0 +1,49 @@
+"""The runtime context: dependencies that travel beside state, never inside it.
+
+The database handle, the chat model per role, the settings, the introspected schema, the value
+index, the response cache, the price table and the tracer are not serialisable and must not be
+checkpointed; LangGraph hands them to every node as ``runtime.context``. An entry point builds
+them once (:mod:`sqlchorus.core.dependencies`) and puts them here for each run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from opentelemetry import trace
+
+from sqlchorus.config.settings import Settings
+from sqlchorus.tools.cache import ResponseCache
+from sqlchorus.tools.database import GuardedDatabase
+from sqlchorus.tools.pricing import PriceTable
+from sqlchorus.tools.schema import DatabaseSchema
+
+
+@dataclass
+class Context:
+    """Everything a node may use besides state.
+
+    Attributes:
+        db: the guarded database; the only way a node reaches the data.
+        models: one chat model per role (see ``sqlchorus.config.settings.ROLES``).
+        settings: the run's settings.
+        schema: the database's introspected schema.
+        tracer: OpenTelemetry tracer for node, model and SQL spans.
+        value_index: a value index with ``search(keywords)``, or None when none could be built
+            (``value_index_error`` says why).
+        value_index_error: why there is no value index.
+        cache: the persistent response cache, or None for none.
+        prices: the price table model calls are costed with.
+    """
+
+    db: GuardedDatabase
+    models: dict[str, BaseChatModel]
+    settings: Settings
+    schema: DatabaseSchema
+    tracer: Any = field(default_factory=lambda: trace.NoOpTracer())
+    value_index: Any = None
+    value_index_error: str | None = None
+    cache: ResponseCache | None = None
+    prices: PriceTable = field(default_factory=PriceTable)

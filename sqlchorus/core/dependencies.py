@@ -1,0 +1,162 @@
+"""What runs need besides their state, built once by an entry point and handed to the graph.
+
+:class:`Dependencies` holds what every run of an entry point shares: the chat model of each role
+(with one rate limiter), the response cache and the price table. :class:`DatabaseResources`
+holds what every run on one database shares: the guarded database, its introspected schema and
+its value index. :meth:`Dependencies.context` puts both into a run's
+:class:`~sqlchorus.core.context.Context`, with the run's tracer on a view of the database, so
+that concurrent runs on one database each trace their own SQL and nothing per-run is written
+onto the shared database.
+
+Nothing here is global: an entry point (``ask``, a session, evaluation, standalone selection)
+builds these, keeps them as long as it answers questions, and closes them.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from opentelemetry import trace
+
+from sqlchorus.config.settings import ROLES, Settings
+from sqlchorus.core.context import Context
+from sqlchorus.core.models import ModelConfigError, rate_limiter, resolve_roles
+from sqlchorus.tools.cache import ResponseCache
+from sqlchorus.tools.database import GuardedDatabase, SqlError
+from sqlchorus.tools.pricing import PriceFileError, PriceTable
+from sqlchorus.tools.schema import DatabaseSchema, introspect
+from sqlchorus.tools.value_index import ValueIndex
+
+
+@dataclass
+class Dependencies:
+    """The chat models, response cache and price table that an entry point's runs share.
+
+    Attributes:
+        settings: the settings they were built from.
+        models: one chat model per role.
+        cache: the persistent response cache, or None (turned off, no named model to cache,
+            or its file could not be opened: a cache that cannot be used means no cache, not
+            no answer).
+        prices: the built-in price table with the settings' prices file on top.
+    """
+
+    settings: Settings
+    models: dict[str, BaseChatModel]
+    cache: ResponseCache | None = None
+    prices: PriceTable = field(default_factory=PriceTable)
+
+    @classmethod
+    def build(cls, settings: Settings, *, roles: tuple[str, ...] = ROLES) -> Dependencies:
+        """Resolve the models of ``roles`` (sharing one rate limiter), read the prices file,
+        open the cache.
+
+        Raises:
+            ModelConfigError: a model cannot be used, or the prices file is unreadable (checked
+                here, so a bad one stops before any model is paid for).
+        """
+        try:
+            prices = PriceTable(path=settings.prices_file)
+        except PriceFileError as e:
+            raise ModelConfigError(str(e)) from e
+        limiter = rate_limiter(settings.rate_limit) if settings.rate_limit else None
+        models = resolve_roles(settings, limiter=limiter, roles=roles)
+        cache = None
+        if settings.cache and any(isinstance(settings.model_for(role), str) for role in roles):
+            try:
+                cache = ResponseCache(settings.cache_path)
+            except (sqlite3.Error, OSError):
+                cache = None
+        return cls(settings=settings, models=models, cache=cache, prices=prices)
+
+    def context(self, resources: DatabaseResources, *, settings: Settings | None = None, tracer: Any = None) -> Context:
+        """The context of one run on ``resources``' database, traced with ``tracer``."""
+        return Context(
+            db=resources.db.with_tracer(tracer) if tracer is not None else resources.db,
+            models=self.models,
+            settings=settings or self.settings,
+            schema=resources.schema,
+            tracer=tracer if tracer is not None else trace.NoOpTracer(),
+            value_index=resources.value_index,
+            value_index_error=resources.value_index_error,
+            cache=self.cache,
+            prices=self.prices,
+        )
+
+    def close(self) -> None:
+        if self.cache is not None:
+            self.cache.close()
+            self.cache = None
+
+
+@dataclass
+class DatabaseResources:
+    """A guarded database with its schema and value index, shared by the runs on it.
+
+    Attributes:
+        db: the guarded database.
+        schema: its introspected schema.
+        value_index: its value index, or None when it could not be built.
+        value_index_error: why there is no value index.
+        owned: whether :meth:`close` closes ``db`` (it was opened here).
+        owns_index: whether :meth:`close` closes ``value_index`` (it was built here).
+    """
+
+    db: GuardedDatabase
+    schema: DatabaseSchema
+    value_index: Any = None
+    value_index_error: str | None = None
+    owned: bool = False
+    owns_index: bool = False
+
+    @classmethod
+    def open(
+        cls, db: str | os.PathLike[str] | GuardedDatabase, settings: Settings, *, value_index: Any = None,
+    ) -> DatabaseResources:
+        """Open ``db`` (unless it is open already), introspect it, load or build its value index.
+
+        Raises:
+            sqlchorus.tools.database.DatabaseOpenError: the file is missing or not SQLite.
+        """
+        owned = not isinstance(db, GuardedDatabase)
+        database = db if isinstance(db, GuardedDatabase) else GuardedDatabase(
+            db, timeout_s=settings.sql_timeout_s, max_rows=settings.max_rows, max_bytes=settings.max_bytes,
+        )
+        try:
+            schema = introspect(database, sample_values=settings.sample_values)
+        except BaseException:
+            if owned:
+                database.close()
+            raise
+        error = None
+        owns_index = value_index is None
+        if value_index is None:
+            try:
+                value_index = ValueIndex.load_or_build(database, settings.value_cache_dir)
+            except (SqlError, OSError, sqlite3.Error, ValueError) as e:
+                # Values help but are not essential: without them the question is still answered.
+                value_index, error = None, getattr(e, "message", None) or str(e)
+        return cls(db=database, schema=schema, value_index=value_index, value_index_error=error,
+                   owned=owned, owns_index=owns_index and value_index is not None)
+
+    def close(self) -> None:
+        if self.owns_index:
+            self.value_index.close()
+        if self.owned:
+            self.db.close()
+
+
+def database_key(path: str | os.PathLike[str] | GuardedDatabase) -> tuple[str, int, int]:
+    """A database file's identity and version: its path, modification time and size, so that a
+    file changed on disk gets fresh resources."""
+    file = path.path if isinstance(path, GuardedDatabase) else Path(path).expanduser().resolve()
+    try:
+        stat = file.stat()
+    except OSError:
+        return (str(file), 0, 0)
+    return (str(file), stat.st_mtime_ns, stat.st_size)

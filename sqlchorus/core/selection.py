@@ -1,0 +1,210 @@
+"""Selection: clusters, confidence-aware voting, and CHASE-SQL's pairwise selection agent.
+
+Used by the ``select_candidate`` node and by standalone selection (:mod:`sqlchorus.select`) alike.
+
+1. **Clusters.** Candidates that ran are grouped by execution result
+   (:func:`sqlchorus.tools.selection.cluster`).
+2. **Confidence-aware voting** (N-rep). Every candidate is a vote. The largest cluster is taken
+   without any model call when it holds at least ``vote_confident_share`` of the votes, no other
+   cluster ties it, and the runner-up holds less than ``vote_contender_share``. The defaults,
+   0.4 and 0.4, are N-rep's rules for its five candidates made into shares: N-rep calls the
+   model when all five candidates get one vote each, when two get two votes each, and when the
+   top has three and another two; otherwise the vote stands. Over the seven ways five votes can
+   split, these thresholds reproduce that exactly:
+
+   =============  ===========  ===============  ==========================================
+   votes          top share    runner-up share  decision (N-rep and these defaults)
+   =============  ===========  ===============  ==========================================
+   5              1.0          0.0              vote
+   4, 1           0.8          0.2              vote
+   3, 2           0.6          0.4              model (a strong contender)
+   3, 1, 1        0.6          0.2              vote
+   2, 2, 1        0.4          0.4              model (a tie)
+   2, 1, 1, 1     0.4          0.2              vote
+   1, 1, 1, 1, 1  0.2          0.2              model (no agreement)
+   =============  ===========  ===============  ==========================================
+
+   As shares they carry over to other candidate counts: with three candidates, 2-1 stands and
+   1-1-1 goes to the model; with 21 (CHASE-SQL's count), the top cluster needs 9 votes and the
+   runner-up must have at most 8. ``pairwise="always"`` skips the vote (CHASE-SQL compares
+   whenever results disagree); ``pairwise="never"`` never calls the model.
+3. **Pairwise selection** (CHASE-SQL's Algorithm 3). The earliest member of each of the
+   ``pairwise_max_clusters`` largest clusters stands for its cluster; every pair of them is shown
+   to the selection model in both orders, over the union of the tables and columns the two
+   queries use, with a preview of each result; scores are summed as the algorithm sums them
+   (:func:`sqlchorus.tools.selection.pairwise_scores`) and the highest wins, ties going to the
+   larger cluster, then the earlier candidate. A verdict the model does not give (an error, an
+   answer that is neither A nor B) scores nothing and is recorded.
+
+Without a selection model (the standalone selector called with none) an unconfident vote falls
+back to the largest cluster, with the same tie-break, and the selection says so. Every step is
+in the selection record (``state["selection"]`` in the graph) (clusters, votes, the vote's reasoning, each pairwise verdict, scores,
+confidence, model calls) and on the node's span as ``vote`` and ``pairwise`` events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry import trace
+
+from sqlchorus import prompts
+from sqlchorus.core.context import Context
+from sqlchorus.core.llm import ModelCallError, call_model
+from sqlchorus.tools import selection as sel
+from sqlchorus.tools.database import SqlError
+from sqlchorus.tools.parsing import parse_verdict
+from sqlchorus.tools.results import preview
+from sqlchorus.tools.views import render_view
+
+PROMPT = "select_candidate"
+"""The selection prompt (the paper's Figure 23), also the graph node's name."""
+PREVIEW_ROWS = 10
+
+def pair_schema(context: Context, sql_a: str, sql_b: str) -> str:
+    """The schema view of the union of what the two queries use (the full view if nothing)."""
+    links = sel.schema_union(sql_a, sql_b, context.schema)
+    fmt = context.settings.schema_format
+    if not links:
+        return render_view(context.schema, fmt, sample_values=context.settings.sample_values)
+    return render_view(context.schema, fmt, level="columns", links=links, sample_values=context.settings.sample_values)
+
+
+def selection_prompt(schema: str, question: str, evidence: str, a: tuple[str, str], b: tuple[str, str]) -> str:
+    """The selection agent's prompt (the paper's Figure 23), for candidates ``(sql, result)``."""
+    return prompts.render(
+        PROMPT, schema=schema, question=question, evidence=evidence or "(none)",
+        sql_a=a[0], result_a=a[1], sql_b=b[0], result_b=b[1],
+    )
+
+
+def _result_text(context: Context, sql: str) -> str:
+    try:
+        result = context.db.execute(sql, max_rows=PREVIEW_ROWS + 1)
+    except SqlError as e:
+        return f"Error: {e.message}"
+    return preview(result.columns, result.rows, limit=PREVIEW_ROWS)
+
+
+def _event(name: str, attributes: Mapping[str, Any]) -> None:
+    clean = {k: v for k, v in attributes.items() if isinstance(v, (str, bool, int, float))}
+    trace.get_current_span().add_event(name, clean)
+
+
+def choose(
+    context: Context,
+    *,
+    question: str,
+    evidence: str,
+    candidates: Sequence[Mapping[str, Any]],
+    node: str = PROMPT,
+) -> dict[str, Any]:
+    """Run the selection on checked candidates.
+
+    ``context.models`` may lack a ``selection`` model; then an unconfident vote falls back to the
+    largest cluster. Candidates need ``id``, ``sql``, ``status`` and ``fingerprint``.
+
+    Returns:
+        ``{"selection": {...}, "usage": [...], "errors": [...]}``; ``selection["chosen"]`` is a
+        candidate id or None when no candidate ran.
+    """
+    settings = context.settings
+    clusters = sel.cluster(candidates)
+    total = len(candidates)
+    outcome = sel.vote(
+        clusters, total,
+        confident_share=settings.vote_confident_share,
+        contender_share=settings.vote_contender_share,
+    )
+    for c in clusters:
+        c["share"] = round(c["size"] / max(total, 1), 4)
+    _event("vote", {"votes": str(outcome["votes"]), "confident": outcome["confident"], "reason": outcome["reason"]})
+    selection: dict[str, Any] = {
+        "clusters": clusters, "votes": outcome["votes"], "vote": outcome, "pairwise": [], "scores": {},
+        "model_calls": 0, "chosen": None, "confidence": 0.0,
+    }
+    usage: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
+    if not clusters:
+        selection.update(method="none", reason="no candidate query ran")
+        return {"selection": selection, "usage": usage, "errors": errors}
+
+    by_id = {c["id"]: c for c in candidates}
+    winner = 0
+    if len(clusters) == 1:
+        selection.update(method="vote", reason=outcome["reason"])
+    elif settings.pairwise == "never":
+        selection.update(method="vote", reason=f"largest cluster by vote ({outcome['reason']}); pairwise selection is off")
+    elif settings.pairwise == "low-confidence" and outcome["confident"]:
+        selection.update(method="vote", reason=f"confident vote: {outcome['reason']}")
+    elif "selection" not in context.models or context.models.get("selection") is None:
+        selection.update(
+            method="fallback",
+            reason=f"vote not confident ({outcome['reason']}) and no selection model is configured: "
+                   "took the largest cluster (ties go to the earliest candidate)",
+        )
+    else:
+        winner = _pairwise(context, question, evidence, clusters, by_id, selection, usage, errors, node)
+    chosen = clusters[winner]
+    selection["chosen"] = chosen["members"][0]
+    selection["chosen_cluster"] = winner
+    selection["confidence"] = chosen["share"]
+    span = trace.get_current_span()
+    span.set_attribute("sqlchorus.selection.method", selection["method"])
+    span.set_attribute("sqlchorus.selection.confidence", selection["confidence"])
+    span.set_attribute("sqlchorus.selection.model_calls", selection["model_calls"])
+    return {"selection": selection, "usage": usage, "errors": errors}
+
+
+def _pairwise(context, question, evidence, clusters, by_id, selection, usage, errors, node) -> int:
+    order = sel.pairs(len(clusters), context.settings.pairwise_max_clusters)
+    reps = [by_id[c["members"][0]] for c in clusters]
+    compared = sorted({i for pair in order for i in pair})
+    results = {i: _result_text(context, reps[i]["sql"]) for i in compared}
+    verdicts = []
+    for first, second in order:
+        a, b = reps[first], reps[second]
+        prompt = selection_prompt(
+            pair_schema(context, a["sql"], b["sql"]), question, evidence,
+            (a["sql"], results[first]), (b["sql"], results[second]),
+        )
+        verdict: dict[str, Any] = {"first": first, "second": second, "a": a["id"], "b": b["id"], "winner": None}
+        selection["model_calls"] += 1
+        try:
+            text, record = call_model(context, role="selection", node=node, prompt=prompt)
+        except ModelCallError as e:
+            if e.usage:
+                usage.append(e.usage)
+            verdict["error"] = str(e)
+            errors.append({"node": node, "kind": "model", "message": f"{a['id']} vs {b['id']}: {e}"})
+        else:
+            usage.append(record)
+            letter = parse_verdict(text)
+            verdict["answer"] = text.strip()[:200]
+            if letter is None:
+                verdict["error"] = "the answer named neither A nor B"
+                errors.append({"node": node, "kind": "parse", "message": f"{a['id']} vs {b['id']}: the selection model named neither A nor B."})
+            else:
+                verdict["winner"] = first if letter == "A" else second
+        verdicts.append(verdict)
+        _event("pairwise", {"a": a["id"], "b": b["id"], "winner": reps[verdict["winner"]]["id"] if verdict["winner"] is not None else "none"})
+    scores = sel.pairwise_scores(clusters, verdicts)
+    winner, tied = sel.best(scores)
+    selection["pairwise"] = [
+        {"a": v["a"], "b": v["b"], "winner": reps[v["winner"]]["id"] if v["winner"] is not None else None,
+         **({"answer": v["answer"]} if "answer" in v else {}), **({"error": v["error"]} if "error" in v else {})}
+        for v in verdicts
+    ]
+    selection["scores"] = {reps[i]["id"]: scores[i] for i in range(len(clusters))}
+    left_out = len(clusters) - len(compared)
+    note = f"; {left_out} smaller cluster(s) not compared (pairwise_max_clusters={context.settings.pairwise_max_clusters})" if left_out else ""
+    tie = f"; tie among {', '.join(reps[i]['id'] for i in tied)} broken by cluster size, then candidate order" if len(tied) > 1 else ""
+    if not any(v["winner"] is not None for v in verdicts):
+        method, why = "fallback", "no pairwise verdict could be used: took the largest cluster"
+    else:
+        method, why = "pairwise", f"highest pairwise score {scores[winner]} over {len(verdicts)} comparison(s)"
+    vote_note = selection["vote"]["reason"]
+    prefix = f"vote not confident ({vote_note}); " if context.settings.pairwise == "low-confidence" else ""
+    selection.update(method=method, reason=f"{prefix}{why}{tie}{note}")
+    return winner
