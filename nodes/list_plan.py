@@ -18,8 +18,9 @@ from langgraph.runtime import Runtime
 
 from sqlchorus import prompts
 from sqlchorus.core.context import Context
+from sqlchorus.core.diversity import sample_temperature
 from sqlchorus.core.generation import model_error_update
-from sqlchorus.core.list_search import numbered, shared_values, temperature_for
+from sqlchorus.core.list_search import GENERATOR, numbered, shared_values
 from sqlchorus.core.llm import ModelCallError, call_model
 from sqlchorus.tools.fewshot import examples
 from sqlchorus.tools.parsing import parse_plan
@@ -62,7 +63,7 @@ def list_plan(state: dict, runtime: Runtime[Context]) -> dict:
     try:
         text, usage = call_model(
             context, role="generation", node=NODE, prompt=prompt,
-            temperature=temperature_for(state, context.settings),
+            temperature=sample_temperature(context, GENERATOR, state.get("sample", 0)),
             constrain_sql=False,  # a plan in words, not a query
         )
     except ModelCallError as e:

@@ -15,8 +15,9 @@ from langgraph.runtime import Runtime
 
 from sqlchorus import prompts
 from sqlchorus.core.context import Context
+from sqlchorus.core.diversity import sample_temperature
 from sqlchorus.core.generation import model_error_update
-from sqlchorus.core.list_search import shared_values, step_values, temperature_for
+from sqlchorus.core.list_search import GENERATOR, shared_values, step_values
 from sqlchorus.core.llm import ModelCallError, call_model
 from sqlchorus.tools.parsing import extract_sql
 
@@ -63,7 +64,7 @@ def list_reprompt(state: dict, runtime: Runtime[Context]) -> dict:
     try:
         text, usage = call_model(
             context, role="generation", node=NODE, prompt=prompt,
-            temperature=temperature_for(state, context.settings),
+            temperature=sample_temperature(context, GENERATOR, state.get("sample", 0)),
         )
     except ModelCallError as e:
         return {**update, "halt": f"generation failed: {e}", **model_error_update(NODE, e)}

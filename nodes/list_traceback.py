@@ -4,7 +4,7 @@ When some step is verified, the search goes back to the last one and rewrites it
 that failed may be impossible on top of it (a join through the wrong table, a filter that
 already dropped the rows the next step needs). Its verified query is set aside as a dead end and
 shown to the model when it rewrites the step. When nothing is verified, the plan itself is
-suspect and the search re-plans. The router (:func:`sqlchorus.graph.list_graph.after_traceback`)
+suspect and the search re-plans. The router (:func:`sqlchorus.graph.routing.after_traceback`)
 says which happened and why.
 """
 

@@ -43,9 +43,10 @@ def cli() -> None:
 # -- options derived from Settings -------------------------------------------------------------
 
 
-def _options_of(name: str) -> list[Any]:
+def _options_of(name: str, aliases: tuple[str, ...] = ()) -> list[Any]:
     """The click options of settings field ``name``, from its metadata: flag, help, default,
-    range or choices, environment variable, and a ``--no-...`` flag where it has one."""
+    range or choices, environment variable, and a ``--no-...`` flag where it has one; ``aliases``
+    are other names of its flag."""
     f = SETTINGS_FIELDS[name]
     spec = f.metadata.get("option") or {}
     help_text = f.metadata["help"]
@@ -68,7 +69,7 @@ def _options_of(name: str) -> list[Any]:
                 kwargs.update(default=default, show_default=True)
         if spec.get("env"):
             kwargs.update(envvar=spec["env"], help=f"{kwargs['help']} (env: {spec['env']})")
-        options.append(click.option(spec["flag"], name, **kwargs))
+        options.append(click.option(spec["flag"], *aliases, name, **kwargs))
     if spec.get("negate"):
         flag, _, negate_help = spec["negate"]
         options.append(click.option(flag, f"{name}__negated", is_flag=True, help=negate_help))
@@ -81,12 +82,13 @@ RUN_OPTIONS: tuple[str, ...] = tuple(
 """Every settings field the command line offers, in the order of ``Settings``."""
 
 
-def settings_options(*names: str) -> Any:
-    """Decorate a command with the options of these settings fields."""
+def settings_options(*names: str, aliases: dict[str, tuple[str, ...]] | None = None) -> Any:
+    """Decorate a command with the options of these settings fields (``aliases``: other flag
+    names, by field)."""
 
     def decorate(fn: Any) -> Any:
         for name in reversed(names):
-            for option in reversed(_options_of(name)):
+            for option in reversed(_options_of(name, (aliases or {}).get(name, ()))):
                 fn = option(fn)
         return fn
 
@@ -103,7 +105,8 @@ def _pairs(values: tuple[str, ...], flag: str, value_type: type) -> dict[str, An
         try:
             pairs[key] = value_type(value) if sep else 1
         except ValueError:
-            raise click.BadParameter(f"{item!r}: {value!r} is not a {value_type.__name__}.", param_hint=flag) from None
+            what = "a whole number" if value_type is int else value_type.__name__
+            raise click.BadParameter(f"{item!r}: {value!r} is not {what}.", param_hint=flag) from None
     return pairs
 
 
@@ -293,11 +296,11 @@ def select_command(candidates_file: str, model: str | None, out_file: str | None
 
 @cli.command()
 @click.option("--db", "db", required=True, type=click.Path(dir_okay=False), help="SQLite database file to index.")
-@click.option("--cache-dir", type=click.Path(file_okay=False), help="Folder of value index files (default: ~/.cache/sqlchorus/values).")
+@settings_options("value_cache_dir", aliases={"value_cache_dir": ("--cache-dir",)})
 @click.option("--max-values", type=click.IntRange(1), default=100_000, show_default=True, help="Distinct values read per column at most.")
 @click.option("--rebuild", is_flag=True, help="Build again even if an index of this database content exists.")
 @click.option("--json", "as_json", is_flag=True, help="Print the index's figures as one JSON object.")
-def index(db: str, cache_dir: str | None, max_values: int, rebuild: bool, as_json: bool) -> None:
+def index(db: str, value_cache_dir: str | None, max_values: int, rebuild: bool, as_json: bool) -> None:
     """Build the value index of a database, once per database content.
 
     The index (MinHash LSH over every distinct text value, with exact and word lookups) is stored
@@ -325,9 +328,11 @@ def index(db: str, cache_dir: str | None, max_values: int, rebuild: bool, as_jso
 
         try:
             if rebuild:
-                built = ValueIndex.build(database, cache_dir=cache_dir, max_values_per_column=max_values, progress=progress)
+                built = ValueIndex.build(database, cache_dir=value_cache_dir, max_values_per_column=max_values,
+                                         progress=progress)
             else:
-                built = ValueIndex.load_or_build(database, cache_dir, max_values_per_column=max_values, progress=progress)
+                built = ValueIndex.load_or_build(database, value_cache_dir, max_values_per_column=max_values,
+                                                 progress=progress)
         except (OSError, sqlite3.Error, SqlError) as e:
             _fail(f"Cannot build the value index: {getattr(e, 'message', None) or e}")
             return
@@ -352,7 +357,7 @@ def trace() -> None:
 
 @trace.command("show")
 @click.argument("run")
-@click.option("--trace-dir", default="traces", show_default=True, type=click.Path(file_okay=False), help="Folder of trace files.")
+@click.option("--trace-dir", default=default_of("trace_dir"), show_default=True, type=click.Path(file_okay=False), help="Folder of trace files.")
 def trace_show(run: str, trace_dir: str) -> None:
     """Print run RUN (its id, a unique prefix of it, or a trace file) as a tree with timings."""
     from sqlchorus.core.trace_file import TraceNotFoundError, find_trace, load_spans, render_tree

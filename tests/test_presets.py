@@ -111,24 +111,3 @@ def test_preset_runs_match_their_expected_calls(spider, name, calls):
                                settings=Settings(model=model, preset=name, trace_dir=None))
         assert result.ok, result.error
         assert len(result.usage) == calls == expected_calls(Settings(preset=name))["typical"]
-
-
-def test_explicit_cli_option_wins_over_preset_even_at_its_default(monkeypatch):
-    """--fix-rounds 3 typed with --preset balanced keeps 3, though 3 is also the default."""
-    from click.testing import CliRunner
-
-    from sqlchorus.cli import cli
-    from sqlchorus.testing import ScriptedChatModel
-
-    seen = {}
-
-    def fake_ask(question, db=None, evidence="", settings=None):
-        seen["settings"] = settings
-        raise ValueError("stop here")
-
-    monkeypatch.setattr("sqlchorus.api.ask", fake_ask)
-    monkeypatch.setattr("sqlchorus.core.models.resolve_model", lambda spec, **kw: ScriptedChatModel(["x"]))
-    CliRunner().invoke(cli, ["ask", "q", "--model", "x:y", "--preset", "balanced", "--fix-rounds", "3"])
-    assert seen["settings"].fix_rounds == 3
-    CliRunner().invoke(cli, ["ask", "q", "--model", "x:y", "--preset", "balanced"])
-    assert seen["settings"].fix_rounds == 1

@@ -11,7 +11,7 @@ Everything here is deterministic and works on plain dicts, so it serves the grap
 * **Votes.** Every candidate given is a vote, including those that failed (a failed candidate is a
   vote for no answer), so a cluster's share is ``size / candidates``. :func:`vote` says whether the
   largest cluster is a confident answer; the rules and their defaults are explained in
-  ``sqlchorus.nodes.select_candidate``.
+  :mod:`sqlchorus.core.selection`.
 * **Pairwise scores** follow CHASE-SQL's Algorithm 3 with one representative per cluster (its
   earliest member). In the algorithm every ordered pair of candidates scores a point for its
   winner, and a pair with equal results scores for the first of the two, so each member of a

@@ -87,8 +87,9 @@ def linking_formats(views: tuple[str, ...] | list[str], schema_format: str) -> l
 
 def _field(default: Any, help: str, **option: Any) -> Any:
     """A settings field with its help text and, when ``option`` names a ``flag``, the shape of
-    its command-line option: ``flag``, ``range`` (low, high), ``choices``, ``env``, ``metavar``,
-    ``negate`` (a ``--no-...`` flag that sets the field to the given value)."""
+    its command-line option: ``flag``, ``range`` (low, high),
+    ``choices``, ``env``, ``metavar``, ``path`` (``file`` or ``dir``), ``pairs`` (repeated
+    NAME=VALUE, values of that type), ``negate`` (a ``--no-...`` flag, the value it sets, its help)."""
     metadata = {"help": help, "option": option or None}
     if callable(default) and not isinstance(default, (str, int, float, bool, type(None))):
         return dataclasses.field(default_factory=default, metadata=metadata)
@@ -113,12 +114,12 @@ class Settings:
     )
     models: dict[str, Any] = _field(
         dict, f"A model for one role ({', '.join(ROLES)}), overriding --model for it.",
-        flag="--role-model", metavar="ROLE=MODEL", pairs=True,
+        flag="--role-model", metavar="ROLE=MODEL", pairs=str,
     )
     generators: dict[str, int] = _field(
         lambda: {"divide_conquer": 1},
         "Generator branches to run and the samples each draws (default: divide_conquer once).",
-        flag="--generator", metavar="NAME[=SAMPLES]", pairs=True,
+        flag="--generator", metavar="NAME[=SAMPLES]", pairs=int,
     )
     preset: str | None = _field(
         None,

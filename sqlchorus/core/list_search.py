@@ -103,11 +103,3 @@ def step_values(state: dict) -> dict[str, Any]:
         "step": plan[step] if step < len(plan) else "",
         "verified": "\n".join(f"-- step {v['step'] + 1}\n{v['sql']};" for v in verified) or NOTHING_VERIFIED,
     }
-
-
-def temperature_for(state: dict, settings: Any) -> float | None:
-    """The first sample uses the run's temperature; later samples the generator's sampling one."""
-    if not state.get("sample"):
-        return None
-    per_generator = getattr(settings, "generator_temperatures", None) or {}
-    return per_generator.get(GENERATOR, getattr(settings, "sample_temperature", None))
