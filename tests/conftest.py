@@ -1,10 +1,13 @@
-"""Shared fixtures: benchmark data, databases, scripted models, an in-memory span exporter."""
+"""Shared fixtures: benchmark data, databases, scripted models, an in-memory span exporter, and
+the loader of input/expected fixture files."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -30,6 +33,108 @@ def spider_examples(db_id: str) -> list[dict]:
 
 def sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+@dataclass
+class Pair:
+    """One case of a fixture file: its name, its meta lines, its input and its expected text."""
+
+    name: str
+    meta: dict[str, str] = field(default_factory=dict)
+    input: str = ""
+    expected: str | None = None
+
+
+_CASE = "-- case:"
+_EXPECTED = "-- expected"
+_META = re.compile(r"-- (?P<key>[a-z0-9_]+): ?(?P<value>.*)")
+
+
+def _without_trailing_blank_lines(lines: list[str]) -> str:
+    while lines and not lines[-1].strip():
+        lines = lines[:-1]
+    return "\n".join(lines)
+
+
+def load_pairs(path: str | Path) -> list[Pair]:
+    """The cases of one fixture file, in file order.
+
+    Every input/expected fixture of the test suite uses this one format::
+
+        -- A free comment about the file: every line before the first case starts with "--"
+        -- (blank lines there are ignored).
+
+        -- case: <name>
+        -- <key>: <value>
+        <input, on one or more lines>
+        -- expected
+        <expected text, on one or more lines>
+
+    * A case starts with a line ``-- case: <name>``; the name may be empty.
+    * Right after it come optional meta lines ``-- <key>: <value>`` (the key is lowercase letters,
+      digits and underscores), gathered in ``Pair.meta``; the first line that is not such a meta
+      line starts the input.
+    * The input runs until a line that is exactly ``-- expected``, or until the next ``-- case:``
+      line or the end of the file; in that last case the case has no expected part and
+      ``Pair.expected`` is None.
+    * After ``-- expected``, the expected text runs until the next ``-- case:`` line or the end of
+      the file.
+    * Input and expected lose their trailing blank lines; every other line is kept as it is. An
+      ``-- expected`` section with nothing in it gives the empty string.
+
+    Raises ValueError, naming the file and line, for a malformed file: a line before the first
+    case that is neither a ``--`` comment nor blank, a second ``-- expected`` in one case, a meta
+    key given twice in one case, or a file without any case.
+    """
+    path = Path(path)
+    pairs: list[Pair] = []
+    section = None  # None before the first case, then "meta", "input" or "expected"
+    input_lines: list[str] = []
+    expected_lines: list[str] | None = None
+
+    def close() -> None:
+        if pairs:
+            pairs[-1].input = _without_trailing_blank_lines(input_lines)
+            if expected_lines is not None:
+                pairs[-1].expected = _without_trailing_blank_lines(expected_lines)
+
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        where = f"{path}:{number}"
+        if line.startswith(_CASE):
+            close()
+            pairs.append(Pair(name=line[len(_CASE):].strip()))
+            section, input_lines, expected_lines = "meta", [], None
+            continue
+        if section is None:
+            if line.strip() and not line.startswith("--"):
+                raise ValueError(
+                    f"{where}: text before the first '-- case:' line must be a '--' comment, "
+                    f"got {line!r}"
+                )
+            continue
+        if section == "meta":
+            meta = _META.fullmatch(line)
+            if meta:
+                key = meta["key"]
+                if key in pairs[-1].meta:
+                    raise ValueError(
+                        f"{where}: meta key {key!r} given twice in case {pairs[-1].name!r}"
+                    )
+                pairs[-1].meta[key] = meta["value"].strip()
+                continue
+            section = "input"
+        if line == _EXPECTED:
+            if section == "expected":
+                raise ValueError(f"{where}: a second '-- expected' line in case {pairs[-1].name!r}")
+            section, expected_lines = "expected", []
+        elif section == "input":
+            input_lines.append(line)
+        else:
+            expected_lines.append(line)
+    close()
+    if not pairs:
+        raise ValueError(f"{path}: no '-- case:' line, so no case")
+    return pairs
 
 
 @pytest.fixture

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 import shutil
 import sqlite3
 import time
 
 import pytest
 
-from conftest import FIXTURES, sha256
+from conftest import FIXTURES, load_pairs, sha256
 from sqlchorus.tools.database import (
     DatabaseOpenError,
     GuardedDatabase,
@@ -17,24 +16,8 @@ from sqlchorus.tools.database import (
     SqlError,
 )
 
-
-def load_cases(name: str) -> list[tuple[str, str | None]]:
-    """``(statement, expected kind)`` pairs from a fixture file of ``-- expect:`` blocks."""
-    text = (FIXTURES / "guard" / name).read_text()
-    cases = []
-    for block in re.split(r"\n\s*\n", text):
-        lines = [l for l in block.strip().splitlines() if l.strip()]
-        expect = None
-        sql_lines = []
-        for line in lines:
-            m = re.match(r"--\s*expect:\s*(\w+)", line)
-            if m:
-                expect = m.group(1)
-            elif not line.lstrip().startswith("--"):
-                sql_lines.append(line)
-        if sql_lines:
-            cases.append(("\n".join(sql_lines), expect))
-    return cases
+REFUSED = load_pairs(FIXTURES / "guard" / "refused.sql")
+AUTHORIZER = load_pairs(FIXTURES / "guard" / "authorizer.sql")
 
 
 @pytest.fixture
@@ -45,7 +28,9 @@ def concert(spider, tmp_path):
     return path
 
 
-@pytest.mark.parametrize("sql,kind", load_cases("refused.sql"))
+@pytest.mark.parametrize(
+    "sql,kind", [(p.input, p.expected) for p in REFUSED], ids=[p.name for p in REFUSED]
+)
 def test_guard_refuses_with_typed_error(concert, sql, kind):
     before = sha256(concert)
     with GuardedDatabase(concert, timeout_s=0.5) as db:
@@ -56,7 +41,7 @@ def test_guard_refuses_with_typed_error(concert, sql, kind):
     assert sha256(concert) == before
 
 
-@pytest.mark.parametrize("sql", [sql for sql, _ in load_cases("authorizer.sql")])
+@pytest.mark.parametrize("sql", [p.input for p in AUTHORIZER], ids=[p.name for p in AUTHORIZER])
 def test_authorizer_refuses_without_parse_check(concert, sql):
     before = sha256(concert)
     with GuardedDatabase(concert) as db:

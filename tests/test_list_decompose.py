@@ -1,8 +1,8 @@
 """LIST decomposer: expected steps from fixture files, and every step run through the guard.
 
-Fixture format (``tests/fixtures/list_decompose/*.sql``): cases are separated by blank lines. A
-block made only of ``--`` lines is a comment. In a case, ``--`` lines before the query are its
-title, then comes the query, then each expected step as
+Fixtures (``tests/fixtures/list_decompose/*.sql``) are read by :func:`conftest.load_pairs`: each
+case is named by its ``-- case:`` line, its input is the query, and its expected part lists each
+expected step as
 
     -- <scope> | <operation> | <elements>
     -- says: <describe_step(step)>          (optional)
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, REPO, spider_examples
+from conftest import FIXTURES, REPO, Pair, load_pairs, spider_examples
 from sqlchorus.tools.database import GuardedDatabase
 from sqlchorus.tools.list_decompose import (
     DecomposeError,
@@ -80,32 +80,30 @@ class Case:
     steps: list[ExpectedStep]
 
 
-def load_cases(path: Path) -> list[Case]:
-    cases = []
-    blocks = re.split(r"\n\s*\n", path.read_text(encoding="utf-8"))
-    for number, block in enumerate(blocks, start=1):
-        lines = [line.rstrip() for line in block.strip().splitlines()]
-        if not lines or all(line.startswith("--") for line in lines):
-            continue
-        title, query, steps = [], [], []
-        for line in lines:
-            marker = _MARKER.match(line)
-            if marker:
-                steps.append(ExpectedStep(**marker.groupdict()))
-            elif steps and line.startswith("-- says: "):
-                steps[-1].says = line[len("-- says: "):]
-            elif steps:
-                steps[-1].sql_lines.append(line)
-            elif line.startswith("--"):
-                title.append(line.lstrip("- "))
-            else:
-                query.append(line)
-        name = f"{path.stem}-{number}" + (f"-{title[0]}" if title else "")
-        cases.append(Case(name, "\n".join(query), steps))
-    return cases
+def parse_steps(path: Path, pair: Pair) -> list[ExpectedStep]:
+    """The expected steps written in a case's expected part (none when it has no such part)."""
+    steps: list[ExpectedStep] = []
+    for line in (pair.expected or "").splitlines():
+        marker = _MARKER.match(line)
+        if marker:
+            steps.append(ExpectedStep(**marker.groupdict()))
+        elif not steps:
+            raise ValueError(f"{path} case {pair.name!r}: the steps must start with a "
+                             f"'-- <scope> | <operation> | <elements>' line, not {line!r}")
+        elif not line.strip():
+            raise ValueError(f"{path} case {pair.name!r}: a blank line inside the expected steps")
+        elif line.startswith("-- says: "):
+            steps[-1].says = line[len("-- says: "):]
+        else:
+            steps[-1].sql_lines.append(line)
+    return steps
 
 
-ALL_CASES = [case for path in sorted(CASES_DIR.glob("*.sql")) for case in load_cases(path)]
+ALL_CASES = [
+    Case(f"{path.stem}-{pair.name}", pair.input, parse_steps(path, pair))
+    for path in sorted(CASES_DIR.glob("*.sql"))
+    for pair in load_pairs(path)
+]
 
 
 @pytest.fixture(scope="module")

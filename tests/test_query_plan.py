@@ -7,16 +7,12 @@ import sqlite3
 
 import pytest
 
-from conftest import FIXTURES, sha256
+from conftest import FIXTURES, load_pairs, sha256
 from sqlchorus.tools.database import GuardedDatabase, SqlError
 from sqlchorus.tools.query_plan import explain, plan_for_schema, query_plan_text
 
 DATA = json.loads((FIXTURES / "query_plan" / "cases.json").read_text())
-REFUSED = [
-    line.split("\t", 1)
-    for line in (FIXTURES / "query_plan" / "refused.txt").read_text().splitlines()
-    if line and not line.startswith("#")
-]
+REFUSED = load_pairs(FIXTURES / "query_plan" / "refused.txt")
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +33,9 @@ def test_plan_text(library, case):
     assert plan_for_schema(DATA["schema"], case["sql"]) == case["plan"]
 
 
-@pytest.mark.parametrize("kind,sql", REFUSED, ids=[f"{k}:{s[:30]}" for k, s in REFUSED])
+@pytest.mark.parametrize(
+    "kind,sql", [(p.expected, p.input) for p in REFUSED], ids=[p.name for p in REFUSED]
+)
 def test_explain_refuses(library, kind, sql):
     before = sha256(library)
     with GuardedDatabase(library) as db:

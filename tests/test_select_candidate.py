@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, load_pairs
 from sqlchorus.config.settings import Settings
 from sqlchorus.select import select
 from sqlchorus.testing import ScriptedChatModel, oracle_model
@@ -19,9 +19,7 @@ from sqlchorus.tools.parsing import parse_verdict
 
 CASES = json.loads((FIXTURES / "selection" / "select_cases.json").read_text())
 RULES = json.loads((FIXTURES / "selection" / "nrep_rules.json").read_text())["cases"]
-VERDICTS = [
-    line.split("\t") for line in (FIXTURES / "selection" / "verdicts.txt").read_text().splitlines() if line
-]
+VERDICTS = load_pairs(FIXTURES / "selection" / "verdicts.txt")  # no expected part: None
 
 
 def judge(spec: str, gold: str):
@@ -72,9 +70,11 @@ def test_default_thresholds_follow_nrep(rule):
     assert outcome["confident"] is rule["confident"], outcome["reason"]
 
 
-@pytest.mark.parametrize("text,expected", VERDICTS, ids=[v[0][:30] for v in VERDICTS])
+@pytest.mark.parametrize(
+    "text,expected", [(v.input, v.expected) for v in VERDICTS], ids=[v.name for v in VERDICTS]
+)
 def test_parse_verdict(text, expected):
-    assert parse_verdict(text.replace("\\n", "\n")) == (expected or None)
+    assert parse_verdict(text) == expected
 
 
 def test_pairwise_scores_follow_algorithm_3():
