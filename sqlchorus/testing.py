@@ -23,6 +23,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from sqlchorus.core.llm import NODE_KEY, PROMPT_KEY, ROLE_KEY
+from sqlchorus.tools import sql_text
 from sqlchorus.tools.classify import classify_sql
 from sqlchorus.tools.list_decompose import DecomposeError, decompose, describe_step
 
@@ -174,11 +175,10 @@ def sql_of(prompt: str) -> str:
 
 
 def _schema_links(sql: str) -> str:
-    import sqlglot
     from sqlglot import exp
 
     try:
-        tree = sqlglot.parse_one(sql, read="sqlite")
+        tree = sql_text.parse_one(sql)
     except Exception:  # the scripted linker degrades to no links on SQL it cannot parse
         return "Schema_links: []"
     aliases = {t.alias_or_name: t.name for t in tree.find_all(exp.Table)}
@@ -232,7 +232,6 @@ def _din_nrep_answer(role: str, sql: str | None) -> str:
     """The answer of a DIN-SQL or N-rep prompt for a model that knows the query ``sql``."""
     import json
 
-    import sqlglot
     from sqlglot import exp
 
 
@@ -241,7 +240,7 @@ def _din_nrep_answer(role: str, sql: str | None) -> str:
     if role == "din:classification":
         label = classify_sql(sql)
         try:
-            tables = sorted({t.name for t in sqlglot.parse_one(sql, read="sqlite").find_all(exp.Table)})
+            tables = sorted({t.name for t in sql_text.parse_one(sql).find_all(exp.Table)})
         except Exception:  # the scripted classifier still labels SQL it cannot parse
             tables = []
         subs = '["the inner query"]' if label == "NESTED" else '[""]'

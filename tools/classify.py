@@ -8,8 +8,9 @@ one table reference, else EASY.
 
 from __future__ import annotations
 
-import sqlglot
 from sqlglot import exp
+
+from sqlchorus.tools import sql_text
 
 CLASSES: tuple[str, ...] = ("EASY", "NON-NESTED", "NESTED")
 FALLBACK_CLASS = "NON-NESTED"
@@ -20,7 +21,7 @@ prompt suits the most questions."""
 def classify_sql(sql: str) -> str:
     """DIN-SQL's class of ``sql``; a query sqlglot cannot parse is the general case."""
     try:
-        tree = sqlglot.parse_one(sql, read="sqlite")
+        tree = sql_text.parse_one(sql)
     except Exception:  # any parse failure, whatever sqlglot raises
         return FALLBACK_CLASS
     if tree.find(exp.Subquery, exp.Union, exp.Intersect, exp.Except) is not None:

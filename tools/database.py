@@ -3,95 +3,76 @@
 Candidates, LIST sub-queries, the fixer, schema introspection and evaluation all execute through
 :class:`GuardedDatabase`. The guard is layered so that no single layer has to be perfect:
 
-1. a parsed check with sqlglot: exactly one statement, and it must be a query;
+1. a parsed check with sqlglot, within bounds (:mod:`sqlchorus.tools.sql_text`): exactly one
+   statement, and it must be a query;
 2. the file is opened read-only (``mode=ro`` URI), so SQLite itself refuses writes;
-3. an authorizer allows reading only: no writes, no ATTACH/DETACH, no PRAGMA that changes
-   anything, no extension loading, no temporary objects;
-4. a progress handler enforces a time budget per statement;
-5. results are capped in rows and bytes, and a capped result says so.
+3. an authorizer allows reading only, and only the functions on a reviewed list: no writes, no
+   ATTACH/DETACH, no PRAGMA that changes anything, no extension loading, no temporary objects,
+   no virtual tables (:mod:`sqlchorus.tools.sqlite_guard`);
+4. limits on values, patterns, expressions and memory, with temporary data kept in memory;
+5. a time budget per statement: a progress handler stops it between SQLite's steps, and since
+   one long call (a function over megabytes) has no steps, each statement runs in a worker
+   process that is killed at the deadline (plus :data:`KILL_GRACE_S`) and replaced;
+6. results are capped in rows and bytes, and a capped result says so.
 
-Errors are typed (:class:`SqlError` and subclasses) and carry a message meant for a person.
+Errors are typed (:class:`SqlError` and subclasses, :mod:`sqlchorus.tools.sql_errors`) and carry
+a message meant for a person.
 """
 
 from __future__ import annotations
 
 import copy
 import os
+import select
 import sqlite3
+import subprocess
 import threading
-import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError, TokenError
+
+from sqlchorus.tools import sql_text
+from sqlchorus.tools.sql_errors import (
+    DatabaseOpenError,
+    ExecutionError,
+    ForbiddenError,
+    NotAQueryError,
+    QueryTimeoutError,
+    ResourceError,
+    SqlError,
+    SqlTooDeepError,
+    SqlTooLongError,
+)
+from sqlchorus.tools.sqlite_guard import (
+    GuardState,
+    open_guarded,
+    receive,
+    run,
+    send,
+    worker_command,
+)
+
+__all__ = [
+    "DEFAULT_MAX_BYTES", "DEFAULT_MAX_ROWS", "DEFAULT_TIMEOUT_S", "DatabaseOpenError", "ExecutionError",
+    "ForbiddenError", "GuardedDatabase", "KILL_GRACE_S", "NotAQueryError", "QueryResult", "QueryTimeoutError",
+    "ResourceError", "SqlError", "SqlTooDeepError", "SqlTooLongError", "check_single_query",
+]
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_MAX_ROWS = 10_000
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 
-# PRAGMAs whose argument names a table or index: they only ever read.
-_LOOKUP_PRAGMAS = frozenset(
-    {"table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo",
-     "foreign_key_list"}
-)
-# PRAGMAs that read when called bare and write when given a value: allowed bare only.
-_BARE_PRAGMAS = frozenset(
-    {"database_list", "collation_list", "function_list", "compile_options", "schema_version",
-     "user_version", "page_size", "page_count", "encoding"}
-)
+KILL_GRACE_S = 0.5
+"""How long past its budget a statement may run before its worker is killed; SQLite's own
+progress handler stops every statement that has steps at the budget itself."""
 
-_ALLOWED_ACTIONS = frozenset(
-    {
-        sqlite3.SQLITE_SELECT,
-        sqlite3.SQLITE_READ,
-        sqlite3.SQLITE_FUNCTION,
-        sqlite3.SQLITE_RECURSIVE,
-    }
-)
+WORKER_START_S = 30.0
+"""How long a new worker may take to open the database."""
 
-
-class SqlError(Exception):
-    """Base of every error the guard raises. ``kind`` is a short stable name for the failure."""
-
-    kind = "sql_error"
-
-    def __init__(self, message: str, *, sql: str | None = None):
-        super().__init__(message)
-        self.message = message
-        self.sql = sql
-
-
-class DatabaseOpenError(SqlError):
-    """The database file is missing, unreadable, or not a SQLite database."""
-
-    kind = "database_open"
-
-
-class NotAQueryError(SqlError):
-    """The text is not exactly one read-only query (parse check)."""
-
-    kind = "not_a_query"
-
-
-class ForbiddenError(SqlError):
-    """The authorizer refused an operation other than reading."""
-
-    kind = "forbidden"
-
-
-class QueryTimeoutError(SqlError):
-    """The statement ran past its time budget and was interrupted."""
-
-    kind = "timeout"
-
-
-class ExecutionError(SqlError):
-    """SQLite reported an error while preparing or running the statement."""
-
-    kind = "execution"
+_RESOURCE_MESSAGES = ("out of memory", "too big", "too large", "too many", "too complex", "too deep")
 
 
 @dataclass
@@ -119,18 +100,16 @@ class QueryResult:
 
 
 def check_single_query(sql: str) -> exp.Expression:
-    """Parse ``sql`` as SQLite and require exactly one query statement.
+    """Parse ``sql`` as SQLite, within bounds, and require exactly one query statement.
 
     Raises:
-        NotAQueryError: empty text, a parse error, several statements, or a non-query statement.
+        NotAQueryError: empty text, a parse error, several statements, or a non-query statement;
+            :class:`SqlTooLongError` or :class:`SqlTooDeepError` past a bound.
     """
     text = (sql or "").strip()
     if not text:
         raise NotAQueryError("The SQL text is empty.", sql=sql)
-    try:
-        statements = [s for s in sqlglot.parse(text, read="sqlite") if s is not None]
-    except (ParseError, TokenError) as e:
-        raise NotAQueryError(f"The SQL does not parse: {_first_line(str(e))}", sql=sql) from e
+    statements = sql_text.parse(text)
     if len(statements) != 1:
         raise NotAQueryError(
             f"Expected exactly one statement, found {len(statements)}.", sql=sql
@@ -146,27 +125,92 @@ def check_single_query(sql: str) -> exp.Expression:
     return tree
 
 
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else text
+class _Worker:
+    """The worker process that runs one database's statements (see
+    :mod:`sqlchorus.tools.sqlite_guard`): started on first use, killed at a deadline, started
+    again for the next statement. Callers hold the database's lock."""
 
+    def __init__(self, path: Path, max_value_bytes: int):
+        self.path = path
+        self.max_value_bytes = max_value_bytes
+        self.process: subprocess.Popen | None = None
+        self._starting: subprocess.Popen | None = None
 
-def _value_size(value: Any) -> int:
-    if value is None:
-        return 1
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return len(value)
-    if isinstance(value, str):
-        return len(value.encode("utf-8", "replace"))
-    return 8
+    def prestart(self) -> None:
+        """Start the process now and let it open the database while this one goes on; the
+        first statement then finds it ready (its start costs tens of milliseconds)."""
+        if self.process is None and self._starting is None:
+            self._starting = self._spawn()
 
+    def _spawn(self) -> subprocess.Popen:
+        return subprocess.Popen(
+            worker_command(str(self.path), self.max_value_bytes), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, close_fds=True,
+        )
 
-class _Deadline:
-    """When the statement running now must stop (``time.monotonic()``); infinite between statements."""
+    def _start(self) -> subprocess.Popen:
+        process, self._starting = self._starting or self._spawn(), None
+        reply = self._reply(process, WORKER_START_S)
+        if not reply or reply[0] != "ready":
+            self._stop(process)
+            why = reply[1] if reply else "the worker did not start"
+            raise DatabaseOpenError(f"Cannot open {self.path} as a database: {why}")
+        return process
 
-    __slots__ = ("at",)
+    @staticmethod
+    def _reply(process: subprocess.Popen, timeout: float) -> tuple | None:
+        """The worker's next reply; None when none came in time or the worker died."""
+        ready, _, _ = select.select([process.stdout], [], [], timeout)
+        if not ready:
+            return None
+        return receive(process.stdout)
 
-    def __init__(self) -> None:
-        self.at = float("inf")
+    @staticmethod
+    def _stop(process: subprocess.Popen) -> None:
+        process.kill()
+        process.wait()
+        for stream in (process.stdin, process.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+    def run(self, request: tuple, deadline_s: float) -> tuple:
+        """Send ``request``; its reply, or ``("killed", why)`` when the worker ran past
+        ``deadline_s`` or died (it is then replaced on the next request)."""
+        if self.process is None or self.process.poll() is not None:
+            self.process = self._start()
+        process = self.process
+        try:
+            send(process.stdin, request)
+        except (BrokenPipeError, OSError):
+            self.kill()
+            return ("killed", "died")
+        reply = self._reply(process, deadline_s)
+        if reply is None:
+            died = process.poll() is not None
+            self.kill()
+            return ("killed", "died" if died else "deadline")
+        return reply
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self._stop(self.process)
+            self.process = None
+
+    def close(self) -> None:
+        if self._starting is not None:
+            self._stop(self._starting)
+            self._starting = None
+        process, self.process = self.process, None
+        if process is None:
+            return
+        try:
+            process.stdin.close()  # the worker ends at the end of its input
+            process.wait(timeout=2)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self._stop(process)
 
 
 class GuardedDatabase:
@@ -178,6 +222,13 @@ class GuardedDatabase:
         max_rows: default cap on rows returned.
         max_bytes: default cap on the approximate size of the rows returned.
         tracer: an OpenTelemetry tracer; each execution becomes a child span ``sql``.
+        prestart: start the worker process now, so that the first statement finds it ready;
+            False starts it on first use (a database read only through :meth:`lookup` never
+            starts one).
+
+    Statements run in a worker process of this database; schema lookups and sqlchorus's own
+    reads use a guarded connection of this process (:meth:`lookup`,
+    :meth:`introspection_connection`).
 
     Raises:
         DatabaseOpenError: the file is missing, is not a file, or is not a SQLite database.
@@ -191,6 +242,7 @@ class GuardedDatabase:
         max_rows: int = DEFAULT_MAX_ROWS,
         max_bytes: int = DEFAULT_MAX_BYTES,
         tracer: Any = None,
+        prestart: bool = True,
     ):
         self.path = Path(path).expanduser().resolve()
         self.name = self.path.stem
@@ -199,10 +251,17 @@ class GuardedDatabase:
         self.max_bytes = max_bytes
         self.tracer = tracer
         self._lock = threading.RLock()
-        # One holder, shared by this database's traced views (see with_tracer), that the
-        # connection's progress handler reads.
-        self._deadline = _Deadline()
+        # Shared with this database's traced views (see with_tracer), like the worker.
+        self._state = GuardState()
+        # No single value (string or blob) may outgrow the byte cap: a query cannot build a
+        # huge string in memory even if it would return only its length.
+        self._max_value_bytes = max(1_000_000, min(max_bytes, 2**31 - 1))
         self._conn = self._open()
+        self._worker = _Worker(self.path, self._max_value_bytes)
+        # A database dropped without close() still ends its worker (and its views share it).
+        weakref.finalize(self, self._worker.close)
+        if prestart:
+            self._worker.prestart()
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -217,46 +276,17 @@ class GuardedDatabase:
             raise DatabaseOpenError(
                 f"{self.path} is not a SQLite database (its header does not match)."
             )
-        uri = f"{self.path.as_uri()}?mode=ro"
         try:
-            conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return open_guarded(str(self.path), self._state, max_value_bytes=self._max_value_bytes)
         except sqlite3.DatabaseError as e:
             raise DatabaseOpenError(f"Cannot open {self.path} as a database: {e}") from e
-        conn.text_factory = _decode_text
-        try:
-            conn.enable_load_extension(False)
-        except AttributeError:  # Python built without extension support: nothing to disable
-            pass
-        # No single value (string or blob) may outgrow the byte cap: a query cannot build a
-        # gigabyte string in memory even if it would return only its length.
-        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, min(max(1_000_000, self.max_bytes), 2**31 - 1))
-        conn.set_authorizer(self._authorize)
-        conn.set_progress_handler(self._progress, 1000)
-        return conn
-
-    # -- the guard ---------------------------------------------------------------------------
-
-    def _authorize(self, action: int, arg1: Any, arg2: Any, dbname: Any, source: Any) -> int:
-        if action in _ALLOWED_ACTIONS:
-            if action == sqlite3.SQLITE_FUNCTION and str(arg2).lower() == "load_extension":
-                return sqlite3.SQLITE_DENY
-            return sqlite3.SQLITE_OK
-        if action == sqlite3.SQLITE_PRAGMA:
-            name = str(arg1 or "").lower()
-            if name in _LOOKUP_PRAGMAS or (name in _BARE_PRAGMAS and arg2 is None):
-                return sqlite3.SQLITE_OK
-        return sqlite3.SQLITE_DENY
-
-    def _progress(self) -> int:
-        return 1 if time.monotonic() > self._deadline.at else 0
 
     def with_tracer(self, tracer: Any) -> GuardedDatabase:
         """A view of this database whose executions are child spans ``sql`` of ``tracer``.
 
-        The view shares the connection, its lock and its guard; only the tracer is its own. A run
-        traces through its own view, so concurrent runs on one database never write per-run
-        state onto it. Close the database, not its views.
+        The view shares the connection, the worker, their lock and the guard; only the tracer
+        is its own. A run traces through its own view, so concurrent runs on one database never
+        write per-run state onto it. Close the database, not its views.
         """
         view = copy.copy(self)
         view.tracer = tracer
@@ -276,18 +306,53 @@ class GuardedDatabase:
         """Run one read query and return its (capped) rows.
 
         Raises:
-            NotAQueryError, ForbiddenError, QueryTimeoutError, ExecutionError.
+            NotAQueryError (SqlTooLongError, SqlTooDeepError), ForbiddenError, QueryTimeoutError,
+            ResourceError, ExecutionError.
         """
-        check_single_query(sql)
+        tree = check_single_query(sql)
+        return self._traced(sql, tree, timeout_s, max_rows, max_bytes, parameters)
+
+    def lookup(
+        self,
+        sql: str,
+        *,
+        timeout_s: float | None = None,
+        max_rows: int | None = None,
+        max_bytes: int | None = None,
+        parameters: tuple[Any, ...] | dict[str, Any] = (),
+    ) -> QueryResult:
+        """Run one read query that sqlchorus wrote itself (schema lookups, sample values, the
+        value index's reads) in this process, under the same authorizer, limits and deadline.
+
+        Such a query calls no function over values large enough to outrun SQLite's progress
+        handler, so it needs no worker; a query from a model or a user always goes through
+        :meth:`execute`.
+
+        Raises:
+            the same errors as :meth:`execute`.
+        """
+        tree = check_single_query(sql)
+        budget = self.timeout_s if timeout_s is None else timeout_s
+        row_cap = self.max_rows if max_rows is None else max_rows
+        byte_cap = self.max_bytes if max_bytes is None else max_bytes
+        with self._lock:
+            try:
+                columns, rows, truncated, elapsed = run(self._conn, self._state, sql, parameters, budget, row_cap,
+                                                         byte_cap)
+            except sqlite3.Error as e:
+                raise self._classify(str(e), self._state.refused, sql, tree, budget) from e
+        return QueryResult(sql=sql, columns=columns, rows=rows, truncated=truncated, elapsed_ms=elapsed)
+
+    def _traced(self, sql: str, tree: exp.Expression, timeout_s, max_rows, max_bytes, parameters) -> QueryResult:
         tracer = self.tracer
         if tracer is None:
-            return self._execute(sql, timeout_s, max_rows, max_bytes, parameters)
+            return self._execute(sql, tree, timeout_s, max_rows, max_bytes, parameters)
         with tracer.start_as_current_span("sql") as span:
             span.set_attribute("db.system.name", "sqlite")
             span.set_attribute("db.namespace", self.name)
             span.set_attribute("db.query.text", sql)
             try:
-                result = self._execute(sql, timeout_s, max_rows, max_bytes, parameters)
+                result = self._execute(sql, tree, timeout_s, max_rows, max_bytes, parameters)
             except SqlError as e:
                 span.set_attribute("sql.error", e.message)
                 span.set_attribute("sql.error_kind", e.kind)
@@ -300,6 +365,7 @@ class GuardedDatabase:
     def _execute(
         self,
         sql: str,
+        tree: exp.Expression,
         timeout_s: float | None,
         max_rows: int | None,
         max_bytes: int | None,
@@ -308,53 +374,50 @@ class GuardedDatabase:
         budget = self.timeout_s if timeout_s is None else timeout_s
         row_cap = self.max_rows if max_rows is None else max_rows
         byte_cap = self.max_bytes if max_bytes is None else max_bytes
+        request = ("run", sql, parameters, budget, row_cap, byte_cap)
         with self._lock:
-            start = time.monotonic()
-            self._deadline.at = start + budget
-            rows: list[tuple[Any, ...]] = []
-            truncated = False
-            try:
-                cur = self._conn.execute(sql, parameters)
-                columns = [d[0] for d in cur.description or ()]
-                size = 0
-                while True:
-                    batch = cur.fetchmany(256)
-                    if not batch:
-                        break
-                    for row in batch:
-                        if len(rows) >= row_cap:
-                            truncated = True
-                            break
-                        size += sum(_value_size(v) for v in row)
-                        if size > byte_cap:
-                            truncated = True
-                            break
-                        rows.append(tuple(row))
-                    if truncated:
-                        break
-                cur.close()
-            except sqlite3.DatabaseError as e:
-                raise self._classify(e, sql, budget) from e
-            finally:
-                self._deadline.at = float("inf")
-            elapsed = (time.monotonic() - start) * 1000.0
-        return QueryResult(
-            sql=sql, columns=columns, rows=rows, truncated=truncated, elapsed_ms=elapsed
-        )
+            reply = self._worker.run(request, budget + KILL_GRACE_S)
+        if reply[0] == "ok":
+            _, columns, rows, truncated, elapsed = reply
+            return QueryResult(sql=sql, columns=columns, rows=rows, truncated=truncated, elapsed_ms=elapsed)
+        if reply[0] == "killed":
+            if reply[1] == "deadline":
+                raise QueryTimeoutError(
+                    f"The query ran longer than its {budget:g} s budget and was stopped.", sql=sql
+                )
+            raise ExecutionError("The query stopped the process that ran it; it was not completed.", sql=sql)
+        _, message, refused = reply
+        raise self._classify(message, refused, sql, tree, budget)
 
-    def _classify(self, error: sqlite3.DatabaseError, sql: str, budget: float) -> SqlError:
-        text = str(error)
+    def _classify(self, text: str, refused: str | None, sql: str, tree: exp.Expression, budget: float) -> SqlError:
         if text == "interrupted":
             return QueryTimeoutError(
                 f"The query ran longer than its {budget:g} s budget and was stopped.", sql=sql
             )
-        if "not authorized" in text or "authoriz" in text or "prohibited" in text:
-            return ForbiddenError(
-                "The query tried an operation other than reading, and was refused.", sql=sql
-            )
+        if refused or "not authorized" in text or "prohibited" in text:
+            if refused and refused.startswith("a virtual table"):
+                names = self._unknown_tables(tree)
+                refused = refused + (f" ({', '.join(names)})" if names else "")
+            what = refused or "an operation other than reading"
+            return ForbiddenError(f"The query uses {what}, which the guard does not allow; it was refused.", sql=sql)
         if "readonly" in text:
             return ForbiddenError("The database is open read-only; writes are refused.", sql=sql)
+        if any(marker in text.lower() for marker in _RESOURCE_MESSAGES):
+            return ResourceError(f"The query needs more than the guard allows: {text}.", sql=sql)
         return ExecutionError(text, sql=sql)
+
+    def _unknown_tables(self, tree: exp.Expression) -> list[str]:
+        """Names the query reads from that are not tables or views of the database."""
+        with self._lock:
+            known = {r[0].lower() for r in self._conn.execute("SELECT name FROM sqlite_master").fetchall()}
+        ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+        names = set()
+        for table in tree.find_all(exp.Table):
+            # A table-valued function is a table whose "name" is a call: json_each('[1]').
+            name = table.this.name if isinstance(table.this, exp.Func) else table.name
+            if name and name.lower() not in known | ctes:
+                names.add(name)
+        return sorted(names)
 
     def explain_query_plan(self, sql: str, *, timeout_s: float | None = None) -> QueryResult:
         """SQLite's ``EXPLAIN QUERY PLAN`` of one read query, under the same guard.
@@ -367,27 +430,14 @@ class GuardedDatabase:
             Rows ``(id, parent, notused, detail)``.
 
         Raises:
-            NotAQueryError, ForbiddenError, QueryTimeoutError, ExecutionError.
+            NotAQueryError, ForbiddenError, QueryTimeoutError, ResourceError, ExecutionError.
         """
-        check_single_query(sql)
-        text = "EXPLAIN QUERY PLAN " + sql.strip()
-        if self.tracer is None:
-            return self._execute(text, timeout_s, None, None, ())
-        with self.tracer.start_as_current_span("sql") as span:
-            span.set_attribute("db.system.name", "sqlite")
-            span.set_attribute("db.namespace", self.name)
-            span.set_attribute("db.query.text", text)
-            try:
-                result = self._execute(text, timeout_s, None, None, ())
-            except SqlError as e:
-                span.set_attribute("sql.error", e.message)
-                span.set_attribute("sql.error_kind", e.kind)
-                raise
-            span.set_attribute("sql.rows", result.row_count)
-            return result
+        tree = check_single_query(sql)
+        return self._traced("EXPLAIN QUERY PLAN " + sql.strip(), tree, timeout_s, None, None, ())
 
     def introspection_connection(self) -> sqlite3.Connection:
-        """The guarded connection, for read-only introspection (PRAGMA table_info and the like).
+        """The guarded connection of this process, for read-only introspection (PRAGMA table_info
+        and the like): fixed lookups, never a query from a model or a user.
 
         Callers must hold no cursor open across threads; use :meth:`locked` around use.
         """
@@ -399,6 +449,7 @@ class GuardedDatabase:
 
     def close(self) -> None:
         with self._lock:
+            self._worker.close()
             self._conn.close()
 
     def __enter__(self) -> GuardedDatabase:
@@ -409,8 +460,3 @@ class GuardedDatabase:
 
     def __repr__(self) -> str:
         return f"GuardedDatabase({str(self.path)!r})"
-
-
-def _decode_text(raw: bytes) -> str:
-    # TEXT columns with invalid UTF-8 (common in scraped benchmark data) must not crash a query.
-    return raw.decode("utf-8", errors="replace")

@@ -29,13 +29,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import sqlglot
 from rapidfuzz import fuzz, utils
 from sqlglot import exp
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import build_scope
 
 from sqlchorus import prompts
+from sqlchorus.tools import sql_text
 from sqlchorus.tools.schema import Column, DatabaseSchema, ForeignKey, Table, flatten_indices
 
 
@@ -141,7 +141,7 @@ def sql_links(sql: str, schema: DatabaseSchema) -> dict[str, list[str]]:
     """
     mapping = {t.name.lower(): {c.name.lower(): "TEXT" for c in t.columns} for t in schema.tables}
     try:
-        tree = sqlglot.parse_one(sql, read="sqlite")
+        tree = sql_text.parse_one(sql)
         root = build_scope(qualify(tree, schema=mapping, dialect="sqlite", validate_qualify_columns=False))
     except Exception:  # analysis only: a query sqlglot cannot qualify simply has no links
         return {}

@@ -39,9 +39,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError, TokenError
+
+from sqlchorus.tools import sql_text
+from sqlchorus.tools.sql_errors import SqlError
 
 HARDNESS_LEVELS = ("easy", "medium", "hard", "extra")
 
@@ -182,8 +183,8 @@ def hardness_counts(sql: str) -> HardnessCounts:
         ValueError: the text does not parse as one SQLite query.
     """
     try:
-        tree = sqlglot.parse_one(sql, read="sqlite")
-    except (ParseError, TokenError) as e:
+        tree = sql_text.parse_one(sql)
+    except SqlError as e:
         raise ValueError(f"cannot parse SQL for hardness: {e}") from e
     select = _top_select(tree)
     if select is None:

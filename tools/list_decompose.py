@@ -53,10 +53,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from sqlchorus.tools import sql_text
 from sqlchorus.tools.database import GuardedDatabase, SqlError
 
 if TYPE_CHECKING:
@@ -297,9 +297,9 @@ def _parse(sql: str, dialect: str) -> exp.Query:
     if not text:
         raise DecomposeError("The SQL text is empty.")
     try:
-        statements = [s for s in sqlglot.parse(text, read=dialect) if s is not None]
-    except SqlglotError as e:
-        raise DecomposeError(f"The SQL does not parse: {str(e).strip().splitlines()[0]}") from e
+        statements = sql_text.parse(text, dialect=dialect)
+    except SqlError as e:
+        raise DecomposeError(e.message) from e
     if len(statements) != 1 or not isinstance(statements[0], exp.Query):
         raise DecomposeError("Expected exactly one query (SELECT, WITH or a compound query).")
     return statements[0]

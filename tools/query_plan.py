@@ -25,9 +25,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import sqlglot
 from sqlglot import exp
 
+from sqlchorus.tools import sql_text
 from sqlchorus.tools.database import GuardedDatabase
 
 
@@ -282,7 +282,7 @@ def _outputs(tree: exp.Expression) -> str:
 
 def describe_plan(sql: str, steps: list[PlanStep]) -> str:
     """Turn the engine's plan ``steps`` of ``sql`` into the four-section text."""
-    tree = sqlglot.parse_one(sql, read="sqlite")
+    tree = sql_text.parse_one(sql)
     aliases = _aliases(tree)
     walker = _Walker(steps, aliases, _conjuncts(tree))
     walker.walk()

@@ -284,7 +284,7 @@ def _read_foreign_keys(
 
 def _row_count(db: GuardedDatabase, table: str) -> int | None:
     try:
-        result = db.execute(
+        result = db.lookup(
             f"SELECT count(*) FROM {quote_identifier(table)}", timeout_s=_COUNT_TIMEOUT_S
         )
     except SqlError:
@@ -302,7 +302,7 @@ def _fill_samples(
     rows_read = 0
     complete = False
     try:
-        result = db.execute(
+        result = db.lookup(
             f"SELECT {select} FROM {quote_identifier(table.name)} LIMIT {_SCAN_ROWS}",
             timeout_s=_SCAN_TIMEOUT_S,
             max_bytes=_SCAN_MAX_BYTES,
@@ -337,7 +337,7 @@ def _distinct_samples(
         f"WHERE {col} IS NOT NULL AND {col} <> '' LIMIT {n + len(values)}"
     )
     try:
-        result = db.execute(sql, timeout_s=_DISTINCT_TIMEOUT_S, max_bytes=_SCAN_MAX_BYTES)
+        result = db.lookup(sql, timeout_s=_DISTINCT_TIMEOUT_S, max_bytes=_SCAN_MAX_BYTES)
     except SqlError:
         return
     for (value,) in result.rows:

@@ -30,11 +30,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError, TokenError
 
+from sqlchorus.tools import sql_text
 from sqlchorus.tools.schema import DatabaseSchema
+from sqlchorus.tools.sql_errors import SqlError
 
 
 def voting_pool(candidates: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -160,8 +160,8 @@ def tables_and_columns(sql: str, schema: DatabaseSchema) -> dict[str, list[str]]
     :func:`sqlchorus.tools.views.resolve_links`. SQL that does not parse uses nothing.
     """
     try:
-        tree = sqlglot.parse_one(sql, read="sqlite")
-    except (ParseError, TokenError, ValueError):
+        tree = sql_text.parse_one(sql)
+    except SqlError:
         return {}
     if tree is None:
         return {}

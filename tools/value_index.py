@@ -265,7 +265,7 @@ def _quote(name: str) -> str:
 def _text_columns(db: GuardedDatabase) -> tuple[list[_ColumnPlan], list[dict[str, str]]]:
     plans: list[_ColumnPlan] = []
     skipped: list[dict[str, str]] = []
-    tables = db.execute(
+    tables = db.lookup(
         "SELECT name, sql FROM sqlite_master WHERE type = 'table' "
         "AND name NOT LIKE 'sqlite_%' ORDER BY name"
     ).rows
@@ -286,7 +286,7 @@ def _text_columns(db: GuardedDatabase) -> tuple[list[_ColumnPlan], list[dict[str
 
 def _skip_reason(db: GuardedDatabase, plan: _ColumnPlan, timeout_s: float) -> str | None:
     col, tbl = _quote(plan.column), _quote(plan.table)
-    sample = db.execute(
+    sample = db.lookup(
         f"SELECT {col} FROM {tbl} WHERE typeof({col}) = 'text' LIMIT 1000",
         timeout_s=timeout_s, max_rows=1000,
     ).rows
@@ -316,7 +316,7 @@ def _pages(db: GuardedDatabase, plan: _ColumnPlan, limit: int, timeout_s: float
             sql, params = f"{base} ORDER BY {col} LIMIT {size}", ()
         else:
             sql, params = f"{base} AND {col} > ? ORDER BY {col} LIMIT {size}", (last,)
-        rows = db.execute(sql, parameters=params, timeout_s=timeout_s, max_rows=size,
+        rows = db.lookup(sql, parameters=params, timeout_s=timeout_s, max_rows=size,
                           max_bytes=size * MAX_VALUE_CHARS * 4 + 1024).rows
         if not rows:
             return
@@ -330,7 +330,7 @@ def _pages(db: GuardedDatabase, plan: _ColumnPlan, limit: int, timeout_s: float
 
 def _count_beyond(db: GuardedDatabase, plan: _ColumnPlan, limit: int, timeout_s: float) -> bool:
     col, tbl = _quote(plan.column), _quote(plan.table)
-    rows = db.execute(
+    rows = db.lookup(
         f"SELECT 1 FROM (SELECT DISTINCT {col} FROM {tbl} WHERE typeof({col}) = 'text' "
         f"AND length({col}) BETWEEN 1 AND {MAX_VALUE_CHARS}) LIMIT 1 OFFSET {limit}",
         timeout_s=timeout_s, max_rows=1,
@@ -472,21 +472,22 @@ class ValueIndex:
     def __init__(self, path: str | os.PathLike[str], *, from_cache: bool = False,
                  embedder: Embedder | None = None):
         self.path = Path(path)
-        self._db = GuardedDatabase(self.path, max_bytes=64 * 1024 * 1024, max_rows=10_000_000)
-        meta = dict(self._db.execute("SELECT key, value FROM meta").rows)
+        self._db = GuardedDatabase(self.path, max_bytes=64 * 1024 * 1024, max_rows=10_000_000,
+                                  prestart=False)  # its own file, read through lookup() only
+        meta = dict(self._db.lookup("SELECT key, value FROM meta").rows)
         if int(meta.get("format_version", -1)) != FORMAT_VERSION:
             self._db.close()
             raise ValueError(f"{self.path} is not a value index of format {FORMAT_VERSION}.")
         self.meta = meta
         self.columns: dict[int, str] = {
             cid: f"{tbl}.{col}" for cid, tbl, col in
-            self._db.execute("SELECT id, tbl, col FROM cols ORDER BY id").rows
+            self._db.lookup("SELECT id, tbl, col FROM cols ORDER BY id").rows
         }
         self.skipped = [
             {"table": t, "column": c, "reason": r}
-            for t, c, r in self._db.execute("SELECT tbl, col, reason FROM skipped").rows
+            for t, c, r in self._db.lookup("SELECT tbl, col, reason FROM skipped").rows
         ]
-        n_values = self._db.execute("SELECT count(*) FROM vals").rows[0][0]
+        n_values = self._db.lookup("SELECT count(*) FROM vals").rows[0][0]
         self.stats: dict[str, Any] = {
             "values": n_values,
             "columns": len(self.columns),
@@ -584,7 +585,7 @@ class ValueIndex:
     def _candidates(self, norm: str, exact_only: bool) -> list[tuple[int, str, str]]:
         if exact_only:
             sql = "SELECT col_id, value, norm FROM vals WHERE norm = ?"
-            return self._db.execute(sql, parameters=(norm,)).rows
+            return self._db.lookup(sql, parameters=(norm,)).rows
         words = [w for w in norm.split(" ") if w not in STOPWORDS and len(w) > 1] or [norm]
         keys = band_keys(signatures([norm])).ravel().tolist()
         word_marks = ", ".join("?" * len(words))
@@ -598,7 +599,7 @@ class ValueIndex:
                                        GROUP BY vid ORDER BY count(*) DESC
                                        LIMIT {LSH_CANDIDATES}))
         """
-        return self._db.execute(sql, parameters=(norm, *words, *keys)).rows
+        return self._db.lookup(sql, parameters=(norm, *words, *keys)).rows
 
     def _score_keyword(self, keyword: str) -> list[tuple[int, str, float]]:
         norm = normalize(keyword)

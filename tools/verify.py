@@ -29,10 +29,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from sqlchorus.tools import sql_text
 from sqlchorus.tools.database import GuardedDatabase, QueryTimeoutError, SqlError
 from sqlchorus.tools.list_decompose import DecomposeError, Step, decompose, execute_steps
 
@@ -237,8 +237,8 @@ def _judge_where(
 def _join_parts(sql: str) -> tuple[str, str, exp.Join] | None:
     """The query before its last join, the joined source alone, and the join."""
     try:
-        tree = sqlglot.parse_one(sql, read="sqlite")
-    except SqlglotError:
+        tree = sql_text.parse_one(sql)
+    except SqlError:
         return None
     if not isinstance(tree, exp.Select) or not tree.args.get("joins"):
         return None
@@ -265,6 +265,6 @@ def same_query(a: str | None, b: str | None) -> bool:
 
 def _canonical(sql: str) -> str:
     try:
-        return sqlglot.parse_one(sql.strip().rstrip(";"), read="sqlite").sql(dialect="sqlite")
-    except SqlglotError:
+        return sql_text.parse_one(sql.strip().rstrip(";")).sql(dialect="sqlite")
+    except SqlError:
         return " ".join(sql.split()).rstrip(";")
