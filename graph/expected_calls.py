@@ -9,7 +9,8 @@ from sqlchorus.config.settings import Settings
 from sqlchorus.graph.generators import enabled
 
 FIXED_CALLS: dict[str, int] = {"extract_keywords": 1, "link_schema": 1}
-"""Nodes before the generators: one call each."""
+"""Nodes before the generators: one call each (none when the settings take keywords from the
+question and link lexically)."""
 
 
 def expected_calls(settings: Settings) -> dict[str, Any]:
@@ -24,7 +25,10 @@ def expected_calls(settings: Settings) -> dict[str, Any]:
     Raises:
         ValueError: a generator name that is not registered.
     """
-    by_node: dict[str, int] = dict(FIXED_CALLS)
+    by_node: dict[str, int] = {
+        "extract_keywords": FIXED_CALLS["extract_keywords"] if settings.keywords == "model" else 0,
+        "link_schema": FIXED_CALLS["link_schema"] if settings.linking == "model" else 0,
+    }
     candidates = 0
     for _, generator, samples in enabled(settings.generators):
         by_node[generator.node] = generator.calls(settings) * samples

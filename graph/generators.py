@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 from sqlchorus.config.settings import Settings, linking_formats
 from sqlchorus.graph.list_graph import build_list_graph
 from sqlchorus.nodes.generate_din import generate_din
+from sqlchorus.nodes.generate_direct import generate_direct
 from sqlchorus.nodes.generate_divide_conquer import generate_divide_conquer
 from sqlchorus.nodes.generate_list import generate_list
 from sqlchorus.nodes.generate_nrep import generate_nrep
@@ -66,6 +67,7 @@ GENERATORS: dict[str, Generator] = {
         candidates=lambda s: len(s.nrep_views),
     ),
     "list": Generator("generate_list", generate_list, calls=lambda s: LIST_PAPER_CALLS, search=build_list_graph),
+    "direct": Generator("generate_direct", generate_direct),
 }
 
 

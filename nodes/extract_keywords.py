@@ -1,7 +1,8 @@
 """extract_keywords: keywords, keyphrases and named entities of the question and its hint.
 
 The few-shot prompt of CHESS and CHASE-SQL. When the model fails or returns no list, the
-question's own words stand in, so value retrieval still has something to look up.
+question's own words stand in, so value retrieval still has something to look up; with
+``Settings.keywords = "question"`` they are used from the start, with no model call.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ def _examples_text(settings) -> str:
 
 def extract_keywords(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
     question = state["question"]
+    if runtime.context.settings.keywords == "question":  # no model call: the question's words
+        return {"keywords": fallback_keywords(" ".join(filter(None, (question, state.get("evidence")))))}
     prompt = prompts.render(
         NODE,
         examples=_examples_text(runtime.context.settings),

@@ -1,7 +1,9 @@
 """link_schema: DIN-SQL schema linking over one schema view.
 
 The model names the tables and columns the question needs (``Schema_links: [...]``); names that
-are not in the schema are dropped. The node also renders the schema view that the generators
+are not in the schema are dropped. With ``Settings.linking = "lexical"`` no model is called:
+tables and columns are ranked by the question's words and retrieved values
+(:mod:`sqlchorus.tools.schema_rank`). The node also renders the schema view that the generators
 and the fixer see: the whole schema, or the linked part when ``settings.schema_level`` asks for
 it and linking found something.
 """
@@ -16,6 +18,7 @@ from sqlchorus.core.llm import ModelCallError, call_model
 from sqlchorus.core.state import SqlchorusState
 from sqlchorus.tools import fewshot
 from sqlchorus.tools.parsing import extract_schema_links
+from sqlchorus.tools.schema_rank import rank_schema
 from sqlchorus.tools.values import values_by_column, values_text
 from sqlchorus.tools.views import render_view, resolve_links
 
@@ -29,6 +32,30 @@ def _examples_text(settings) -> str:
     )
 
 
+def _link_with_model(context: Context, prompt: str, update: dict) -> dict[str, list[str]]:
+    """DIN-SQL's linking call: its links (none when it failed); usage and errors go into ``update``."""
+    try:
+        text, usage = call_model(context, role="linking", node=NODE, prompt=prompt)
+    except ModelCallError as e:
+        update["usage"] = [e.usage] if e.usage else []
+        update["errors"] = [{"node": NODE, "kind": "model", "message": f"{e}; the whole schema is used."}]
+        return {}
+    update["usage"] = [usage]
+    update["link_reasoning"] = text
+    pairs = extract_schema_links(text)
+    if pairs is None:
+        update["errors"] = [
+            {"node": NODE, "kind": "parse", "message": "The model returned no schema links; the whole schema is used."}
+        ]
+        return {}
+    raw: dict[str, list[str]] = {}
+    for table, column in pairs:
+        raw.setdefault(table, [])
+        if column != "*":
+            raw[table].append(column)
+    return resolve_links(context.schema, raw)
+
+
 def link_schema(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
     context = runtime.context
     settings = context.settings
@@ -40,35 +67,20 @@ def link_schema(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
         values=shown_values,
         sample_values=settings.sample_values,
     )
-    prompt = prompts.render(
-        NODE,
-        examples=_examples_text(settings),
-        schema=full_view,
-        values=values_text(values),
-        question=state["question"],
-        evidence=state.get("evidence") or "(none)",
-    )
     update: dict = {}
-    links: dict[str, list[str]] = {}
-    try:
-        text, usage = call_model(context, role="linking", node=NODE, prompt=prompt)
-        update["usage"] = [usage]
-        pairs = extract_schema_links(text)
-        if pairs is None:
-            update["errors"] = [
-                {"node": NODE, "kind": "parse", "message": "The model returned no schema links; the whole schema is used."}
-            ]
-        else:
-            raw: dict[str, list[str]] = {}
-            for table, column in pairs:
-                raw.setdefault(table, [])
-                if column != "*":
-                    raw[table].append(column)
-            links = resolve_links(context.schema, raw)
-        update["link_reasoning"] = text
-    except ModelCallError as e:
-        update["usage"] = [e.usage] if e.usage else []
-        update["errors"] = [{"node": NODE, "kind": "model", "message": f"{e}; the whole schema is used."}]
+    if settings.linking == "lexical":
+        links = rank_schema(context.schema, f"{state['question']} {state.get('evidence') or ''}", values)
+        update["link_reasoning"] = "linked lexically: tables and columns ranked by the question's words and values"
+    else:
+        prompt = prompts.render(
+            NODE,
+            examples=_examples_text(settings),
+            schema=full_view,
+            values=values_text(values),
+            question=state["question"],
+            evidence=state.get("evidence") or "(none)",
+        )
+        links = _link_with_model(context, prompt, update)
     if links and settings.schema_level != "full":
         view = render_view(
             context.schema,

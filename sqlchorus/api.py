@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from sqlchorus.config.errors import EmptyQuestionError
 from sqlchorus.config.settings import Settings
 from sqlchorus.core import attributes as attrs
 from sqlchorus.core.dependencies import DatabaseResources, Dependencies, database_key
-from sqlchorus.core.tracing import RunTracer
+from sqlchorus.core.tracing import NodeEvent, RunTracer
 from sqlchorus.demo import demo_db_path
 from sqlchorus.graph.build import build_graph
 from sqlchorus.tools.database import GuardedDatabase
@@ -109,6 +109,11 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+PREPARE = "prepare"
+"""The name progress events give to opening the database, reading its schema and loading (or,
+the first time, building) its value index, before the graph runs."""
+
+
 class Session:
     """Answers many questions with what they share built once.
 
@@ -182,6 +187,7 @@ class Session:
         settings: Settings | None = None,
         exporters: Iterable[Any] = (),
         value_index: Any = None,
+        progress: Callable[[NodeEvent], None] | None = None,
     ) -> Result:
         """Answer ``question`` over the SQLite database ``db`` (the bundled demo database by default).
 
@@ -193,6 +199,8 @@ class Session:
                 selection, tracing); the models, cache and prices stay the session's.
             exporters: extra OpenTelemetry span exporters for this run.
             value_index: a prebuilt value index to use instead of the database's own.
+            progress: called with a :class:`~sqlchorus.core.tracing.NodeEvent` as each node
+                starts and ends (from the graph's threads).
 
         Returns:
             A :class:`Result`; ``result.error`` says why when there is no answer.
@@ -205,7 +213,11 @@ class Session:
             raise EmptyQuestionError("The question is empty: ask something about the database.")
         settings = settings or self.settings
         start = time.perf_counter()
+        if progress is not None:
+            progress(NodeEvent(PREPARE, "start", 0.0))
         resources = self.database(db, settings)
+        if progress is not None:
+            progress(NodeEvent(PREPARE, "end", time.perf_counter() - start))
         if value_index is not None:
             resources = DatabaseResources(db=resources.db, schema=resources.schema, value_index=value_index)
         graph = self.graph(settings)
@@ -215,7 +227,7 @@ class Session:
             exporters=exporters,
             attributes={attrs.SQLCHORUS_QUESTION: question, attrs.DB_NAMESPACE: resources.db.name},
         ) as run:
-            context = self.dependencies.context(resources, settings=settings, tracer=run.tracer)
+            context = self.dependencies.context(resources, settings=settings, tracer=run.tracer, progress=progress)
             initial = {"question": question.strip(), "evidence": evidence or ""}
             config = {"recursion_limit": settings.recursion_limit}
             error = None
@@ -260,6 +272,7 @@ def ask(
     settings: Settings | None = None,
     exporters: Iterable[Any] = (),
     value_index: Any = None,
+    progress: Callable[[NodeEvent], None] | None = None,
 ) -> Result:
     """Answer ``question`` over the SQLite database ``db`` (the bundled demo database by default).
 
@@ -275,6 +288,8 @@ def ask(
         settings: everything else; defaults are sane.
         exporters: extra OpenTelemetry span exporters for this run.
         value_index: a prebuilt value index to reuse across questions on the same database.
+        progress: called with a :class:`~sqlchorus.core.tracing.NodeEvent` as each node starts
+            and ends.
 
     Returns:
         A :class:`Result`; ``result.error`` says why when there is no answer.
@@ -287,7 +302,8 @@ def ask(
     if not question or not question.strip():
         raise EmptyQuestionError("The question is empty: ask something about the database.")
     with Session(settings, model=model) as session:
-        return session.ask(question, db, evidence=evidence, exporters=exporters, value_index=value_index)
+        return session.ask(question, db, evidence=evidence, exporters=exporters, value_index=value_index,
+                           progress=progress)
 
 
 def _result(question: str, state: dict[str, Any], error: str | None) -> Result:

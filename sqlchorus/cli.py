@@ -144,6 +144,60 @@ def _explain_preset(ctx: click.Context, param: click.Parameter, value: str | Non
 _DB = click.option("--db", "db", type=click.Path(dir_okay=False), help="SQLite database file (default: the bundled demo database).")
 _EVIDENCE = click.option("--evidence", default="", help="A hint that defines terms used in the question.")
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
+_VERBOSE = click.option("--verbose", "-v", is_flag=True,
+                        help="Print a line as each step ends, with its time (on a terminal a live line shows it anyway).")
+
+
+class _LiveSteps:
+    """The steps running now and for how long, as one live line on a terminal (rich)."""
+
+    def __init__(self) -> None:
+        import threading
+        import time
+
+        self._time = time.monotonic
+        self._lock = threading.Lock()
+        self._running: dict[str, float] = {}
+        self._started = self._time()
+
+    def __call__(self, event: Any) -> None:
+        with self._lock:
+            if event.kind == "start":
+                self._running[event.node] = self._time()
+            else:
+                self._running.pop(event.node, None)
+
+    def __rich__(self) -> str:
+        now = self._time()
+        with self._lock:
+            steps = ", ".join(f"{node} {now - since:.1f} s" for node, since in self._running.items())
+        return f"[bold]thinking[/] {now - self._started:.0f} s  [dim]{steps or '...'}[/]"
+
+
+def _step_lines(event: Any) -> None:
+    if event.kind == "end":
+        click.echo(f"  step {event.node}: {event.seconds:.2f} s", err=True)
+
+
+def _progress_display(verbose: bool, quiet: bool) -> Any:
+    """A context manager giving the progress callback for one run: a live line on a terminal,
+    a line per step with --verbose elsewhere, or nothing."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def display():
+        if not quiet and sys.stderr.isatty():
+            from rich.live import Live
+
+            steps = _LiveSteps()
+            with Live(steps, console=Console(stderr=True), refresh_per_second=4, transient=True):
+                yield steps
+        elif verbose:
+            yield _step_lines
+        else:
+            yield None
+
+    return display()
 
 
 @cli.command()
@@ -154,6 +208,7 @@ _JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON obj
 @_EVIDENCE
 @settings_options(*RUN_OPTIONS)
 @_JSON
+@_VERBOSE
 def ask(question: str, **options: Any) -> None:
     """Answer QUESTION with SQL checked against the database.
 
@@ -163,17 +218,23 @@ def ask(question: str, **options: Any) -> None:
     _ask(question, options)
 
 
+DEMO_QUESTION = "Which customers have no email address on record?"
+"""The demo's sample question: one the offline toy model, on the tiny preset, answers."""
+
+
 @cli.command()
-@click.argument("question", default="How many customers do we have?")
+@click.argument("question", default=DEMO_QUESTION)
 @_DB
 @_EVIDENCE
 @settings_options(*RUN_OPTIONS)
 @_JSON
+@_VERBOSE
 def demo(question: str, **options: Any) -> None:
     """Answer QUESTION (a sample one by default) over the bundled demo database.
 
     Uses the model named by --model or SQLCHORUS_MODEL. With none, it runs offline with
-    local:smollm2, a 135M-parameter toy model, and says so before the answer.
+    local:smollm2, a 135M-parameter toy model, on the tiny preset (one short prompt under a
+    grammar), and says so before the answer: a real model is what gives real answers.
     """
     fixed = {}
     if not options.get("model") and not options.get("models"):
@@ -181,6 +242,10 @@ def demo(question: str, **options: Any) -> None:
 
         click.secho(SMOLLM2_NOTICE, fg="yellow", err=True)
         fixed["model"] = "local:smollm2"
+        if click.get_current_context().get_parameter_source("preset") not in (
+            ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT
+        ):
+            fixed["preset"] = "tiny"
     _ask(question, options, **fixed)
 
 
@@ -188,9 +253,11 @@ def _ask(question: str, options: dict[str, Any], **fixed: Any) -> None:
     from sqlchorus.api import ask as run_ask
 
     db, evidence, as_json = options.pop("db"), options.pop("evidence"), options.pop("as_json")
+    verbose = options.pop("verbose")
     try:
         settings = typed_settings(options, **fixed)
-        result = run_ask(question, db=db, evidence=evidence, settings=settings)
+        with _progress_display(verbose, quiet=as_json) as progress:
+            result = run_ask(question, db=db, evidence=evidence, settings=settings, progress=progress)
     except (SqlchorusError, ModelConfigError, SqlError, ValueError, OSError) as e:
         _fail(str(e))
         return

@@ -129,6 +129,7 @@ PROMPT_ROLES: dict[str, str] = {
     "extract_keywords": "keywords",
     "link_schema": "linking",
     "generate_divide_conquer": "generation",
+    "generate_direct": "generation:direct",
     "fix_candidates": "fixing",
     "generate_query_plan": "generation:query_plan",
     "generate_synthetic": "generation:synthetic",
@@ -314,6 +315,9 @@ def oracle_model(
         if role == "fixing":
             sql = answer_for(question)
             return f"Final Answer: {sql}" if sql else "I cannot fix this query."
+        if role == "generation:direct":
+            sql = (first_answer or answer_for)(question)
+            return sql or "I am not sure how to answer this question."
         if role and role.startswith("generation:"):
             sql = (first_answer or answer_for)(question)
             return f"...\n\n**Final Optimized SQL Query:**\n{sql}" if sql else "I am not sure how to answer this question."

@@ -15,7 +15,7 @@ def seen(monkeypatch):
     """Run ``ask`` up to the point where it has its settings, and keep them."""
     captured = {}
 
-    def fake_ask(question, db=None, evidence="", settings=None):
+    def fake_ask(question, db=None, evidence="", settings=None, progress=None):
         captured["settings"] = settings
         raise ValueError("stop here")
 

@@ -33,3 +33,52 @@ def test_a_short_model_limit_ends_cleanly_ten_times_in_a_row(offline_model, tmp_
         assert out.returncode == 1, f"attempt {attempt + 1}: exit {out.returncode}\n{report[-2000:]}"
         assert "Traceback" not in report
         assert "no answer within 2 s; the model was stopped" in " ".join(report.split())
+
+
+def test_the_demo_without_a_model_runs_the_tiny_preset_and_a_typed_preset_wins(monkeypatch):
+    from click.testing import CliRunner
+
+    from sqlchorus.cli import cli
+
+    seen = {}
+
+    def fake_ask(question, db=None, evidence="", settings=None, progress=None):
+        seen["settings"] = settings
+        raise ValueError("stop here")
+
+    monkeypatch.setattr("sqlchorus.api.ask", fake_ask)
+    monkeypatch.delenv("SQLCHORUS_MODEL", raising=False)
+    CliRunner().invoke(cli, ["demo", "--no-trace"])
+    s = seen["settings"]
+    assert (s.model, s.preset, s.generators, s.keywords, s.linking, s.grammar_scope) == (
+        "local:smollm2", "tiny", {"direct": 1}, "question", "lexical", "from")
+    CliRunner().invoke(cli, ["demo", "--no-trace", "--preset", "fast"])
+    assert (seen["settings"].preset, seen["settings"].generators) == ("fast", {"divide_conquer": 1})
+    CliRunner().invoke(cli, ["demo", "--no-trace", "--model", "x:y"])
+    assert (seen["settings"].model, seen["settings"].preset) == ("x:y", None)
+
+
+def test_the_tiny_preset_answers_with_one_call(demo_db):
+    """Keywords from the question and lexical linking make no call; the direct prompt makes one."""
+    import sqlchorus
+    from sqlchorus.config.settings import Settings
+    from sqlchorus.demo import load_demo_questions
+    from sqlchorus.graph.expected_calls import expected_calls
+    from sqlchorus.testing import current_call, oracle_model
+
+    gold = {q["question"]: q["sql"] for q in load_demo_questions()}
+    prompts = []
+    oracle = oracle_model(gold.get)
+
+    def respond(messages):
+        prompts.append(current_call()["prompt"])
+        return oracle.responses(messages)
+
+    from sqlchorus.testing import ScriptedChatModel
+
+    settings = Settings.for_preset("tiny", model=ScriptedChatModel(respond), trace_dir=None)
+    question = "How many customers do we have?"
+    result = sqlchorus.ask(question, db=demo_db, settings=settings)
+    assert result.ok and result.rows == [[62]]
+    assert prompts == ["generate_direct"] and expected_calls(settings)["typical"] == 1
+    assert result.state["keywords"] and result.state["links"] == {"customers": result.state["links"]["customers"]}

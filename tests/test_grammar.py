@@ -78,3 +78,31 @@ def test_every_spider_schema_gives_a_grammar_llama_cpp_accepts(spider):
             grammar = schema_grammar(introspect(database, sample_values=0))
         parse_grammar(grammar)
         assert llama_cpp.LlamaGrammar.from_string(grammar, verbose=False) is not None
+
+
+def test_the_scoped_grammar_admits_only_columns_of_the_tables_in_from():
+    from sqlchorus.demo import demo_db_path
+    from sqlchorus.tools.grammar import scoped_grammar
+
+    with GuardedDatabase(demo_db_path()) as db:
+        schema = introspect(db, sample_values=0)
+    grammar = scoped_grammar(schema)
+    admitted = [
+        "SELECT COUNT(*) FROM customers",
+        "SELECT first_name, last_name FROM customers WHERE email IS NULL",
+        "SELECT name, unit_price FROM products ORDER BY unit_price DESC LIMIT 5",
+        "SELECT COUNT(*) FROM orders JOIN customers ON orders.customer_id = customers.customer_id "
+        "WHERE customers.city = 'Boston'",
+        "SELECT status, COUNT(*) FROM orders GROUP BY status HAVING COUNT(*) > 10;",
+    ]
+    refused = [
+        "SELECT unit_price FROM customers",  # a column of another table
+        "SELECT customers.city FROM orders JOIN products ON orders.order_id = products.product_id",  # no such key
+        "SELECT * FROM customers WHERE customer_id IN (1, 2)",  # literal lists are left out
+        "SELECT * FROM customers; DROP TABLE customers",
+    ]
+    assert all(matches(grammar, q) for q in admitted)
+    assert not any(matches(grammar, q) for q in refused)
+    only_orders = scoped_grammar(schema, ["orders"])
+    assert matches(only_orders, "SELECT COUNT(*) FROM orders")
+    assert not matches(only_orders, "SELECT COUNT(*) FROM customers")

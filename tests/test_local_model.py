@@ -12,8 +12,8 @@ from sqlchorus.core.local_model import (
     SMOLLM2_NOTICE,
     LocalModelError,
     find_smollm2,
-    local_runtime,
     local_model_path,
+    local_runtime,
 )
 from sqlchorus.tools.database import GuardedDatabase, check_single_query
 from sqlchorus.tools.grammar import matches, schema_grammar

@@ -43,13 +43,13 @@ def test_missing_provider_package_names_the_extra(provider, extra):
     package = {"anthropic": "langchain_anthropic", "ollama": "langchain_ollama"}[provider]
     if importlib.util.find_spec(package):
         pytest.skip(f"{package} is installed")
-    with pytest.raises(ModelConfigError, match=rf"pip install 'sqlchorus\[{extra}\]'"):
+    with pytest.raises(ModelConfigError, match=rf"pip install -e '\.\[{extra}\]'"):  # hints from a checkout
         resolve_model(f"{provider}:some-model")
 
 
 def test_missing_llama_cpp_names_the_local_extra(monkeypatch):
     monkeypatch.setattr("sqlchorus.core.local_model.local_runtime", lambda: None)
-    with pytest.raises(ModelConfigError, match=r"sqlchorus\[local\]"):
+    with pytest.raises(ModelConfigError, match=r"\.\[local\]"):
         resolve_model("local:smollm2")
 
 
@@ -232,3 +232,11 @@ def test_one_rate_limiter_is_shared_by_every_question_of_a_session(demo_db):
     shared = resolve_roles(settings, limiter=limiter)
     assert shared["generation"].rate_limiter is limiter
     assert resolve_roles(settings)["generation"].rate_limiter is not limiter  # another entry point, its own
+
+
+def test_install_hints_fit_where_sqlchorus_runs_from(monkeypatch):
+    from sqlchorus.config import install
+
+    assert install.install_hint("local").startswith("pip install -e '.[local]'")  # this checkout
+    monkeypatch.setattr(install, "in_checkout", lambda: False)
+    assert install.install_hint("local") == "pip install 'sqlchorus[local]'"

@@ -13,6 +13,7 @@ EXPECTED_VARIABLES = {
     "extract_keywords": {"examples", "question", "evidence"},
     "link_schema": {"examples", "schema", "values", "question", "evidence"},
     "generate_divide_conquer": {"examples", "schema", "values", "question", "evidence"},
+    "generate_direct": {"examples", "schema", "question", "evidence"},
     "fix_candidates": {"schema", "values", "question", "evidence", "sql", "result"},
     "din_classify": {"examples", "schema", "schema_links", "question", "evidence"},
     "din_easy": {"examples", "schema", "schema_links", "question", "evidence"},

@@ -124,6 +124,90 @@ def schema_grammar(schema: DatabaseSchema) -> str:
     return "\n".join(lines) + "\n"
 
 
+_SCOPED_BODY = r"""
+root ::= query ";"?
+cmp ::= "=" | "!=" | "<>" | "<=" | ">=" | "<" | ">"
+logic ::= " " kw-and " " | " " kw-or " "
+literal ::= number | string
+number ::= "-"? digits ("." digits)?
+digits ::= [0-9] ([0-9] ([0-9] ([0-9] ([0-9] ([0-9] ([0-9] ([0-9] ([0-9] [0-9]?)?)?)?)?)?)?)?)?
+string ::= "'" [^'\n]* "'"
+limit ::= kw-limit " " [1-9] ([0-9] ([0-9] [0-9]?)?)?
+dir ::= kw-asc | kw-desc
+"""
+
+# One FROM's rules, with {s} its suffix, {col} its column rule's body and {source} its FROM text.
+_SCOPED_QUERY = r"""
+q{s} ::= kw-select (" " kw-distinct)? " " items{s} " " kw-from " " {source} (" " where{s})? (" " group{s})? (" " order{s})? (" " limit)?
+items{s} ::= item{s} (", " item{s} (", " item{s} (", " item{s})?)?)?
+item{s} ::= "*" | col{s} | call{s}
+call{s} ::= fn "(" ((kw-distinct " ")? col{s} | "*") ")"
+col{s} ::= {col}
+where{s} ::= kw-where " " cond{s}
+cond{s} ::= pred{s} (logic pred{s} (logic pred{s})?)?
+pred{s} ::= col{s} " " cmp " " literal | col{s} (" " kw-not)? " " kw-like " " string | col{s} " " kw-between " " literal " " kw-and " " literal | col{s} " " kw-is (" " kw-not)? " " kw-null
+group{s} ::= kw-group " " kw-by " " col{s} (" " kw-having " " call{s} " " cmp " " number)?
+order{s} ::= kw-order " " kw-by " " (call{s} | col{s}) (" " dir)?
+"""
+
+
+def scoped_grammar(schema: DatabaseSchema, tables: list[str] | None = None) -> str:
+    """A GBNF grammar of simpler queries in which every column belongs to a table in FROM.
+
+    FROM is one table, or two tables joined on a foreign key between them (columns then
+    qualified with their table's name); each such FROM has its own rules, so a column of another
+    table cannot be written. The rest is a plain subset (WHERE of up to three comparisons, LIKE,
+    BETWEEN or IS NULL, one GROUP BY key with an optional HAVING, one ORDER BY key, LIMIT) that
+    small models can follow; lists of literals are left out, as small models fill them with
+    made-up ids.
+
+    Args:
+        schema: the database's schema.
+        tables: the tables queries may read (linked tables, say); every table when None.
+
+    Raises:
+        ValueError: none of ``tables`` is in the schema.
+    """
+    wanted = {t.lower() for t in tables} if tables else None
+    chosen = [t for t in schema.tables if wanted is None or t.name.lower() in wanted]
+    if not chosen:
+        raise ValueError(f"Schema {schema.name!r} has none of the tables {sorted(tables or [])}.")
+    names = {t.name for t in chosen}
+    lines = [_SCOPED_BODY.strip()]
+    alternatives = []
+    for i, table in enumerate(chosen):
+        suffix = f"-t{i}"
+        cols = " | ".join(_name_literal(n) for n in _unique(c.name for c in table.columns)) or '"rowid"'
+        lines.append(_SCOPED_QUERY.format(s=suffix, col=cols, source=_name_literal(table.name)).strip())
+        alternatives.append(f"q{suffix}")
+    pair = 0
+    for table in chosen:
+        for fk in table.foreign_keys:
+            if fk.ref_table not in names:
+                continue
+            other = schema.table(fk.ref_table)
+            suffix = f"-j{pair}"
+            pair += 1
+            qualified = [
+                _gbnf_string(f"{_quoted(t.name)}.{_quoted(c.name)}") for t in (table, other) for c in t.columns
+            ]
+            source = _gbnf_string(
+                f"{_quoted(table.name)} JOIN {_quoted(other.name)} ON "
+                f"{_quoted(table.name)}.{_quoted(fk.column)} = {_quoted(other.name)}.{_quoted(fk.ref_column)}"
+            )
+            lines.append(_SCOPED_QUERY.format(s=suffix, col=" | ".join(qualified), source=source).strip())
+            alternatives.append(f"q{suffix}")
+    lines.append("query ::= " + " | ".join(alternatives))
+    lines.append("fn ::= " + " | ".join(_either_case(f) for f in _FUNCTIONS))
+    for word in _KEYWORD_RULES:
+        lines.append(f"kw-{word} ::= {_either_case(word)}")
+    return "\n".join(lines) + "\n"
+
+
+def _quoted(name: str) -> str:
+    return name if _PLAIN.match(name) and name.lower() not in _KEYWORDS else '"' + name.replace('"', '""') + '"'
+
+
 def _unique(names) -> list[str]:
     # Each name as the schema spells it and in lower case (SQLite names are case-insensitive and
     # small models tend to write them in lower case). Longest first, then alphabetical: a stable

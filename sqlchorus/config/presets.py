@@ -10,6 +10,9 @@
   links (``ddl:columns@m-schema``) instead of a DDL linking call of its own, which the paper made
   with a second model for diversity. That leaves one N-rep linking call (MAC-Schema).
 * ``full``: every generator of the graph, CHASE-SQL's pairwise selection of the final answer.
+* ``tiny``: for small local models (the offline demo's SmolLM2-135M): keywords from the question
+  and lexical linking with no model call, one short direct prompt over the linked tables, and a
+  grammar that admits only columns of the tables in FROM; one call per question when it runs.
 
 A preset is data: the :class:`~sqlchorus.config.settings.Settings` fields it sets. ``Settings``
 applies it (see :meth:`~sqlchorus.config.settings.Settings.for_preset`); what a preset costs in
@@ -71,6 +74,15 @@ PRESETS: dict[str, Preset] = {
             "pairwise": "always",
         },
         selection_summary="CHASE-SQL pairwise selection among result clusters",
+    ),
+    "tiny": Preset(
+        name="tiny",
+        summary="one short direct prompt over the linked tables, for small local models",
+        fields={
+            "generators": {"direct": 1}, "keywords": "question", "linking": "lexical", "grammar_scope": "from",
+            "fix_rounds": 1, "schema_level": "tables", "pairwise": "never", "max_tokens": 96,
+        },
+        selection_summary="the single candidate; no selection call",
     ),
 }
 PRESET_NAMES: tuple[str, ...] = tuple(PRESETS)

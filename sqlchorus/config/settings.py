@@ -21,6 +21,9 @@ SCHEMA_LEVELS: tuple[str, ...] = ("full", "tables", "columns")
 PAIRWISE_MODES: tuple[str, ...] = ("never", "low-confidence", "always")
 DIN_CORRECTIONS: tuple[str, ...] = ("gentle", "generic", "none")
 LIST_VERIFIERS: tuple[str, ...] = ("strong", "weak")
+KEYWORD_SOURCES: tuple[str, ...] = ("model", "question")
+LINKERS: tuple[str, ...] = ("model", "lexical")
+GRAMMAR_SCOPES: tuple[str, ...] = ("schema", "from")
 NREP_VIEWS: tuple[str, ...] = (
     "mac-schema:full",
     "mac-schema:columns",
@@ -123,9 +126,21 @@ class Settings:
     )
     preset: str | None = _field(
         None,
-        "Generators, selection and fixing chosen by cost: fast, balanced or full "
+        "Generators, selection and fixing chosen by cost: fast, balanced, full, or tiny for small local models "
         "(options you give win over it).",
         flag="--preset", choices=PRESET_NAMES,
+    )
+    keywords: str = _field(
+        "model",
+        "Where value retrieval's keywords come from: the model (CHESS's prompt), or the question's "
+        "own words with no model call (for small local models).",
+        flag="--keywords", choices=KEYWORD_SOURCES,
+    )
+    linking: str = _field(
+        "model",
+        "How link_schema links: the model (DIN-SQL's prompt), or lexically, ranking tables and "
+        "columns by the question's words and retrieved values, with no model call.",
+        flag="--linking", choices=LINKERS,
     )
     din_correction: str = _field(
         "gentle",
@@ -224,6 +239,12 @@ class Settings:
         "and fixing can only write one SELECT over real tables and columns.",
         negate=("--no-grammar", False, "Do not constrain local models with the schema grammar."),
     )
+    grammar_scope: str = _field(
+        "schema",
+        "What the schema grammar lets a local model write: any query over the schema's names "
+        "(schema), or simpler queries whose columns belong to the tables in FROM (from).",
+        flag="--grammar-scope", choices=GRAMMAR_SCOPES,
+    )
     generator_temperatures: dict[str, float] = _field(
         dict,
         "Sampling temperature of each generator's samples after its first, by generator name; "
@@ -284,6 +305,9 @@ class Settings:
         _choose("DIN-SQL correction", self.din_correction, DIN_CORRECTIONS)
         _choose("pairwise mode", self.pairwise, PAIRWISE_MODES)
         _choose("LIST verifier", self.list_verifier, LIST_VERIFIERS)
+        _choose("keyword source", self.keywords, KEYWORD_SOURCES)
+        _choose("linker", self.linking, LINKERS)
+        _choose("grammar scope", self.grammar_scope, GRAMMAR_SCOPES)
         if self.model_timeout_s <= 0:
             raise ValueError("model_timeout_s must be more than 0.")
         if self.model_retries < 0:

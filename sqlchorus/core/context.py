@@ -8,6 +8,7 @@ them once (:mod:`sqlchorus.core.dependencies`) and puts them here for each run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,8 @@ class Context:
         value_index_error: why there is no value index.
         cache: the persistent response cache, or None for none.
         prices: the price table model calls are costed with.
+        progress: called with a :class:`~sqlchorus.core.tracing.NodeEvent` as each node starts
+            and ends (from the graph's threads), or None.
     """
 
     db: GuardedDatabase
@@ -47,3 +50,4 @@ class Context:
     value_index_error: str | None = None
     cache: ResponseCache | None = None
     prices: PriceTable = field(default_factory=PriceTable)
+    progress: Callable[[Any], None] | None = None

@@ -74,8 +74,12 @@ class Dependencies:
                 cache = None
         return cls(settings=settings, models=models, cache=cache, prices=prices)
 
-    def context(self, resources: DatabaseResources, *, settings: Settings | None = None, tracer: Any = None) -> Context:
-        """The context of one run on ``resources``' database, traced with ``tracer``."""
+    def context(
+        self, resources: DatabaseResources, *, settings: Settings | None = None, tracer: Any = None,
+        progress: Any = None,
+    ) -> Context:
+        """The context of one run on ``resources``' database, traced with ``tracer``, telling
+        ``progress`` as nodes start and end."""
         return Context(
             db=resources.db.with_tracer(tracer) if tracer is not None else resources.db,
             models=self.models,
@@ -86,6 +90,7 @@ class Dependencies:
             value_index_error=resources.value_index_error,
             cache=self.cache,
             prices=self.prices,
+            progress=progress,
         )
 
     def close(self) -> None:

