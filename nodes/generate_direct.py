@@ -12,15 +12,10 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from sqlchorus import prompts
-from sqlchorus.core.candidates import new_candidate
 from sqlchorus.core.context import Context
-from sqlchorus.core.diversity import generation_meta, sample_temperature, sample_view
-from sqlchorus.core.generation import model_error_update
-from sqlchorus.core.llm import ModelCallError, call_model
+from sqlchorus.core.generation import generate_once
 from sqlchorus.core.state import GeneratorInput
 from sqlchorus.tools import fewshot
-from sqlchorus.tools.parsing import extract_sql
 
 NODE = "generate_direct"
 GENERATOR = "direct"
@@ -31,24 +26,7 @@ def _examples_text(settings) -> str:
 
 
 def generate_direct(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
-    context = runtime.context
-    sample = state.get("sample", 0)
-    view, seed = sample_view(state, context)
-    temperature = sample_temperature(context, GENERATOR, sample)
-    prompt = prompts.render(
-        NODE,
-        schema=view,
-        examples=_examples_text(context.settings),
-        question=state["question"],
-        evidence=state.get("evidence") or "(none)",
+    return generate_once(
+        state, runtime.context, node=NODE, generator=GENERATOR, examples=_examples_text(runtime.context.settings),
+        grammar_tables=list(state.get("links") or {}),
     )
-    try:
-        text, usage = call_model(
-            context, role="generation", node=NODE, prompt=prompt, temperature=temperature, sample=sample,
-            grammar_tables=list(state.get("links") or {}),
-        )
-    except ModelCallError as e:
-        return model_error_update(NODE, e)
-    candidate = new_candidate(GENERATOR, sample, extract_sql(text), reasoning=text)
-    candidate["meta"] = generation_meta(temperature, seed)
-    return {"candidates": [candidate], "usage": [usage]}

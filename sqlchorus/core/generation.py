@@ -1,12 +1,14 @@
-"""One-call generation shared by the CHASE-SQL chain-of-thought generators.
+"""One-call generation shared by the generators that make one model call per sample.
 
-The divide-and-conquer and query-plan generators differ only in their prompt and examples: both
-show the sample's schema view, the retrieved values, the question and hint, make one model call
-at the sample's temperature, and keep the answer's last query as the candidate.
+The divide-and-conquer, query-plan and direct generators differ only in their prompt and
+examples: each shows the sample's schema view, the question and hint (and the retrieved values
+where its prompt does), makes one model call at the sample's temperature, and keeps the answer's
+last query as the candidate.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from sqlchorus import prompts
@@ -28,23 +30,31 @@ def model_error_update(node: str, error: ModelCallError) -> dict[str, Any]:
 
 
 def generate_once(
-    state: GeneratorInput, context: Context, *, node: str, generator: str, examples: str
+    state: GeneratorInput, context: Context, *, node: str, generator: str, examples: str,
+    grammar_tables: Collection[str] | None = None,
 ) -> dict[str, Any]:
-    """Render ``node``'s prompt for this sample, call the generation model once, make the candidate."""
+    """Render ``node``'s prompt for this sample, call the generation model once, make the candidate.
+
+    The prompt gets the sample's schema view, the examples, the question and hint, and the
+    retrieved values when its template shows them; ``grammar_tables`` are the tables a
+    FROM-scoped grammar lets the query read.
+    """
     sample = state.get("sample", 0)
     view, seed = sample_view(state, context)
     temperature = sample_temperature(context, generator, sample)
-    prompt = prompts.render(
-        node,
-        examples=examples,
-        schema=view,
-        values=values_text(state.get("values")),
-        question=state["question"],
-        evidence=state.get("evidence") or "(none)",
-    )
+    fields = {
+        "examples": examples,
+        "schema": view,
+        "values": values_text(state.get("values")),
+        "question": state["question"],
+        "evidence": state.get("evidence") or "(none)",
+    }
+    wanted = prompts.variables(node)
+    prompt = prompts.render(node, **{k: v for k, v in fields.items() if k in wanted})
     try:
         text, usage = call_model(
-            context, role="generation", node=node, prompt=prompt, temperature=temperature, sample=sample
+            context, role="generation", node=node, prompt=prompt, temperature=temperature, sample=sample,
+            grammar_tables=grammar_tables,
         )
     except ModelCallError as e:
         return model_error_update(node, e)
