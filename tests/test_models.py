@@ -54,7 +54,10 @@ def test_missing_llama_cpp_names_the_local_extra(monkeypatch):
 
 
 def test_missing_gguf_file(tmp_path):
-    pytest.importorskip("llama_cpp")
+    from sqlchorus.core.local_model import local_runtime
+
+    if local_runtime() is None:
+        pytest.skip("no local runtime is installed")
     with pytest.raises(ModelConfigError, match="No GGUF model file"):
         resolve_model(f"local:{tmp_path / 'none.gguf'}")
 
