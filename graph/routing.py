@@ -13,7 +13,7 @@ from typing import Any
 from langgraph.graph import END
 from langgraph.types import Send
 
-from sqlchorus.core.candidates import is_broken
+from sqlchorus.core.candidates import UNFIXABLE_KINDS, is_broken
 from sqlchorus.core.state import GeneratorInput
 
 Route = list[tuple[Any, str]]
@@ -56,6 +56,10 @@ def after_check(state: dict, runtime: Any) -> Route:
     broken = [c for c in candidates if is_broken(c)]
     if broken:
         return [("select_candidate", f"{len(broken)} candidate(s) still broken after {beta} attempts each")]
+    damaged = [c for c in candidates if c.get("error_kind") in UNFIXABLE_KINDS]
+    if damaged:
+        return [("select_candidate", f"{len(damaged)} candidate(s) failed on the database itself "
+                                     f"({damaged[0]['error']}); no rewrite can mend that")]
     if not candidates:
         return [("select_candidate", "no candidates were produced")]
     return [("select_candidate", f"all {len(candidates)} candidate(s) ran and returned rows")]

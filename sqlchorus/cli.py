@@ -26,6 +26,7 @@ from sqlchorus.tools.database import SqlError
 
 EXIT_NO_ANSWER = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
@@ -258,6 +259,9 @@ def _ask(question: str, options: dict[str, Any], **fixed: Any) -> None:
         settings = typed_settings(options, **fixed)
         with _progress_display(verbose, quiet=as_json) as progress:
             result = run_ask(question, db=db, evidence=evidence, settings=settings, progress=progress)
+    except KeyboardInterrupt:
+        _fail("Interrupted.", EXIT_INTERRUPTED)
+        return
     except (SqlchorusError, ModelConfigError, SqlError, ValueError, OSError) as e:
         _fail(str(e))
         return
@@ -352,6 +356,10 @@ def select_command(candidates_file: str, model: str | None, out_file: str | None
                 click.echo(line)
     except (SqlchorusError, ModelConfigError) as e:
         _fail(str(e))
+    except BrokenPipeError:
+        # The reader of standard output went away (| head): nothing is wrong with the input.
+        sys.stdout = None  # Python would otherwise complain again while flushing at exit
+        sys.exit(EXIT_NO_ANSWER if unanswered else 0)
     except (UnicodeDecodeError, OSError) as e:
         _fail(f"Cannot read {candidates_file} as JSON Lines text: {e}")
     finally:
@@ -497,7 +505,7 @@ def eval_command(dataset_name: str, limit: int | None, workers: int, out_dir: st
                 log(f"wrote {pairs['pairs']} selection pair(s) from {pairs['questions']} question(s) to {pairs_file}")
     except KeyboardInterrupt:
         where = f" Finished questions are in {folder / 'records.jsonl'}; rerun with --out {folder} to resume." if folder else ""
-        _fail(f"Interrupted.{where}", 130)
+        _fail(f"Interrupted.{where}", EXIT_INTERRUPTED)
         return
     except (EvalError, SqlchorusError, ModelConfigError, SqlError, ValueError, OSError) as e:
         _fail(str(e))

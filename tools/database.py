@@ -73,6 +73,7 @@ WORKER_START_S = 30.0
 """How long a new worker may take to open the database."""
 
 _RESOURCE_MESSAGES = ("out of memory", "too big", "too large", "too many", "too complex", "too deep")
+_DAMAGE_MESSAGES = ("malformed", "file is not a database", "disk i/o error")
 
 
 @dataclass
@@ -402,6 +403,8 @@ class GuardedDatabase:
             return ForbiddenError(f"The query uses {what}, which the guard does not allow; it was refused.", sql=sql)
         if "readonly" in text:
             return ForbiddenError("The database is open read-only; writes are refused.", sql=sql)
+        if any(marker in text.lower() for marker in _DAMAGE_MESSAGES):
+            return DatabaseOpenError(f"The database file is damaged: {text}.", sql=sql)
         if any(marker in text.lower() for marker in _RESOURCE_MESSAGES):
             return ResourceError(f"The query needs more than the guard allows: {text}.", sql=sql)
         return ExecutionError(text, sql=sql)

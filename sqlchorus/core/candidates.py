@@ -32,6 +32,12 @@ def updated(candidate: Candidate, **changes: Any) -> Candidate:
     return Candidate(**new)  # type: ignore[typeddict-item]
 
 
+UNFIXABLE_KINDS = frozenset({"database_open"})
+"""Error kinds no rewrite of the query can mend (a damaged database file): such a candidate
+is not sent to the fixer."""
+
+
 def is_broken(candidate: Candidate) -> bool:
-    """CHASE-SQL fixes a candidate that failed to run or returned nothing."""
-    return candidate["status"] in ("error", "empty")
+    """CHASE-SQL fixes a candidate that failed to run or returned nothing, unless what failed
+    was the database itself."""
+    return candidate["status"] in ("error", "empty") and candidate.get("error_kind") not in UNFIXABLE_KINDS

@@ -1,0 +1,54 @@
+"""Faults outside the model keep their meaning: an interrupted ask, a closed pipe, a damaged file."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+from click.testing import CliRunner
+
+import sqlchorus
+from sqlchorus.cli import cli
+from sqlchorus.demo import load_demo_questions
+from sqlchorus.testing import oracle_model
+
+GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
+
+
+def test_ctrl_c_in_ask_exits_130(monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("sqlchorus.api.ask", interrupted)
+    out = CliRunner().invoke(cli, ["ask", "How many customers do we have?", "--model", "x:y", "--no-trace"])
+    assert out.exit_code == 130
+    assert "Interrupted." in out.output and "Traceback" not in out.output
+
+
+def test_a_closed_pipe_is_not_blamed_on_the_input(tmp_path, demo_db):
+    lines = [json.dumps({"db": str(demo_db), "question": f"q{i}", "candidates": ["SELECT 1"]}) for i in range(400)]
+    path = tmp_path / "candidates.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    # A reader that takes one line and goes: the writer meets a closed pipe.
+    command = f"{sys.executable} -m sqlchorus select --candidates {path} | head -n 1"
+    out = subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True, timeout=120)
+    assert out.stdout.count("\n") == 1
+    assert "Cannot read" not in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_damaged_database_page_is_not_sent_to_the_fixer(tmp_path, demo_db):
+    damaged = tmp_path / "damaged.sqlite"
+    shutil.copy(demo_db, damaged)
+    data = bytearray(damaged.read_bytes())
+    for page in range(2, len(data) // 4096):  # every page after the first: the schema still reads
+        data[page * 4096:page * 4096 + 64] = b"\xff" * 64
+    damaged.write_bytes(bytes(data))
+    model = oracle_model(GOLD.get)
+    result = sqlchorus.ask("How many customers do we have?", db=damaged, model=model,
+                           settings=sqlchorus.Settings(trace_dir=None))
+    assert not result.ok
+    assert result.candidates and result.candidates[0]["error_kind"] == "database_open"
+    assert result.candidates[0]["fix_attempts"] == 0
+    assert not any(u["node"] == "fix_candidates" for u in result.usage)
