@@ -1,7 +1,8 @@
 """generate_direct: one short prompt straight to the query, for small local models.
 
-The prompt holds the schema view of the linked tables, a few examples over the demo database
-(questions none of the demo's own), the question and its hint; the answer is the query itself.
+The prompt holds the schema view (the linked columns, in the tiny preset), a few examples over
+the demo database (questions none of the demo's own), the question and its hint; the answer is
+the query itself.
 With ``Settings.grammar_scope = "from"`` (the ``tiny`` preset), a local model writes under a
 grammar that admits only columns of the linked tables in FROM, so a 135M-parameter model's query
 runs far more often than under the chain-of-thought prompts, which it cannot follow. Samples

@@ -11,7 +11,7 @@
   with a second model for diversity. That leaves one N-rep linking call (MAC-Schema).
 * ``full``: every generator of the graph, CHASE-SQL's pairwise selection of the final answer.
 * ``tiny``: for small local models (the offline demo's SmolLM2-135M): keywords from the question
-  and lexical linking with no model call, one short direct prompt over the linked tables, and a
+  and lexical linking with no model call, one short direct prompt over the linked columns, and a
   grammar that admits only columns of the tables in FROM; one call per question when it runs.
 
 A preset is data: the :class:`~sqlchorus.config.settings.Settings` fields it sets. ``Settings``
@@ -77,10 +77,10 @@ PRESETS: dict[str, Preset] = {
     ),
     "tiny": Preset(
         name="tiny",
-        summary="one short direct prompt over the linked tables, for small local models",
+        summary="one short direct prompt over the linked columns, for small local models",
         fields={
             "generators": {"direct": 1}, "keywords": "question", "linking": "lexical", "grammar_scope": "from",
-            "fix_rounds": 1, "schema_level": "tables", "pairwise": "never", "max_tokens": 96,
+            "fix_rounds": 1, "schema_level": "columns", "pairwise": "never", "max_tokens": 96,
         },
         selection_summary="the single candidate; no selection call",
     ),
