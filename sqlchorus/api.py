@@ -241,10 +241,11 @@ class Session:
                 state, error = {}, f"The run failed: {type(e).__name__}: {e}"
             result = _result(question, state, error)
             result.run_id = run.run_id
-            result.trace_path = str(run.path) if run.path else None
             if result.error:
                 run.root.set_attribute(attrs.SQLCHORUS_ERROR, result.error)
             run.root.set_attribute(attrs.SQLCHORUS_COST_USD, result.cost["cost_usd"])
+        result.trace_path = str(run.path) if run.path and not run.problems else None
+        result.errors += [{"node": "trace", "kind": "trace", "message": p} for p in run.problems]
         result.seconds = time.perf_counter() - start
         return result
 

@@ -52,3 +52,40 @@ def test_a_damaged_database_page_is_not_sent_to_the_fixer(tmp_path, demo_db):
     assert result.candidates and result.candidates[0]["error_kind"] == "database_open"
     assert result.candidates[0]["fix_attempts"] == 0
     assert not any(u["node"] == "fix_candidates" for u in result.usage)
+
+
+class _FullDisk:
+    """A trace file on a disk that is full: every write fails as the OS would say so."""
+
+    closed = False
+
+    def write(self, text):
+        raise OSError(28, "No space left on device")
+
+    def flush(self):
+        pass
+
+    def close(self):
+        self.closed = True
+
+
+def _answer_with(monkeypatch, *extra):
+    monkeypatch.setattr("sqlchorus.core.models.resolve_model", lambda spec, **kw: oracle_model(GOLD.get))
+    return CliRunner().invoke(cli, ["ask", "How many customers do we have?", "--model", "x:y", *extra])
+
+
+def test_a_full_disk_costs_the_trace_file_not_the_answer(monkeypatch, tmp_path):
+    monkeypatch.setattr("sqlchorus.core.tracing.open", lambda *a, **k: _FullDisk(), raising=False)
+    out = _answer_with(monkeypatch, "--trace-dir", str(tmp_path / "traces"))
+    assert out.exit_code == 0, out.output
+    assert "SELECT COUNT(*) FROM customers" in out.output and "62" in out.output
+    assert "Traceback" not in out.output and "Exception while exporting" not in out.output
+    assert " ".join(out.output.split()).count("stopped being written: No space left on device") == 1
+
+
+def test_a_missing_otlp_exporter_costs_the_export_not_the_answer(monkeypatch):
+    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.http.trace_exporter", None)
+    out = _answer_with(monkeypatch, "--no-trace", "--otlp-endpoint", "http://127.0.0.1:9/v1/traces")
+    assert out.exit_code == 0, out.output
+    assert "62" in out.output and "Traceback" not in out.output
+    assert " ".join(out.output.split()).count("needs the OTLP exporter") == 1

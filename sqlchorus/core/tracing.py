@@ -35,18 +35,32 @@ from sqlchorus.core import attributes as attrs
 
 
 class JsonlSpanExporter(SpanExporter):
-    """Appends one JSON object per finished span to a file."""
+    """Appends one JSON object per finished span to a file.
+
+    A file that cannot be written (a full disk) stops the export, not the run: the first error
+    is kept in ``failed`` and later spans are dropped quietly.
+
+    Raises:
+        OSError: the folder cannot be made or the file opened.
+    """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(self.path, "a", encoding="utf-8")
+        self.failed: str | None = None
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        for span in spans:
-            # to_json() is pretty-printed; one line per span keeps the file greppable.
-            self._file.write(json.dumps(json.loads(span.to_json()), ensure_ascii=False) + "\n")
-        self._file.flush()
+        if self.failed is not None:
+            return SpanExportResult.FAILURE
+        try:
+            for span in spans:
+                # to_json() is pretty-printed; one line per span keeps the file greppable.
+                self._file.write(json.dumps(json.loads(span.to_json()), ensure_ascii=False) + "\n")
+            self._file.flush()
+        except OSError as e:
+            self.failed = f"the trace file {self.path} stopped being written: {e.strerror or e}"
+            return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS
 
     def shutdown(self) -> None:
@@ -89,16 +103,33 @@ class RunTracer(AbstractContextManager["RunTracer"]):
         self.provider = TracerProvider(
             resource=Resource.create({"service.name": "sqlchorus", attrs.SQLCHORUS_RUN_ID: self.run_id})
         )
+        self._problems: list[str] = []
+        self._file: JsonlSpanExporter | None = None
         if self.path is not None:
-            self.provider.add_span_processor(SimpleSpanProcessor(JsonlSpanExporter(self.path)))
+            try:
+                self._file = JsonlSpanExporter(self.path)
+                self.provider.add_span_processor(SimpleSpanProcessor(self._file))
+            except OSError as e:  # tracing is a record of the run, never a reason to lose it
+                self._problems.append(f"no trace file: cannot write {self.path} ({e.strerror or e})")
+                self.path = None
         for exporter in exporters:
             self.provider.add_span_processor(SimpleSpanProcessor(exporter))
         if otlp_endpoint:
-            self.provider.add_span_processor(BatchSpanProcessor(_otlp_exporter(otlp_endpoint)))
+            try:
+                self.provider.add_span_processor(BatchSpanProcessor(_otlp_exporter(otlp_endpoint)))
+            except RuntimeError as e:
+                self._problems.append(f"spans are not sent to {otlp_endpoint}: {e}")
         self.tracer = self.provider.get_tracer("sqlchorus")
         self._attributes = {attrs.SQLCHORUS_RUN_ID: self.run_id, **(attributes or {})}
         self._span_cm: Any = None
         self.root: Any = None
+
+    @property
+    def problems(self) -> list[str]:
+        """What went wrong with tracing (a file that could not be written, an exporter that is
+        not installed), one line each; the run itself went on."""
+        late = [self._file.failed] if self._file is not None and self._file.failed else []
+        return self._problems + late
 
     def __enter__(self) -> RunTracer:
         self._span_cm = self.tracer.start_as_current_span(attrs.RUN_SPAN, attributes=self._attributes)
