@@ -22,6 +22,8 @@ from sqlchorus.config.errors import EmptyQuestionError
 from sqlchorus.config.settings import Settings
 from sqlchorus.core import attributes as attrs
 from sqlchorus.core.dependencies import DatabaseResources, Dependencies, database_key
+from sqlchorus.core.llm import ModelAuthError
+from sqlchorus.core.models import ModelConfigError
 from sqlchorus.core.tracing import NodeEvent, RunTracer
 from sqlchorus.demo import demo_db_path
 from sqlchorus.graph.build import build_graph
@@ -208,6 +210,7 @@ class Session:
         Raises:
             EmptyQuestionError: the question is empty.
             sqlchorus.tools.database.DatabaseOpenError: the database is missing or not SQLite.
+            sqlchorus.core.models.ModelConfigError: a provider refused the credentials.
         """
         if not question or not question.strip():
             raise EmptyQuestionError("The question is empty: ask something about the database.")
@@ -233,6 +236,9 @@ class Session:
             error = None
             try:
                 state = graph.invoke(initial, config=config, context=context)
+            except ModelAuthError as e:  # configuration, not an answer that failed: say so
+                run.root.record_exception(e)
+                raise ModelConfigError(str(e)) from e
             except GraphRecursionError:
                 state, error = {}, f"The run exceeded its step limit ({settings.recursion_limit})."
                 run.root.set_attribute(attrs.SQLCHORUS_ERROR, error)

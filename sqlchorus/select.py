@@ -26,6 +26,8 @@ from typing import Any
 
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.dependencies import DatabaseResources, Dependencies
+from sqlchorus.core.llm import ModelAuthError
+from sqlchorus.core.models import ModelConfigError
 from sqlchorus.core.selection import PREVIEW_ROWS, choose, pair_schema, selection_prompt
 from sqlchorus.tools.database import GuardedDatabase, SqlError
 from sqlchorus.tools.results import check_sql, preview
@@ -103,7 +105,10 @@ def select(
         schema = schema or introspect(database, sample_values=settings.sample_values)
         checked = check(database, list(candidates))
         context = deps.context(DatabaseResources(db=database, schema=schema))
-        outcome = choose(context, question=question, evidence=evidence, candidates=checked, node=SELECT_NODE)
+        try:
+            outcome = choose(context, question=question, evidence=evidence, candidates=checked, node=SELECT_NODE)
+        except ModelAuthError as e:
+            raise ModelConfigError(str(e)) from e
     finally:
         if owned:
             database.close()
@@ -188,6 +193,8 @@ def _select_lines(path, base, deps, settings, schemas) -> Iterator[dict[str, Any
                         schemas[db_path] = introspect(db, sample_values=settings.sample_values)
                     result = select(db, item["question"], item["candidates"], item.get("evidence") or "",
                                     schema=schemas[db_path], dependencies=deps)
+            except ModelConfigError:  # the model is unusable: every line would say so; stop once
+                raise
             except (ValueError, SqlError) as e:
                 yield {"line": n, "error": getattr(e, "message", None) or str(e)}
                 continue

@@ -89,3 +89,59 @@ def test_a_missing_otlp_exporter_costs_the_export_not_the_answer(monkeypatch):
     assert out.exit_code == 0, out.output
     assert "62" in out.output and "Traceback" not in out.output
     assert " ".join(out.output.split()).count("needs the OTLP exporter") == 1
+
+
+def test_a_refused_api_key_is_a_configuration_error_met_once(monkeypatch):
+    from sqlchorus.testing import ScriptedChatModel
+
+    class AuthenticationError(Exception):
+        status_code = 401
+
+    def refuse(messages):
+        raise AuthenticationError("Error code: 401 - invalid api key")
+
+    model = ScriptedChatModel(refuse)
+    monkeypatch.setattr("sqlchorus.core.models.resolve_model", lambda spec, **kw: model)
+    out = CliRunner().invoke(cli, ["ask", "How many customers do we have?", "--model", "x:y", "--no-trace"])
+    assert out.exit_code == 2, out.output
+    assert "refused the credentials" in out.output and "Traceback" not in out.output
+    assert model.calls == 1  # the run stops at the first refusal: no retry, no other node tries
+
+
+def test_a_refused_api_key_stops_select_and_eval_once(monkeypatch, tmp_path, demo_db):
+    from sqlchorus.testing import ScriptedChatModel
+
+    class PermissionDeniedError(Exception):
+        status_code = 403
+
+    def refuse(messages):
+        raise PermissionDeniedError("Error code: 403")
+
+    model = ScriptedChatModel(refuse)
+    monkeypatch.setattr("sqlchorus.core.models.resolve_model", lambda spec, **kw: model)
+    lines = [json.dumps({"db": str(demo_db), "question": f"q{i}", "candidates": ["SELECT 1", "SELECT 2", "SELECT 3"]})
+             for i in range(5)]
+    path = tmp_path / "candidates.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    out = CliRunner().invoke(cli, ["select", "--candidates", str(path), "--model", "x:y", "--pairwise", "always"])
+    assert out.exit_code == 2 and "refused the credentials" in out.output and "Traceback" not in out.output
+    assert model.calls == 1
+
+
+def test_a_refused_api_key_stops_an_evaluation_at_once(monkeypatch, tmp_path, spider):
+    from sqlchorus.testing import ScriptedChatModel
+
+    spider("concert_singer")  # skips without the benchmark data
+
+    class AuthenticationError(Exception):
+        status_code = 401
+
+    def refuse(messages):
+        raise AuthenticationError("Error code: 401")
+
+    model = ScriptedChatModel(refuse)
+    monkeypatch.setattr("sqlchorus.core.models.resolve_model", lambda spec, **kw: model)
+    out = CliRunner().invoke(cli, ["eval", "--dataset", "spider-dev", "--limit", "4", "--model", "x:y",
+                                   "--out", str(tmp_path / "run"), "--no-trace"])
+    assert out.exit_code == 2 and "refused the credentials" in out.output and "Traceback" not in out.output
+    assert model.calls == 1

@@ -65,6 +65,25 @@ class ModelCallError(RuntimeError):
         self.usage = usage
 
 
+class ModelAuthError(RuntimeError):
+    """A provider refused the credentials (401, 403): a configuration error, not a failed
+    answer. It is not caught by the nodes, so the run stops at the first such call instead of
+    every node meeting it in turn."""
+
+
+_AUTH_STATUS = frozenset({401, 403})
+_AUTH_NAMES = ("authentication", "permissiondenied", "unauthorized", "forbidden")
+
+
+def is_auth_error(error: BaseException) -> bool:
+    """Whether a provider error says the credentials were refused."""
+    status = getattr(error, "status_code", None) or getattr(getattr(error, "response", None), "status_code", None)
+    if isinstance(status, int) and status in _AUTH_STATUS:
+        return True
+    name = type(error).__name__.lower()
+    return any(part in name for part in _AUTH_NAMES)
+
+
 class TransientModelError(RuntimeError):
     """A failure worth retrying (raise it from a custom model to get retries)."""
 
@@ -165,6 +184,11 @@ def call_model(
             span.record_exception(e)
             span.set_attribute(attrs.SQLCHORUS_ERROR, str(e)[:500])
             span.set_attribute(attrs.SQLCHORUS_ATTEMPTS, attempts[0])
+            if is_auth_error(e):
+                raise ModelAuthError(
+                    f"The {role} model ({name}) refused the credentials: {_describe(e)}. "
+                    "Check the provider's API key."
+                ) from e
             raise ModelCallError(f"The {role} model ({name}) failed: {_describe(e)}", usage) from e
         latency = (time.perf_counter() - start) * 1000.0
         usage = _usage(node, role, name, getattr(reply, "usage_metadata", None), latency)

@@ -47,7 +47,7 @@ from typing import Any
 
 from sqlchorus.api import Session
 from sqlchorus.config.settings import Settings
-from sqlchorus.core.models import model_name
+from sqlchorus.core.models import ModelConfigError, model_name
 from sqlchorus.evaluation import report
 from sqlchorus.evaluation.datasets import BUILTIN_DATASETS, Dataset, Example, data_dir, load_dataset
 from sqlchorus.evaluation.scoring import (
@@ -262,6 +262,8 @@ def _run_question(
     try:
         result = ask(example.question, db=example.db_path, evidence=example.evidence,
                      settings=settings)
+    except ModelConfigError:  # refused credentials: every question would meet them; stop here
+        raise
     except Exception as e:  # one broken question must not stop the run; it is retried on resume
         record = _missing_record(index, example)
         record.update(status="error", ran=True, verdict="missing_prediction", verdict_error=None,
