@@ -105,6 +105,12 @@ class Result:
         return data
 
 
+def _valid_text(text: str) -> str:
+    """``text`` as valid Unicode: bytes that were not UTF-8 (a shell passes them on as lone
+    surrogates) become U+FFFD, so every span, prompt and file can carry the question."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def _json_safe(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return f"<blob {len(bytes(value))} bytes>"
@@ -214,6 +220,8 @@ class Session:
         """
         if not question or not question.strip():
             raise EmptyQuestionError("The question is empty: ask something about the database.")
+        question = _valid_text(question)
+        evidence = _valid_text(evidence or "")
         settings = settings or self.settings
         start = time.perf_counter()
         if progress is not None:

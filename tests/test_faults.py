@@ -145,3 +145,19 @@ def test_a_refused_api_key_stops_an_evaluation_at_once(monkeypatch, tmp_path, sp
                                    "--out", str(tmp_path / "run"), "--no-trace"])
     assert out.exit_code == 2 and "refused the credentials" in out.output and "Traceback" not in out.output
     assert model.calls == 1
+
+
+def test_a_question_with_invalid_utf8_keeps_its_trace(tmp_path, demo_db):
+    """Bytes that are not UTF-8 reach Python as lone surrogates; the run and its root span keep them
+    as U+FFFD."""
+    import json as _json
+
+    gold = dict(GOLD)
+    question = "How many customers do we have?\udcff"
+    gold[question.replace("\udcff", "\ufffd")] = GOLD["How many customers do we have?"]
+    result = sqlchorus.ask(question, db=demo_db, model=oracle_model(gold.get),
+                           settings=sqlchorus.Settings(trace_dir=str(tmp_path)))
+    assert result.ok and result.rows == [[62]]
+    spans = [_json.loads(line) for line in open(result.trace_path, encoding="utf-8")]
+    run = next(s for s in spans if s["name"] == "run")
+    assert run["attributes"]["sqlchorus.question"] == "How many customers do we have?\ufffd"
