@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
+import threading
+import time
 from typing import Any
 
 import click
@@ -153,9 +155,6 @@ class _LiveSteps:
     """The steps running now and for how long, as one live line on a terminal (rich)."""
 
     def __init__(self) -> None:
-        import threading
-        import time
-
         self._time = time.monotonic
         self._lock = threading.Lock()
         self._running: dict[str, float] = {}

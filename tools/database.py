@@ -333,9 +333,7 @@ class GuardedDatabase:
             the same errors as :meth:`execute`.
         """
         tree = check_single_query(sql)
-        budget = self.timeout_s if timeout_s is None else timeout_s
-        row_cap = self.max_rows if max_rows is None else max_rows
-        byte_cap = self.max_bytes if max_bytes is None else max_bytes
+        budget, row_cap, byte_cap = self._limits(timeout_s, max_rows, max_bytes)
         with self._lock:
             try:
                 columns, rows, truncated, elapsed = run(self._conn, self._state, sql, parameters, budget, row_cap,
@@ -343,6 +341,14 @@ class GuardedDatabase:
             except sqlite3.Error as e:
                 raise self._classify(str(e), self._state.refused, sql, tree, budget) from e
         return QueryResult(sql=sql, columns=columns, rows=rows, truncated=truncated, elapsed_ms=elapsed)
+
+    def _limits(self, timeout_s: float | None, max_rows: int | None, max_bytes: int | None) -> tuple[float, int, int]:
+        """A statement's time budget and caps: its own, else this database's defaults."""
+        return (
+            self.timeout_s if timeout_s is None else timeout_s,
+            self.max_rows if max_rows is None else max_rows,
+            self.max_bytes if max_bytes is None else max_bytes,
+        )
 
     def _traced(self, sql: str, tree: exp.Expression, timeout_s, max_rows, max_bytes, parameters) -> QueryResult:
         tracer = self.tracer
@@ -372,9 +378,7 @@ class GuardedDatabase:
         max_bytes: int | None,
         parameters: tuple[Any, ...] | dict[str, Any],
     ) -> QueryResult:
-        budget = self.timeout_s if timeout_s is None else timeout_s
-        row_cap = self.max_rows if max_rows is None else max_rows
-        byte_cap = self.max_bytes if max_bytes is None else max_bytes
+        budget, row_cap, byte_cap = self._limits(timeout_s, max_rows, max_bytes)
         request = ("run", sql, parameters, budget, row_cap, byte_cap)
         with self._lock:
             reply = self._worker.run(request, budget + KILL_GRACE_S)
