@@ -8,6 +8,7 @@ at once instead of after LangGraph's import.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import sys
 import threading
@@ -31,9 +32,18 @@ EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 
 
-def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
+def _fail(message: str, code: int = EXIT_BAD_INPUT, *, abandon_threads: bool = False) -> None:
+    """Say what went wrong on stderr and exit with ``code``.
+
+    ``abandon_threads``: work still running in threads is left behind. Python's exit would wait
+    for those threads (a model call can take minutes), so the process ends at once instead.
+    """
     click.secho("Error: ", err=True, fg="red", bold=True, nl=False)
     click.echo(message, err=True)
+    if abandon_threads:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     sys.exit(code)
 
 
@@ -302,6 +312,8 @@ def _print_result(result: Any, *, max_rows: int = 20) -> None:
             cands.add_row(c["id"] + chosen, c["status"], _cell(c.get("row_count")), str(c["fix_attempts"]), _cell(c.get("error") or ""))
         out.print(cands)
     for e in result.errors:
+        if e.get("kind") == "trace":
+            continue
         out.print(f"[yellow]note[/] {e['node']}: {e['message']}")
     cost = result.cost
     cached = f" ({cost['cached_calls']} from cache)" if cost["cached_calls"] else ""
@@ -315,6 +327,11 @@ def _print_result(result: Any, *, max_rows: int = 20) -> None:
         out.print(f"  no price for {', '.join(cost['unpriced_models'])} (counted at $0; see --prices)")
     if result.trace_path:
         out.print(f"trace: {result.trace_path}  (sqlchorus trace show {result.run_id})")
+    # What went wrong with the record of the run, not with its answer: one unwrapped line each,
+    # on stderr.
+    for e in result.errors:
+        if e.get("kind") == "trace":
+            click.secho(f"trace: {e['message']}", err=True, fg="yellow")
 
 
 SELECT_OPTIONS: tuple[str, ...] = (
@@ -371,20 +388,23 @@ def select_command(candidates_file: str, model: str | None, out_file: str | None
 @cli.command()
 @click.option("--db", "db", required=True, type=click.Path(dir_okay=False), help="SQLite database file to index.")
 @settings_options("value_cache_dir", aliases={"value_cache_dir": ("--cache-dir",)})
-@click.option("--max-values", type=click.IntRange(1), default=100_000, show_default=True, help="Distinct values read per column at most.")
+@click.option("--max-values", type=click.IntRange(1), default=None,
+              help="Distinct values read per column at most (default 100000). An index of this database "
+                   "built with another number is rebuilt; without the option, any index of it is reused.")
 @click.option("--rebuild", is_flag=True, help="Build again even if an index of this database content exists.")
 @click.option("--json", "as_json", is_flag=True, help="Print the index's figures as one JSON object.")
-def index(db: str, value_cache_dir: str | None, max_values: int, rebuild: bool, as_json: bool) -> None:
+def index(db: str, value_cache_dir: str | None, max_values: int | None, rebuild: bool, as_json: bool) -> None:
     """Build the value index of a database, once per database content.
 
     The index (MinHash LSH over every distinct text value, with exact and word lookups) is stored
     in a cache folder keyed by the database's content and reused until the database changes;
-    `ask` builds it on first use. Columns that were skipped are listed with the reason.
+    `ask` uses it whatever --max-values built it, and builds one on first use when there is none.
+    Columns that were skipped are listed with the reason.
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from sqlchorus.tools.database import GuardedDatabase
-    from sqlchorus.tools.value_index import ValueIndex
+    from sqlchorus.tools.value_index import DEFAULT_MAX_VALUES, ValueIndex
 
     try:
         database = GuardedDatabase(db)
@@ -402,8 +422,8 @@ def index(db: str, value_cache_dir: str | None, max_values: int, rebuild: bool, 
 
         try:
             if rebuild:
-                built = ValueIndex.build(database, cache_dir=value_cache_dir, max_values_per_column=max_values,
-                                         progress=progress)
+                built = ValueIndex.build(database, cache_dir=value_cache_dir,
+                                         max_values_per_column=max_values or DEFAULT_MAX_VALUES, progress=progress)
             else:
                 built = ValueIndex.load_or_build(database, value_cache_dir, max_values_per_column=max_values,
                                                  progress=progress)
@@ -417,7 +437,8 @@ def index(db: str, value_cache_dir: str | None, max_values: int, rebuild: bool, 
         return
     origin = "reused from the cache" if stats["from_cache"] else f"built in {stats['build_seconds']:.2f} s"
     click.echo(
-        f"{stats['values']} distinct values from {stats['columns']} columns, {origin}; "
+        f"{stats['values']} distinct values from {stats['columns']} columns "
+        f"(at most {stats['max_values_per_column']} each), {origin}; "
         f"{stats['bytes_on_disk'] / 1e6:.1f} MB at {stats['path']}"
     )
     for skip in built.skipped:
@@ -475,7 +496,13 @@ def eval_command(dataset_name: str, limit: int | None, workers: int, out_dir: st
     from datetime import datetime
     from pathlib import Path
 
-    from sqlchorus.evaluation.runs import EvalError, open_dataset, run_eval, score_prediction_file
+    from sqlchorus.evaluation.runs import (
+        EvalError,
+        EvalInterrupted,
+        open_dataset,
+        run_eval,
+        score_prediction_file,
+    )
 
     progress = not as_json and sys.stderr.isatty()
     log = (lambda message: None) if as_json else (lambda message: click.echo(message, err=True))
@@ -502,6 +529,11 @@ def eval_command(dataset_name: str, limit: int | None, workers: int, out_dir: st
                 labelled = [{**r, "db": r["db_path"]} for r in run.records if r.get("db_path")]
                 pairs = export_pairs(labelled, pairs_file, settings=settings.replace(trace_dir=None))
                 log(f"wrote {pairs['pairs']} selection pair(s) from {pairs['questions']} question(s) to {pairs_file}")
+    except EvalInterrupted as e:
+        _fail(f"Interrupted. {e.kept} of {e.total} question(s) are kept in {e.records_path}; "
+              f"rerun with --out {folder} to run the other {e.total - e.kept}.",
+              EXIT_INTERRUPTED, abandon_threads=e.abandoned > 0)
+        return
     except KeyboardInterrupt:
         where = f" Finished questions are in {folder / 'records.jsonl'}; rerun with --out {folder} to resume." if folder else ""
         _fail(f"Interrupted.{where}", EXIT_INTERRUPTED)

@@ -169,7 +169,7 @@ def test_cache_reuse_and_invalidation(tmp_path, monkeypatch):
 
 def test_damaged_cache_file_is_rebuilt(db_path, tmp_path):
     with GuardedDatabase(db_path) as db:
-        target, _ = vi._index_path(db, tmp_path, 100_000)
+        target, _ = vi._index_path(db, tmp_path)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(b"not an index at all")
         index = vi.ValueIndex.load_or_build(db, tmp_path)

@@ -86,6 +86,7 @@ HASH_BATCH = 25_000
 LSH_CANDIDATES = 50
 WORD_CANDIDATES = 200
 DEFAULT_THRESHOLD = 80.0
+DEFAULT_MAX_VALUES = 100_000
 
 STOPWORDS = frozenset(
     """a an and are as at be by did do does for from had has have how i in is it its list me
@@ -239,10 +240,15 @@ def default_cache_dir() -> Path:
     return cache_root() / "values"
 
 
-def _index_path(db: GuardedDatabase, cache_dir: str | os.PathLike[str] | None,
-                max_values_per_column: int) -> tuple[Path, str]:
+def _index_path(db: GuardedDatabase, cache_dir: str | os.PathLike[str] | None) -> tuple[Path, str]:
+    """The index file of ``db``'s content, and that content's fingerprint.
+
+    The name holds what makes two indexes incompatible (the content and the hashing), not how
+    many values per column were read: that is a choice of whoever built the index, kept in its
+    metadata, so an index built by ``sqlchorus index --max-values N`` is the one ``ask`` finds.
+    """
     fp = database_fingerprint(db.path)
-    settings = f"v{FORMAT_VERSION}:p{NUM_PERM}:b{BANDS}:m{max_values_per_column}:{MAX_VALUE_CHARS}"
+    settings = f"v{FORMAT_VERSION}:p{NUM_PERM}:b{BANDS}:{MAX_VALUE_CHARS}"
     key = hashlib.blake2b(f"{fp}:{settings}".encode(), digest_size=12).hexdigest()
     folder = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     safe_name = re.sub(r"[^\w.-]", "_", db.name)[:40] or "db"
@@ -463,8 +469,9 @@ class ValueIndex:
     Attributes:
         path: the index file.
         skipped: columns not indexed (or indexed in part), each ``{"table", "column", "reason"}``.
-        stats: ``values``, ``columns``, ``build_seconds``, ``bytes_on_disk``, ``from_cache``
-            (True when an existing file was reused), ``fingerprint``.
+        stats: ``values``, ``columns``, ``skipped`` and ``truncated`` (columns indexed in part),
+            ``max_values_per_column`` it was built with, ``build_seconds``, ``bytes_on_disk``,
+            ``from_cache`` (True when an existing file was reused), ``fingerprint``.
         embedder: optional function from texts to vectors; when set, fuzzy scores are blended
             with cosine similarity.
     """
@@ -488,10 +495,13 @@ class ValueIndex:
             for t, c, r in self._db.lookup("SELECT tbl, col, reason FROM skipped").rows
         ]
         n_values = self._db.lookup("SELECT count(*) FROM vals").rows[0][0]
+        truncated = self._db.lookup("SELECT count(*) FROM cols WHERE truncated").rows[0][0]
         self.stats: dict[str, Any] = {
             "values": n_values,
             "columns": len(self.columns),
             "skipped": len(self.skipped),
+            "truncated": truncated,
+            "max_values_per_column": int(meta.get("max_values_per_column", DEFAULT_MAX_VALUES)),
             "build_seconds": float(meta.get("build_seconds", 0.0)),
             "bytes_on_disk": self.path.stat().st_size,
             "from_cache": from_cache,
@@ -503,7 +513,7 @@ class ValueIndex:
 
     @classmethod
     def build(cls, db: GuardedDatabase, *, cache_dir: str | os.PathLike[str] | None = None,
-              max_values_per_column: int = 100_000, progress: ProgressFn | None = None,
+              max_values_per_column: int = DEFAULT_MAX_VALUES, progress: ProgressFn | None = None,
               timeout_s: float = 300.0) -> ValueIndex:
         """Build the index of ``db`` into the cache folder (replacing any previous one).
 
@@ -515,27 +525,38 @@ class ValueIndex:
             progress: called as ``progress(columns_done, columns_total)``.
             timeout_s: time budget of each read statement.
         """
-        target, fingerprint = _index_path(db, cache_dir, max_values_per_column)
+        target, fingerprint = _index_path(db, cache_dir)
         _write_index(db, target, fingerprint, max_values_per_column, progress, timeout_s)
         return cls(target, from_cache=False)
 
     @classmethod
     def load_or_build(cls, db: GuardedDatabase, cache_dir: str | os.PathLike[str] | None = None,
-                      *, max_values_per_column: int = 100_000, progress: ProgressFn | None = None,
-                      timeout_s: float = 300.0) -> ValueIndex:
+                      *, max_values_per_column: int | None = None,
+                      progress: ProgressFn | None = None, timeout_s: float = 300.0) -> ValueIndex:
         """Reuse the cached index of this database content, or build it.
 
-        The cache key is :func:`database_fingerprint` of the file plus the index settings, so a
-        changed database (or changed settings) gets a fresh index and an unchanged one is
-        opened without reading a single value.
+        The cache key is :func:`database_fingerprint` of the file plus the index format, so a
+        changed database gets a fresh index and an unchanged one is opened without reading a
+        single value.
+
+        Args:
+            max_values_per_column: None reuses the index of this content whatever number of
+                values per column built it (and builds with :data:`DEFAULT_MAX_VALUES` when there
+                is none); a number reuses only an index built with it, and replaces another.
         """
-        target, _ = _index_path(db, cache_dir, max_values_per_column)
+        target, _ = _index_path(db, cache_dir)
         if target.exists():
             try:
-                return cls(target, from_cache=True)
+                found = cls(target, from_cache=True)
             except (SqlError, ValueError):
                 target.unlink(missing_ok=True)  # damaged or foreign file: rebuild it
-        return cls.build(db, cache_dir=cache_dir, max_values_per_column=max_values_per_column,
+            else:
+                wanted = max_values_per_column
+                if wanted is None or found.stats["max_values_per_column"] == wanted:
+                    return found
+                found.close()
+        return cls.build(db, cache_dir=cache_dir,
+                         max_values_per_column=max_values_per_column or DEFAULT_MAX_VALUES,
                          progress=progress, timeout_s=timeout_s)
 
     @classmethod

@@ -31,3 +31,17 @@ SQLCHORUS_PRICED = "sqlchorus.priced"
 SQLCHORUS_CACHE_HIT = "sqlchorus.cache_hit"
 SQLCHORUS_ATTEMPTS = "sqlchorus.attempts"
 SQLCHORUS_GRAMMAR = "sqlchorus.grammar"
+# The prompt budget: a model span's prompt size and budget; a node span's narrowed schema.
+SQLCHORUS_PROMPT_TOKENS = "sqlchorus.prompt.tokens"
+SQLCHORUS_PROMPT_BUDGET = "sqlchorus.prompt.budget"
+SQLCHORUS_PROMPT_TOKENIZER = "sqlchorus.prompt.tokenizer"
+SQLCHORUS_SCHEMA_NARROWED = "sqlchorus.schema.narrowed"
+
+# The build of a database's value index, as one span in the trace of the run that waited for it.
+VALUE_INDEX_BUILD_SPAN = "value_index.build"
+VALUE_INDEX_COLUMNS = "sqlchorus.value_index.columns"
+VALUE_INDEX_VALUES = "sqlchorus.value_index.values"
+VALUE_INDEX_TRUNCATED = "sqlchorus.value_index.truncated_columns"
+VALUE_INDEX_SKIPPED = "sqlchorus.value_index.skipped_columns"
+VALUE_INDEX_MAX_VALUES = "sqlchorus.value_index.max_values_per_column"
+VALUE_INDEX_SECONDS = "sqlchorus.value_index.seconds"

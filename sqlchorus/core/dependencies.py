@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from langchain_core.language_models import BaseChatModel
 from opentelemetry import trace
 
 from sqlchorus.config.settings import ROLES, Settings
+from sqlchorus.core import attributes as attrs
 from sqlchorus.core.context import Context
 from sqlchorus.core.models import ModelConfigError, rate_limiter, resolve_roles
 from sqlchorus.tools.cache import ResponseCache
@@ -79,7 +82,13 @@ class Dependencies:
         progress: Any = None,
     ) -> Context:
         """The context of one run on ``resources``' database, traced with ``tracer``, telling
-        ``progress`` as nodes start and end."""
+        ``progress`` as nodes start and end.
+
+        The first traced run after ``resources`` built their value index records that build in
+        its trace, as one span.
+        """
+        if tracer is not None:
+            resources.trace_index_build(tracer)
         return Context(
             db=resources.db.with_tracer(tracer) if tracer is not None else resources.db,
             models=self.models,
@@ -110,6 +119,8 @@ class DatabaseResources:
         value_index_error: why there is no value index.
         owned: whether :meth:`close` closes ``db`` (it was opened here).
         owns_index: whether :meth:`close` closes ``value_index`` (it was built here).
+        index_build: how the value index was built here (times, counts or the error), until
+            one run's trace records it; None when it was reused or given.
     """
 
     db: GuardedDatabase
@@ -118,6 +129,8 @@ class DatabaseResources:
     value_index_error: str | None = None
     owned: bool = False
     owns_index: bool = False
+    index_build: dict[str, Any] | None = None
+    _build_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @classmethod
     def open(
@@ -138,22 +151,58 @@ class DatabaseResources:
             if owned:
                 database.close()
             raise
-        error = None
+        error, build = None, None
         owns_index = value_index is None
         if value_index is None:
-            try:
-                value_index = ValueIndex.load_or_build(database, settings.value_cache_dir)
-            except (SqlError, OSError, sqlite3.Error, ValueError) as e:
-                # Values help but are not essential: without them the question is still answered.
-                value_index, error = None, getattr(e, "message", None) or str(e)
+            value_index, error, build = _load_or_build_index(database, settings)
         return cls(db=database, schema=schema, value_index=value_index, value_index_error=error,
-                   owned=owned, owns_index=owns_index and value_index is not None)
+                   owned=owned, owns_index=owns_index and value_index is not None, index_build=build)
+
+    def trace_index_build(self, tracer: Any) -> None:
+        """Record the value index build done here as one span of ``tracer``'s current trace,
+        once: the statements it read are not traced one by one."""
+        with self._build_lock:
+            build, self.index_build = self.index_build, None
+        if build is None:
+            return
+        span = tracer.start_span(attrs.VALUE_INDEX_BUILD_SPAN, start_time=build["start_ns"],
+                                 attributes=build["attributes"])
+        if build.get("error"):
+            span.set_status(trace.Status(trace.StatusCode.ERROR, build["error"][:300]))
+            span.set_attribute(attrs.SQLCHORUS_ERROR, build["error"])
+        span.end(end_time=build["end_ns"])
 
     def close(self) -> None:
         if self.owns_index:
             self.value_index.close()
         if self.owned:
             self.db.close()
+
+
+def _load_or_build_index(database: GuardedDatabase, settings: Settings) -> tuple[Any, str | None, dict | None]:
+    """The database's value index (any already built for its content, whatever number of values
+    per column built it, else a new one), why there is none, and how it was built when it was
+    built now."""
+    start_ns = time.time_ns()
+    try:
+        index = ValueIndex.load_or_build(database, settings.value_cache_dir)
+    except (SqlError, OSError, sqlite3.Error, ValueError) as e:
+        # Values help but are not essential: without them the question is still answered.
+        error = getattr(e, "message", None) or str(e)
+        return None, error, {"start_ns": start_ns, "end_ns": time.time_ns(), "error": error,
+                             "attributes": {attrs.DB_NAMESPACE: database.name}}
+    if index.stats["from_cache"]:
+        return index, None, None
+    stats = index.stats
+    return index, None, {"start_ns": start_ns, "end_ns": time.time_ns(), "attributes": {
+        attrs.DB_NAMESPACE: database.name,
+        attrs.VALUE_INDEX_COLUMNS: stats["columns"],
+        attrs.VALUE_INDEX_VALUES: stats["values"],
+        attrs.VALUE_INDEX_TRUNCATED: stats["truncated"],
+        attrs.VALUE_INDEX_SKIPPED: stats["skipped"],
+        attrs.VALUE_INDEX_MAX_VALUES: stats["max_values_per_column"],
+        attrs.VALUE_INDEX_SECONDS: stats["build_seconds"],
+    }}
 
 
 def database_key(path: str | os.PathLike[str] | GuardedDatabase) -> tuple[str, int, int]:

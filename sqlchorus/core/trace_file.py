@@ -143,6 +143,8 @@ def _detail(node: SpanNode) -> str:
             parts.append(f"error: {a['sql.error']}")
         else:
             parts.append(f"{a.get('sql.rows', '?')} rows")
+    elif node.name == attrs.VALUE_INDEX_BUILD_SPAN and attrs.VALUE_INDEX_VALUES in a:
+        parts.append(f"{a[attrs.VALUE_INDEX_VALUES]} values from {a.get(attrs.VALUE_INDEX_COLUMNS, '?')} columns")
     elif node.name == attrs.RUN_SPAN:
         if attrs.SQLCHORUS_QUESTION in a:
             parts.append(repr(a[attrs.SQLCHORUS_QUESTION]))

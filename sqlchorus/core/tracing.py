@@ -10,11 +10,14 @@ are child spans of the node that made them.
 from __future__ import annotations
 
 import json
+import logging
+import os
+import threading
 import time
 import typing
 import uuid
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -105,6 +108,7 @@ class RunTracer(AbstractContextManager["RunTracer"]):
         )
         self._problems: list[str] = []
         self._file: JsonlSpanExporter | None = None
+        self._otlp: OtlpExport | None = None
         if self.path is not None:
             try:
                 self._file = JsonlSpanExporter(self.path)
@@ -116,9 +120,14 @@ class RunTracer(AbstractContextManager["RunTracer"]):
             self.provider.add_span_processor(SimpleSpanProcessor(exporter))
         if otlp_endpoint:
             try:
-                self.provider.add_span_processor(BatchSpanProcessor(_otlp_exporter(otlp_endpoint)))
+                self._otlp = OtlpExport(otlp_endpoint)
             except RuntimeError as e:
                 self._problems.append(f"spans are not sent to {otlp_endpoint}: {e}")
+            else:
+                # Sent in the background as the run goes, so a slow or absent collector is
+                # found out while the models work, not at the end.
+                self.provider.add_span_processor(
+                    BatchSpanProcessor(self._otlp, schedule_delay_millis=OTLP_SCHEDULE_DELAY_MS))
         self.tracer = self.provider.get_tracer("sqlchorus")
         self._attributes = {attrs.SQLCHORUS_RUN_ID: self.run_id, **(attributes or {})}
         self._span_cm: Any = None
@@ -127,9 +136,16 @@ class RunTracer(AbstractContextManager["RunTracer"]):
     @property
     def problems(self) -> list[str]:
         """What went wrong with tracing (a file that could not be written, an exporter that is
-        not installed), one line each; the run itself went on."""
-        late = [self._file.failed] if self._file is not None and self._file.failed else []
+        not installed, an endpoint that did not take the spans), one line each; the run itself
+        went on."""
+        late = [exporter.failed for exporter in (self._file, self._otlp)
+                if exporter is not None and exporter.failed]
         return self._problems + late
+
+    @property
+    def file_written(self) -> bool:
+        """Whether the run's trace file holds the run (it was opened and no write failed)."""
+        return self._file is not None and not self._file.failed
 
     def __enter__(self) -> RunTracer:
         self._span_cm = self.tracer.start_as_current_span(attrs.RUN_SPAN, attributes=self._attributes)
@@ -141,17 +157,182 @@ class RunTracer(AbstractContextManager["RunTracer"]):
             if self._span_cm is not None:
                 self._span_cm.__exit__(*exc)
         finally:
+            if self._otlp is not None:
+                self._otlp.stop_waiting()
             self.provider.shutdown()
 
 
-def _otlp_exporter(endpoint: str) -> SpanExporter:
-    try:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    except ImportError as e:
-        raise RuntimeError(
-            f"Exporting to an OTLP endpoint needs the OTLP exporter: {install_hint('otlp')}."
-        ) from e
-    return OTLPSpanExporter(endpoint=endpoint)
+OTLP_TIMEOUT_S = 2.0
+"""Time an OTLP export of one batch may take, retries included (the exporter's default is 10 s).
+A collector answers in milliseconds; one that does not answer in 2 s is not taking spans, and a
+run must not wait on it. ``OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`` or ``OTEL_EXPORTER_OTLP_TIMEOUT``
+set by the user win."""
+
+OTLP_SCHEDULE_DELAY_MS = 500
+"""How often finished spans are sent to an OTLP endpoint during a run."""
+
+_EXPORTER_LOGGERS = (
+    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    "opentelemetry.exporter.otlp.proto.http._common",
+    "opentelemetry.exporter.otlp.common.http",
+)
+"""The loggers the OTLP/HTTP exporter reports its retries and failures on, across versions."""
+
+
+class _ExporterLogs(logging.Filter):
+    """Takes the exporter's log records away from the threads exporting for a run.
+
+    The exporter logs a warning per retry and an error per failed batch; for a run those become
+    one line in :attr:`RunTracer.problems`. Records of other threads (an exporter the
+    application set up itself) pass untouched.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._heard: dict[int, tuple[list[logging.LogRecord], Callable[[], None]]] = {}
+
+    @contextmanager
+    def hearing(self, told: Callable[[], None] = lambda: None) -> Iterator[list[logging.LogRecord]]:
+        """The records logged by this thread while the block runs, kept from the log; ``told``
+        is called as each one comes."""
+        heard: list[logging.LogRecord] = []
+        self._heard[threading.get_ident()] = (heard, told)
+        try:
+            yield heard
+        finally:
+            self._heard.pop(threading.get_ident(), None)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        listener = self._heard.get(record.thread or 0)
+        if listener is None:
+            return True
+        listener[0].append(record)
+        listener[1]()
+        return False
+
+
+_exporter_logs = _ExporterLogs()
+for _name in _EXPORTER_LOGGERS:
+    logging.getLogger(_name).addFilter(_exporter_logs)
+
+
+class OtlpExport(SpanExporter):
+    """The OTLP/HTTP export of one run: spans sent to ``endpoint``, or one line saying why not.
+
+    Once a batch fails (the endpoint is unreachable, or refuses the spans), the rest of the run's
+    spans are dropped at once instead of each batch waiting out its own retries; and once the run
+    has ended (:meth:`stop_waiting`), an export whose attempt failed is not retried. The run
+    waits for a failing endpoint for one export's timeout at most, usually not at all.
+
+    Attributes:
+        failed: the line that says the spans did not reach the endpoint, or None.
+
+    Raises:
+        RuntimeError: the OTLP exporter is not installed.
+    """
+
+    def __init__(self, endpoint: str):
+        try:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        except ImportError as e:
+            raise RuntimeError(
+                f"Exporting to an OTLP endpoint needs the OTLP exporter: {install_hint('otlp')}."
+            ) from e
+        user_timeout = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") or os.environ.get(
+            "OTEL_EXPORTER_OTLP_TIMEOUT")
+        self.endpoint = endpoint
+        self._inner = OTLPSpanExporter(endpoint=endpoint, timeout=None if user_timeout else OTLP_TIMEOUT_S)
+        self._why: str | None = None
+        self._sent = self._dropped = 0
+        self._attempt_failed = False
+        self._ending = False
+        self._stopped = False
+        self._lock = threading.Lock()
+
+    @property
+    def failed(self) -> str | None:
+        if self._why is None:
+            return None
+        return (f"spans could not be sent to {self.endpoint}: {self._why} "
+                f"({self._dropped} of {self._sent + self._dropped} spans dropped)")
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self._why is not None:
+            self._dropped += len(spans)
+            return SpanExportResult.FAILURE
+        with _exporter_logs.hearing(self._told_of_failure) as heard:
+            try:
+                result = self._inner.export(spans)
+            except Exception as e:  # an exporter bug must not reach the run either
+                heard.append(logging.makeLogRecord({"msg": "%s", "args": (e,)}))
+                result = SpanExportResult.FAILURE
+        if result is SpanExportResult.SUCCESS:
+            self._sent += len(spans)
+        else:
+            self._why = _failure_reason(heard)
+            self._dropped += len(spans)
+        return result
+
+    def stop_waiting(self) -> None:
+        """The run has ended: an endpoint that has failed an attempt is not waited for."""
+        self._ending = True
+        if self._attempt_failed:
+            self._stop()
+
+    def _told_of_failure(self) -> None:
+        # The exporter logs each failed attempt before it waits to retry.
+        self._attempt_failed = True
+        if self._ending:
+            self._stop()
+
+    def _stop(self) -> None:
+        """Shut the exporter down, which also ends a retry's wait; once."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+        self._inner.shutdown()
+
+    def shutdown(self) -> None:
+        self._stop()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+def _failure_reason(records: Sequence[logging.LogRecord]) -> str:
+    """A few words on why an export failed, from what the exporter logged: the operating
+    system's reason for a connection that failed, or the HTTP status the endpoint answered."""
+    for record in reversed(records):
+        args = record.args if isinstance(record.args, tuple) else ()
+        for arg in args:
+            if isinstance(arg, BaseException):
+                return _root_cause(arg)
+        codes = [a for a in args if isinstance(a, int) and not isinstance(a, bool)]
+        if codes:
+            reason = next((str(a) for a in args[args.index(codes[0]) + 1:] if a), "")
+            return f"it answered HTTP {codes[0]} {reason}".rstrip()
+    return "it did not take them in time"
+
+
+def _root_cause(error: BaseException) -> str:
+    """The innermost reason of a chain of wrapped errors (requests wraps urllib3, which wraps
+    the socket's ``ConnectionRefusedError``)."""
+    seen: set[int] = set()
+    queue = [error]
+    deepest = error
+    while queue:
+        e = queue.pop(0)
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.strerror:
+            return e.strerror
+        deepest = e
+        queue += [x for x in (e.__cause__, e.__context__, getattr(e, "reason", None), *e.args)
+                  if isinstance(x, BaseException)]
+    text = str(deepest) or type(deepest).__name__
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 # -- node spans and route events ---------------------------------------------------------------

@@ -16,8 +16,11 @@ Design choices:
   network and release the GIL, and a model object (a user's, or a scripted one in tests)
   cannot be sent to another process.
 * **Records are the run's memory.** Each finished question is appended to ``records.jsonl``
-  and flushed before the next is reported, so an interruption loses at most the questions in
-  flight. Resuming reads the file, keeps the last record of every question and runs the rest.
+  and flushed by the thread that ran it, the moment it finishes, so an interruption loses only
+  the questions still running. Ctrl-C stops the run at once: questions in flight are abandoned
+  to their threads, nothing they finish later is recorded, and :class:`EvalInterrupted` says
+  how many records were kept. Resuming reads the file, keeps the last record of every question
+  and runs the rest.
   A question whose run raised (status ``error``) is run again on resume: the exception is
   usually a transient problem, not an answer. A torn last line (the process died while
   writing it) is ignored.
@@ -60,6 +63,7 @@ from sqlchorus.evaluation.scoring import (
 
 __all__ = [
     "EvalError",
+    "EvalInterrupted",
     "EvalRun",
     "RECORDS_FILE",
     "open_dataset",
@@ -79,6 +83,23 @@ REPORT_FILE = "report.html"
 
 class EvalError(ValueError):
     """A dataset, run folder or prediction file that cannot be used, with what to do about it."""
+
+
+class EvalInterrupted(KeyboardInterrupt):
+    """A run stopped by Ctrl-C while it ran its questions.
+
+    Attributes:
+        kept: questions recorded in ``records_path`` that resuming does not run again.
+        total: questions of the run.
+        records_path: the run's records file.
+        abandoned: questions still running in worker threads. They were left to finish on their
+            own and nothing they finish is recorded; Python waits for such threads when the
+            process exits, so a program that must end now ends with ``os._exit``.
+    """
+
+    def __init__(self, *, kept: int, total: int, records_path: Path, abandoned: int):
+        super().__init__(f"{kept} of {total} questions kept in {records_path}")
+        self.kept, self.total, self.records_path, self.abandoned = kept, total, records_path, abandoned
 
 
 @dataclass
@@ -181,7 +202,7 @@ def read_records(path: str | os.PathLike[str]) -> dict[int, dict[str, Any]]:
 
 
 class _RecordWriter:
-    """Appends records, one flushed line each, from any thread."""
+    """Appends records, one flushed line each, from any thread, until closed."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -194,12 +215,23 @@ class _RecordWriter:
             if torn:
                 with open(path, "a", encoding="utf-8") as f:
                     f.write("\n")
+        self._closed = False
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, record: dict[str, Any]) -> bool:
+        """Append ``record``; False, writing nothing, once the writer is closed."""
         line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
-        with self._lock, open(self.path, "a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()
+        with self._lock:
+            if self._closed:
+                return False
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(line)
+                f.flush()
+            return True
+
+    def close(self) -> None:
+        """Write nothing more: what an abandoned question finishes later is not recorded."""
+        with self._lock:
+            self._closed = True
 
 
 # -- one question ----------------------------------------------------------------------------
@@ -376,7 +408,8 @@ def run_eval(
         resume: keep the finished questions of an earlier run in ``out_dir`` and run the rest;
             False starts the records over.
         progress: a progress bar with the running accuracy on stderr.
-        on_record: called with each new record as it is written.
+        on_record: called with each new record as it is written, from the thread that ran
+            the question.
         log: called with one-line notes (questions resumed, files written); default: none.
         ask: the function that answers a question (default: a :class:`sqlchorus.Session`'s).
 
@@ -385,6 +418,7 @@ def run_eval(
 
     Raises:
         EvalError: ``out_dir`` holds a run of another dataset.
+        EvalInterrupted: Ctrl-C while questions ran; the records kept say where to resume.
         sqlchorus.core.models.ModelConfigError: no usable model is configured.
     """
     if workers < 1:
@@ -435,15 +469,24 @@ def _run(
     writer = _RecordWriter(records_path)
     bar = _Progress(len(data.examples), data.name, done.values()) if progress else None
     lock = threading.Lock()
+    running: set[int] = set()
 
     def finish(record: dict[str, Any]) -> None:
-        writer.write(record)
-        with lock:
+        with lock:  # recorded and counted together, so the count at an interruption is exact
+            if not writer.write(record):
+                return
             done[record["index"]] = record
             if bar is not None:
                 bar.advance(record)
         if on_record is not None:
             on_record(record)
+
+    def run_one(i: int) -> None:
+        running.add(i)
+        try:
+            finish(_run_question(i, data.examples[i], data.benchmark, settings, ask))
+        finally:
+            running.discard(i)
 
     todo = [i for i in range(len(data.examples)) if i not in done]
     n_resumed = len(done)
@@ -455,7 +498,13 @@ def _run(
                 finish(_missing_record(i, data.examples[i]))
             else:
                 to_run.append(i)
-        _run_all(to_run, data, settings, workers, ask, finish)
+        _run_all(to_run, workers, run_one)
+    except KeyboardInterrupt:
+        with lock:
+            writer.close()
+            kept = sum(1 for r in done.values() if r.get("status") != "error")
+        raise EvalInterrupted(kept=kept, total=len(data.examples), records_path=records_path,
+                              abandoned=len(running)) from None
     finally:
         if bar is not None:
             bar.close()
@@ -469,13 +518,15 @@ def _run(
     return result
 
 
-def _run_all(
-    indices: list[int], data: Dataset, settings: Settings, workers: int,
-    ask: Callable[..., Any], finish: Callable[[dict[str, Any]], None],
-) -> None:
+def _run_all(indices: list[int], workers: int, run_one: Callable[[int], None]) -> None:
+    """``run_one`` on every index, ``workers`` at a time; each records its own question.
+
+    An exception of one (Ctrl-C in this thread, or refused credentials) stops the others at
+    once: nothing more is started, and the questions in flight are not waited for.
+    """
     if workers == 1 or len(indices) <= 1:
         for i in indices:
-            finish(_run_question(i, data.examples[i], data.benchmark, settings, ask))
+            run_one(i)
         return
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sqlchorus-eval")
     pending: set[Future] = set()
@@ -483,18 +534,16 @@ def _run_all(
     try:
         # Submit only as many as there are workers, so an interruption leaves nothing queued.
         for i in queue:
-            pending.add(pool.submit(_run_question, i, data.examples[i], data.benchmark,
-                                    settings, ask))
+            pending.add(pool.submit(run_one, i))
             if len(pending) >= workers:
                 break
         while pending:
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
-                finish(future.result())
+                future.result()
                 nxt = next(queue, None)
                 if nxt is not None:
-                    pending.add(pool.submit(_run_question, nxt, data.examples[nxt],
-                                            data.benchmark, settings, ask))
+                    pending.add(pool.submit(run_one, nxt))
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
 
