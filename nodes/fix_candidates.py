@@ -3,7 +3,8 @@
 Every candidate that failed or returned no rows, and has fixer attempts left (beta, from
 settings), is shown to the fixing model with its error or empty result; the corrected query
 replaces it and goes back to ``check_candidates``. A fixer that fails, or answers without SQL,
-uses up the attempt and the candidate keeps its last query.
+uses up the attempt and the candidate keeps its last query. Candidates with the same query and
+the same error make one call between them: they get the same prompt, so they share its answer.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def fix_candidates(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
     context = runtime.context
     beta = context.settings.fix_rounds
     changed, usage, errors = [], [], []
+    answers: dict[str, str | ModelCallError] = {}  # one call per distinct prompt in a round
     for candidate in state.get("candidates") or []:
         if not is_broken(candidate) or candidate["fix_attempts"] >= beta:
             continue
@@ -45,15 +47,19 @@ def fix_candidates(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
         )
         history = [*candidate["history"], {"sql": candidate["sql"], "status": candidate["status"], "error": candidate["error"]}]
         attempts = candidate["fix_attempts"] + 1
-        try:
-            text, record = call_model(context, role="fixing", node=NODE, prompt=prompt)
-        except ModelCallError as e:
-            if e.usage:
-                usage.append(e.usage)
-            errors.append({"node": NODE, "kind": "model", "message": f"{candidate['id']}: {e}"})
+        if prompt not in answers:
+            try:
+                answers[prompt], record = call_model(context, role="fixing", node=NODE, prompt=prompt)
+                usage.append(record)
+            except ModelCallError as e:
+                answers[prompt] = e
+                if e.usage:
+                    usage.append(e.usage)
+        text = answers[prompt]
+        if isinstance(text, ModelCallError):
+            errors.append({"node": NODE, "kind": "model", "message": f"{candidate['id']}: {text}"})
             changed.append(updated(candidate, fix_attempts=attempts))
             continue
-        usage.append(record)
         sql = extract_sql(text)
         if sql is None:
             errors.append({"node": NODE, "kind": "parse", "message": f"{candidate['id']}: the fixer's answer contained no SQL."})

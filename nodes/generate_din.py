@@ -30,6 +30,7 @@ from langgraph.runtime import Runtime
 from opentelemetry import trace
 
 from sqlchorus import prompts
+from sqlchorus.core.budget import schema_view
 from sqlchorus.core.candidates import new_candidate, updated
 from sqlchorus.core.context import Context
 from sqlchorus.core.llm import ModelCallError, call_model
@@ -119,7 +120,7 @@ def generate_din(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
     sample = state.get("sample", 0)
     question = state["question"]
     evidence = state.get("evidence") or "(none)"
-    schema_view = state.get("schema_view") or render_view(context.schema, settings.schema_format)
+    view = state.get("schema_view") or schema_view(context, state)
     links = schema_links_text(context.schema, state.get("links"), state.get("values"))
     usage: list[dict] = []
     errors: list[dict] = []
@@ -139,7 +140,7 @@ def generate_din(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
 
     classify_text = ask(
         prompts.render(
-            CLASSIFY_PROMPT, examples=_examples_text(CLASSIFY_PROMPT, settings), schema=schema_view,
+            CLASSIFY_PROMPT, examples=_examples_text(CLASSIFY_PROMPT, settings), schema=view,
             schema_links=links, question=question, evidence=evidence,
         ),
         "generation",
@@ -157,7 +158,7 @@ def generate_din(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
 
     kind = PROMPT_OF_CLASS[label]
     values: dict[str, Any] = {
-        "examples": _examples_text(kind, settings), "schema": schema_view, "schema_links": links,
+        "examples": _examples_text(kind, settings), "schema": view, "schema_links": links,
         "question": question, "evidence": evidence,
     }
     if kind == "din_hard":
@@ -171,7 +172,7 @@ def generate_din(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
     if generated and settings.din_correction != "none":
         correct_text = ask(
             prompts.render(
-                CORRECTION_PROMPT[settings.din_correction], schema=schema_view, question=question,
+                CORRECTION_PROMPT[settings.din_correction], schema=view, question=question,
                 evidence=evidence, sql=generated,
             ),
             "fixing",

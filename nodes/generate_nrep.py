@@ -33,6 +33,7 @@ from opentelemetry import trace
 
 from sqlchorus import prompts
 from sqlchorus.config.settings import View, linking_formats, parse_view
+from sqlchorus.core.budget import schema_view
 from sqlchorus.core.candidates import new_candidate, updated
 from sqlchorus.core.context import Context
 from sqlchorus.core.llm import ModelCallError, call_model
@@ -114,7 +115,7 @@ def generate_nrep(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
         prompt = prompts.render(
             LINK_PROMPT,
             examples=_link_examples(fmt, settings),
-            schema=render_view(context.schema, fmt, values=shown_values, sample_values=settings.sample_values),
+            schema=schema_view(context, state, fmt, values=shown_values),
             question=question,
             evidence=evidence,
         )
@@ -136,14 +137,9 @@ def generate_nrep(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
     jobs = []
     for view in views:
         links = links_by_format.get(view.link_format) if view.level != "full" else None
-        schema = render_view(
-            context.schema,
-            view.format,
-            level=view.level if links else "full",
-            links=links,
-            values=shown_values,
-            sample_values=settings.sample_values,
-            shuffle_seed=sample or None,
+        schema = schema_view(
+            context, state, view.format, level=view.level if links else "full", links=links,
+            values=shown_values, shuffle_seed=sample or None,
         )
         prompt = prompts.render(
             GENERATE_PROMPT,

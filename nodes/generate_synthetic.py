@@ -26,6 +26,7 @@ from langgraph.runtime import Runtime
 
 from sqlchorus import prompts
 from sqlchorus.config.settings import Settings
+from sqlchorus.core.budget import schema_view
 from sqlchorus.core.context import Context
 from sqlchorus.core.diversity import sample_temperature, shuffle_seed
 from sqlchorus.core.generation import generate_once
@@ -34,7 +35,6 @@ from sqlchorus.core.state import GeneratorInput
 from sqlchorus.tools import fewshot
 from sqlchorus.tools.database import SqlError
 from sqlchorus.tools.parsing import parse_examples
-from sqlchorus.tools.views import render_view
 
 NODE = "generate_synthetic"
 GENERATOR = "synthetic"
@@ -101,15 +101,14 @@ def generate_synthetic(state: GeneratorInput, runtime: Runtime[Context]) -> dict
 
     n_f, n_t = settings.synthetic_feature_examples, settings.synthetic_schema_examples
     if n_f > 0:
-        whole = render_view(context.schema, settings.schema_format, shuffle_seed=seed, sample_values=settings.sample_values)
+        whole = schema_view(context, state, shuffle_seed=seed)
         text = _ask(context, prompts.render(FEATURES_PROMPT, k=n_f, schema=whole), temperature, sample,
                     usage, errors, "examples by SQL features")
         proposed += parse_examples(text, n_f)
     if n_t > 0:
         links = state.get("links") or {}
-        filtered = render_view(
-            context.schema, settings.schema_format, level="columns" if links else "full",
-            links=links or None, shuffle_seed=seed, sample_values=settings.sample_values,
+        filtered = schema_view(
+            context, state, level="columns" if links else "full", links=links or None, shuffle_seed=seed,
         )
         other_db, other_schema, other_examples = _other_database(settings)
         prompt = prompts.render(SCHEMA_PROMPT, k=n_t, schema=filtered, other_db=other_db,

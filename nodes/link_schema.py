@@ -6,6 +6,11 @@ tables and columns are ranked by the question's words and retrieved values
 (:mod:`sqlchorus.tools.schema_rank`). The node also renders the schema view that the generators
 and the fixer see: the whole schema, or the linked part when ``settings.schema_level`` asks for
 it and linking found something.
+
+Both views fit the run's schema budget (:mod:`sqlchorus.core.budget`): on a schema too large for
+one prompt, the model links over the columns ranked first for the question (the retrieved values,
+the question's words, foreign-key neighbours, descriptions), and the node's span and
+``schema_note`` say what was left out.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from sqlchorus import prompts
+from sqlchorus.core.budget import schema_view
 from sqlchorus.core.context import Context
 from sqlchorus.core.llm import ModelCallError, call_model
 from sqlchorus.core.state import SqlchorusState
@@ -20,7 +26,7 @@ from sqlchorus.tools import fewshot
 from sqlchorus.tools.parsing import extract_schema_links
 from sqlchorus.tools.schema_rank import rank_schema
 from sqlchorus.tools.values import values_by_column, values_text
-from sqlchorus.tools.views import render_view, resolve_links
+from sqlchorus.tools.views import resolve_links
 
 NODE = "link_schema"
 
@@ -61,17 +67,12 @@ def link_schema(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
     settings = context.settings
     values = state.get("values") or {}
     shown_values = values_by_column(values)
-    full_view = render_view(
-        context.schema,
-        settings.schema_format,
-        values=shown_values,
-        sample_values=settings.sample_values,
-    )
     update: dict = {}
     if settings.linking == "lexical":
         links = rank_schema(context.schema, f"{state['question']} {state.get('evidence') or ''}", values)
         update["link_reasoning"] = "linked lexically: tables and columns ranked by the question's words and values"
     else:
+        full_view = schema_view(context, state, values=shown_values)
         prompt = prompts.render(
             NODE,
             examples=_examples_text(settings),
@@ -81,17 +82,14 @@ def link_schema(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
             evidence=state.get("evidence") or "(none)",
         )
         links = _link_with_model(context, prompt, update)
+    linked_state = {**state, "links": links}
     if links and settings.schema_level != "full":
-        view = render_view(
-            context.schema,
-            settings.schema_format,
-            level=settings.schema_level,
-            links=links,
-            values=shown_values,
-            sample_values=settings.sample_values,
-        )
+        view = schema_view(context, linked_state, level=settings.schema_level, links=links, values=shown_values)
     else:
-        view = full_view
+        view = schema_view(context, linked_state, values=shown_values)
     update["links"] = links
     update["schema_view"] = view
+    notes = context.memo.get("notes") or []
+    if notes:
+        update["schema_note"] = notes[-1]
     return update

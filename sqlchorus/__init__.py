@@ -22,6 +22,7 @@ _EXPORTS = {
     "Settings": "sqlchorus.config.settings",
     "SqlchorusError": "sqlchorus.config.errors",
     "EmptyQuestionError": "sqlchorus.config.errors",
+    "QuestionTooLongError": "sqlchorus.config.errors",
 }
 
 __all__ = sorted(_EXPORTS)

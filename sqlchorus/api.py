@@ -18,7 +18,7 @@ from typing import Any
 
 from langgraph.errors import GraphRecursionError
 
-from sqlchorus.config.errors import EmptyQuestionError
+from sqlchorus.config.errors import EmptyQuestionError, QuestionTooLongError
 from sqlchorus.config.settings import Settings
 from sqlchorus.core import attributes as attrs
 from sqlchorus.core.dependencies import DatabaseResources, Dependencies, database_key
@@ -109,6 +109,15 @@ def _valid_text(text: str) -> str:
     """``text`` as valid Unicode: bytes that were not UTF-8 (a shell passes them on as lone
     surrogates) become U+FFFD, so every span, prompt and file can carry the question."""
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _check_length(question: str, evidence: str, limit: int) -> None:
+    for name, text in (("question", question), ("hint", evidence)):
+        if len(text) > limit:
+            raise QuestionTooLongError(
+                f"The {name} has {len(text):,} characters; the limit is {limit:,} (--max-question-chars). "
+                "Put long background in the database's descriptions, or raise the limit."
+            )
 
 
 def _json_safe(value: Any) -> Any:
@@ -215,6 +224,7 @@ class Session:
 
         Raises:
             EmptyQuestionError: the question is empty.
+        QuestionTooLongError: the question or hint is over ``Settings.max_question_chars``.
             sqlchorus.tools.database.DatabaseOpenError: the database is missing or not SQLite.
             sqlchorus.core.models.ModelConfigError: a provider refused the credentials.
         """
@@ -223,6 +233,7 @@ class Session:
         question = _valid_text(question)
         evidence = _valid_text(evidence or "")
         settings = settings or self.settings
+        _check_length(question, evidence, settings.max_question_chars)
         start = time.perf_counter()
         if progress is not None:
             progress(NodeEvent(PREPARE, "start", 0.0))
@@ -255,10 +266,16 @@ class Session:
                 state, error = {}, f"The run failed: {type(e).__name__}: {e}"
             result = _result(question, state, error)
             result.run_id = run.run_id
+            notes = context.memo.get("notes") or []
+            if notes:
+                # The first narrowing is the one every later view builds on; each span has its own.
+                more = f" ({len(notes) - 1} other views were narrowed too; see the trace.)" if len(notes) > 1 else ""
+                result.errors.append({"node": "schema", "kind": "narrowed", "message": notes[0] + more})
+                run.root.set_attribute(attrs.SQLCHORUS_SCHEMA_NARROWED, notes[0])
             if result.error:
                 run.root.set_attribute(attrs.SQLCHORUS_ERROR, result.error)
             run.root.set_attribute(attrs.SQLCHORUS_COST_USD, result.cost["cost_usd"])
-        result.trace_path = str(run.path) if run.path and not run.problems else None
+        result.trace_path = str(run.path) if run.path and run.file_written else None
         result.errors += [{"node": "trace", "kind": "trace", "message": p} for p in run.problems]
         result.seconds = time.perf_counter() - start
         return result
@@ -311,11 +328,14 @@ def ask(
 
     Raises:
         EmptyQuestionError: the question is empty.
+        QuestionTooLongError: the question or hint is over ``Settings.max_question_chars``.
         sqlchorus.tools.database.DatabaseOpenError: the database is missing or not SQLite.
         sqlchorus.core.models.ModelConfigError: no usable model is configured.
     """
     if not question or not question.strip():
         raise EmptyQuestionError("The question is empty: ask something about the database.")
+    # Checked before a model is set up: a question refused costs nothing.
+    _check_length(question, evidence or "", (settings or Settings()).max_question_chars)
     with Session(settings, model=model) as session:
         return session.ask(question, db, evidence=evidence, exporters=exporters, value_index=value_index,
                            progress=progress)

@@ -274,7 +274,8 @@ def _write_pairs(db, record, labelled, settings, schemas, rng, out, limit) -> in
             first, second = (g, b) if rng.random() < 0.5 else (b, g)
             sql_a, sql_b = first["rep"]["sql"], second["rep"]["sql"]
             prompt = selection_prompt(
-                pair_schema(context, sql_a, sql_b), record["question"], record.get("evidence") or "",
+                pair_schema(context, sql_a, sql_b, record["question"], record.get("evidence") or ""),
+                record["question"], record.get("evidence") or "",
                 (sql_a, _result(db, first["rep"])), (sql_b, _result(db, second["rep"])),
             )
             label = "A" if first is g else "B"

@@ -93,6 +93,18 @@ def test_fixer_gives_up_after_beta_rounds(spider):
     assert [u["node"] for u in result.usage].count("fix_candidates") == 3
 
 
+def test_identical_broken_candidates_share_one_fixer_call(spider):
+    """Three samples write the same broken query: one fixer call fixes all three."""
+    examples = spider_examples("concert_singer")[:1]
+    model, gold = gold_model(examples, first_answer=lambda q: "SELECT nme FROM singer")
+    result = sqlchorus.ask(examples[0]["question"], db=spider("concert_singer"), model=model,
+                           settings=Settings(generators={"divide_conquer": 3}, temperature=0.0, fix_rounds=1))
+    assert len(result.candidates) == 3
+    assert all(c["fix_attempts"] == 1 and c["sql"] == examples[0]["query"] for c in result.candidates)
+    assert [u["node"] for u in result.usage].count("fix_candidates") == 1
+    assert result.ok
+
+
 def test_several_samples_are_clustered(spider):
     examples = spider_examples("concert_singer")[:1]
     answers = iter(["SELECT count(*) FROM singer", "SELECT count(*) FROM stadium", "SELECT count(Singer_ID) FROM singer"])

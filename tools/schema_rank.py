@@ -10,6 +10,7 @@ its key columns and its best columns.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -31,14 +32,15 @@ def _stem(word: str) -> str:
     return word
 
 
-def _words(text: str) -> set[str]:
+@functools.lru_cache(maxsize=65_536)
+def words_of(text: str) -> frozenset[str]:
     """Lower-case word stems of ``text``, splitting snake_case and camelCase names too."""
     spaced = re.sub(r"([a-z])([A-Z])", r"\1 \2", text).replace("_", " ").lower()
-    return {_stem(w) for w in _WORD.findall(spaced) if w not in _STOP}
+    return frozenset(_stem(w) for w in _WORD.findall(spaced) if w not in _STOP)
 
 
 def _column_score(words: set[str], table: Table, column: str, valued: set[str]) -> float:
-    score = 2.0 * len(words & _words(column))
+    score = 2.0 * len(words & words_of(column))
     if f"{table.name}.{column}".lower() in valued:
         score += 3.0
     return score
@@ -67,11 +69,11 @@ def rank_schema(
     """
     if not schema.tables:
         return {}
-    words = _words(question)
+    words = words_of(question)
     valued = {key.lower() for key, hits in (values or {}).items() if hits}
     scores: dict[str, float] = {}
     for table in schema.tables:
-        score = 3.0 * len(words & _words(table.name))
+        score = 3.0 * len(words & words_of(table.name))
         score += sum(_column_score(words, table, c.name, valued) for c in table.columns)
         scores[table.name] = score
     ranked = sorted(schema.tables, key=lambda t: (-scores[t.name], -(t.row_count or 0), t.name))

@@ -32,6 +32,7 @@ as ``Matched values``, apart from the sampled examples. Columns without a declar
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import random
@@ -252,6 +253,7 @@ def _one_line(value: Any) -> str:
     return " ".join(str(value).split())
 
 
+@functools.lru_cache(maxsize=65_536)
 def _norm(text: str) -> str:
     return re.sub(r"[^0-9a-z]", "", text.lower())
 

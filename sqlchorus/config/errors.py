@@ -9,3 +9,7 @@ class SqlchorusError(Exception):
 
 class EmptyQuestionError(SqlchorusError):
     """The question is empty or only white space."""
+
+
+class QuestionTooLongError(SqlchorusError):
+    """The question, or its hint, is longer than ``Settings.max_question_chars``."""

@@ -8,7 +8,8 @@
   on keywords (for value retrieval) and one on ``link_schema``, whose M-Schema links N-rep reuses
   for its two M-Schema views; to stay within 8 calls the DDL view is filtered with those same
   links (``ddl:columns@m-schema``) instead of a DDL linking call of its own, which the paper made
-  with a second model for diversity. That leaves one N-rep linking call (MAC-Schema).
+  with a second model for diversity. That leaves one N-rep linking call (MAC-Schema). The
+  fixer, which N-rep does not have, sees the linked tables with all their columns.
 * ``full``: every generator of the graph, CHASE-SQL's pairwise selection of the final answer.
 * ``tiny``: for small local models (the offline demo's SmolLM2-135M): keywords from the question
   and lexical linking with no model call, one short direct prompt over the linked columns, and a
@@ -62,7 +63,7 @@ PRESETS: dict[str, Preset] = {
         name="balanced",
         summary="N-rep: five greedy candidates over five schema views",
         fields={"generators": {"nrep": 1}, "nrep_views": BALANCED_VIEWS, "fix_rounds": 1,
-                "pairwise": "low-confidence"},
+                "pairwise": "low-confidence", "schema_level": "tables"},
         selection_summary="execution-result voting; pairwise comparison only when the vote is not confident",
     ),
     "full": Preset(

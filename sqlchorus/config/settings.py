@@ -173,6 +173,22 @@ class Settings:
         "or the linked columns only.",
         flag="--schema-level", choices=SCHEMA_LEVELS,
     )
+    max_prompt_tokens: int = _field(
+        32_000,
+        "Prompt tokens per model call at most; a model's own context window, when known, lowers it. "
+        "A call that would not fit is not sent.",
+        flag="--max-prompt-tokens", range=(512, 10_000_000),
+    )
+    max_schema_tokens: int = _field(
+        5_000,
+        "Tokens one schema view may take in a prompt at most (and 4,000 less than the prompt budget); "
+        "a larger schema is narrowed to what the question most likely needs.",
+        flag="--max-schema-tokens", range=(256, 10_000_000),
+    )
+    max_question_chars: int = _field(
+        8_000, "Characters a question, or its hint, may have at most.",
+        flag="--max-question-chars", range=(1, 10_000_000),
+    )
     sql_timeout_s: float = _field(
         10.0, "Time budget per SQL statement, in seconds.", flag="--timeout", range=(0.1, 3600),
     )

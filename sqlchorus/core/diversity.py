@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlchorus.core.budget import schema_view
 from sqlchorus.core.context import Context
 from sqlchorus.core.state import GeneratorInput
 from sqlchorus.tools.values import values_by_column
-from sqlchorus.tools.views import render_view
 
 
 def sample_temperature(context: Context, generator: str, sample: int) -> float:
@@ -40,14 +40,9 @@ def sample_view(state: GeneratorInput, context: Context) -> tuple[str, int | Non
         return state.get("schema_view") or "", None
     links = state.get("links") or {}
     level = settings.schema_level if links else "full"
-    view = render_view(
-        context.schema,
-        settings.schema_format,
-        level=level,
-        links=links or None,
-        values=values_by_column(state.get("values") or {}),
-        shuffle_seed=seed,
-        sample_values=settings.sample_values,
+    view = schema_view(
+        context, state, level=level, links=links or None,
+        values=values_by_column(state.get("values") or {}), shuffle_seed=seed,
     )
     return view, seed
 

@@ -3,6 +3,8 @@
 :func:`call_model` is the one path from a node to a model. Around the model's ``invoke`` it
 adds, in this order:
 
+0. the prompt budget (:mod:`sqlchorus.core.budget`): a prompt over its budget is not sent, and
+   the span records the prompt's tokens, the budget and the tokenizer that counted them;
 1. the response cache (:mod:`sqlchorus.tools.cache`, handed in through the context): a hit
    returns at once, with zero tokens and zero cost, and the span says ``sqlchorus.cache_hit``;
 2. for local models that accept one, the schema grammar (:mod:`sqlchorus.tools.grammar`) on
@@ -34,6 +36,7 @@ from langchain_core.runnables.config import ensure_config, merge_configs
 from opentelemetry import trace
 
 from sqlchorus.core import attributes as attrs
+from sqlchorus.core.budget import PromptBudgetError, check_prompt
 from sqlchorus.core.context import Context
 from sqlchorus.core.models import model_name
 from sqlchorus.core.state import UsageRecord
@@ -162,6 +165,14 @@ def call_model(
         span.set_attribute(attrs.SQLCHORUS_ROLE, role)
         span.set_attribute(attrs.SQLCHORUS_NODE, node)
         span.set_attribute(attrs.SQLCHORUS_GRAMMAR, bool(grammar))
+        try:
+            tokens, budget, tokenizer = check_prompt(context, role, [str(m.content) for m in messages])
+        except PromptBudgetError as e:
+            span.set_attribute(attrs.SQLCHORUS_ERROR, str(e))
+            raise ModelCallError(str(e)) from e
+        span.set_attribute(attrs.SQLCHORUS_PROMPT_TOKENS, tokens)
+        span.set_attribute(attrs.SQLCHORUS_PROMPT_BUDGET, budget)
+        span.set_attribute(attrs.SQLCHORUS_PROMPT_TOKENIZER, tokenizer)
         start = time.perf_counter()
         hit = _cache_get(cache, key, span)
         if hit is not None:

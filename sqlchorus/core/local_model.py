@@ -174,6 +174,10 @@ class ChatLlamaCpp(BaseChatModel):
             "temperature": self.temperature, "seed": self.seed, "repeat_penalty": self.repeat_penalty,
         }
 
+    def _resolve_model_profile(self) -> dict[str, Any]:
+        # The prompt and the answer share the context: the prompt may take what the answer leaves.
+        return {"max_input_tokens": max(self.n_ctx, LONG_CONTEXT) - self.max_tokens, "max_output_tokens": self.max_tokens}
+
     def _load(self) -> Any:
         if self._engine is None:
             runtime = self.runtime or local_runtime()

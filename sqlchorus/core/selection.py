@@ -50,25 +50,26 @@ from typing import Any
 from opentelemetry import trace
 
 from sqlchorus import prompts
+from sqlchorus.core.budget import schema_view
 from sqlchorus.core.context import Context
 from sqlchorus.core.llm import ModelCallError, call_model
 from sqlchorus.tools import selection as sel
 from sqlchorus.tools.database import SqlError
 from sqlchorus.tools.parsing import parse_verdict
 from sqlchorus.tools.results import preview
-from sqlchorus.tools.views import render_view
 
 PROMPT = "select_candidate"
 """The selection prompt (the paper's Figure 23), also the graph node's name."""
 PREVIEW_ROWS = 10
 
-def pair_schema(context: Context, sql_a: str, sql_b: str) -> str:
-    """The schema view of the union of what the two queries use (the full view if nothing)."""
+def pair_schema(context: Context, sql_a: str, sql_b: str, question: str = "", evidence: str = "") -> str:
+    """The schema view of the union of what the two queries use (the full view, narrowed to the
+    schema budget for ``question``, if nothing)."""
     links = sel.schema_union(sql_a, sql_b, context.schema)
-    fmt = context.settings.schema_format
+    state = {"question": question, "evidence": evidence, "links": links}
     if not links:
-        return render_view(context.schema, fmt, sample_values=context.settings.sample_values)
-    return render_view(context.schema, fmt, level="columns", links=links, sample_values=context.settings.sample_values)
+        return schema_view(context, state)
+    return schema_view(context, state, level="columns", links=links)
 
 
 def selection_prompt(schema: str, question: str, evidence: str, a: tuple[str, str], b: tuple[str, str]) -> str:
@@ -166,7 +167,7 @@ def _pairwise(context, question, evidence, clusters, by_id, selection, usage, er
     for first, second in order:
         a, b = reps[first], reps[second]
         prompt = selection_prompt(
-            pair_schema(context, a["sql"], b["sql"]), question, evidence,
+            pair_schema(context, a["sql"], b["sql"], question, evidence), question, evidence,
             (a["sql"], results[first]), (b["sql"], results[second]),
         )
         verdict: dict[str, Any] = {"first": first, "second": second, "a": a["id"], "b": b["id"], "winner": None}

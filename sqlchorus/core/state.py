@@ -114,6 +114,7 @@ class SqlchorusState(TypedDict, total=False):
     schema_view: str
     links: dict[str, list[str]]
     link_reasoning: str
+    schema_note: str
     # candidates and their loop
     candidates: Annotated[list[Candidate], merge_candidates]
     fix_round: int

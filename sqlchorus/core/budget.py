@@ -1,0 +1,175 @@
+"""The prompt budget: every model call fits, and a schema too large for a prompt is narrowed.
+
+A call's budget (:func:`prompt_budget`) is ``Settings.max_prompt_tokens``, lowered to the model's
+own context window when the model says what it is (LangChain's ``model.profile``,
+``max_input_tokens``). Tokens are counted by the model's provider's tokenizer where one is
+installed, otherwise by a stated approximation (:mod:`sqlchorus.tools.tokens`).
+
+A schema view (:func:`schema_view`) may take ``Settings.max_schema_tokens`` at most, and leaves
+:data:`PROMPT_RESERVE` of the smallest prompt budget of the run's roles (a quarter of it at least)
+for instructions, examples, the question and candidates. A view that would be larger is rendered from a
+narrowed schema (:mod:`sqlchorus.tools.schema_narrow`): columns ranked by the question's words,
+the retrieved values, foreign-key neighbourhood and descriptions, with the linked ones kept first.
+The node's span records what was left out, and :func:`call_model
+<sqlchorus.core.llm.call_model>` refuses any call still over its budget rather than send it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry import trace
+
+from sqlchorus.core import attributes as attrs
+from sqlchorus.core.context import Context
+from sqlchorus.core.models import model_name
+from sqlchorus.tools.schema import DatabaseSchema
+from sqlchorus.tools.schema_narrow import Narrowing, narrow_schema, rank_columns
+from sqlchorus.tools.tokens import APPROXIMATE, TokenCounter, tiktoken_counter
+from sqlchorus.tools.views import render_view, resolve_links
+
+_OPENAI_CLASSES = frozenset({"ChatOpenAI", "AzureChatOpenAI"})
+
+
+class PromptBudgetError(RuntimeError):
+    """A prompt that does not fit its model's budget even with the schema narrowed."""
+
+
+def token_counter(model: Any) -> TokenCounter:
+    """The counter for ``model``'s prompts: tiktoken for OpenAI's own models (not an
+    OpenAI-compatible server's), the approximation otherwise."""
+    if type(model).__name__ in _OPENAI_CLASSES and not _custom_base_url(model):
+        counter = tiktoken_counter(model_name(model))
+        if counter is not None:
+            return counter
+    return APPROXIMATE
+
+
+def _custom_base_url(model: Any) -> bool:
+    url = getattr(model, "openai_api_base", None) or ""
+    return bool(url) and "api.openai.com" not in str(url)
+
+
+def context_window(model: Any) -> int | None:
+    """The prompt tokens ``model`` accepts, when it says (``model.profile``'s
+    ``max_input_tokens``)."""
+    profile = getattr(model, "profile", None) or {}
+    window = profile.get("max_input_tokens") if isinstance(profile, Mapping) else None
+    return int(window) if isinstance(window, (int, float)) and window > 0 else None
+
+
+def prompt_budget(context: Context, role: str) -> int:
+    """Prompt tokens a call for ``role`` may send at most."""
+    budget = context.settings.max_prompt_tokens
+    window = context_window(context.models.get(role))
+    return min(budget, window) if window else budget
+
+
+PROMPT_RESERVE = 4_000
+"""Tokens kept beside a schema view for the rest of a prompt: instructions, few-shot examples (the
+longest, divide-and-conquer's, take about 3,300), the question and the candidates."""
+
+
+def schema_budget(context: Context) -> int:
+    """Tokens one schema view may take: ``max_schema_tokens``, and what the smallest prompt
+    budget among the run's roles leaves beside :data:`PROMPT_RESERVE` (a quarter of it at least)."""
+    smallest = min((prompt_budget(context, role) for role in context.models), default=context.settings.max_prompt_tokens)
+    return max(1, min(context.settings.max_schema_tokens, max(smallest - PROMPT_RESERVE, smallest // 4)))
+
+
+def schema_counter(context: Context) -> TokenCounter:
+    """The counter a schema view is measured with: the approximation unless every role's model
+    counts the same way."""
+    names = {token_counter(model).name: token_counter(model) for model in context.models.values()}
+    return next(iter(names.values())) if len(names) == 1 else APPROXIMATE
+
+
+def ranked_columns(
+    context: Context, question: str, values: Mapping[str, Sequence[Any]] | None,
+    links: Mapping[str, Sequence[str]] | None,
+) -> list[tuple[str, str]]:
+    """The schema's columns ranked for the question (memoised for the run)."""
+    key = (question, repr(sorted((values or {}).items())), repr(sorted((links or {}).items())))
+    memo = context.memo.setdefault("ranked_columns", {})
+    if key not in memo:
+        memo[key] = rank_columns(context.schema, question, values, links)
+    return memo[key]
+
+
+def schema_view(
+    context: Context,
+    state: Mapping[str, Any],
+    fmt: str | None = None,
+    *,
+    level: str = "full",
+    links: Mapping[str, Sequence[str]] | None = None,
+    values: Mapping[str, Sequence[Any]] | None = None,
+    shuffle_seed: int | None = None,
+    sample_values: int | None = None,
+    schema: DatabaseSchema | None = None,
+) -> str:
+    """:func:`~sqlchorus.tools.views.render_view` of the run's schema, narrowed to the schema
+    budget when it would not fit (see the module docstring).
+
+    ``state`` gives the question, hint and schema links the narrowing ranks by; ``links`` are
+    the view's own (for the ``tables`` and ``columns`` levels), kept first when narrowing.
+    """
+    settings = context.settings
+    whole = schema or context.schema
+    fmt = fmt or settings.schema_format
+    samples = settings.sample_values if sample_values is None else sample_values
+    budget = schema_budget(context)
+    counter = schema_counter(context)
+
+    def render(part: DatabaseSchema) -> str:
+        return render_view(part, fmt, level=level, links=links, values=values, shuffle_seed=shuffle_seed,
+                           sample_values=samples)
+
+    def fits(part: DatabaseSchema) -> bool:
+        return counter.count(render(part)) <= budget
+
+    # Whether the whole schema fits does not depend on the shuffle: measured once per run.
+    measured = context.memo.setdefault("whole_fits", {})
+    key = (id(whole), fmt, level, repr(links), repr(sorted((values or {}).items())), samples, budget)
+    if measured.get(key) is not False:
+        text = render(whole)
+        measured[key] = counter.count(text) <= budget
+        if measured[key]:
+            return text
+    keep = resolve_links(whole, links) if links and level != "full" else (state.get("links") or {})
+    question = f"{state.get('question') or ''} {state.get('evidence') or ''}"
+    ranked = ranked_columns(context, question, state.get("values"), keep) if schema is None else rank_columns(
+        whole, question, state.get("values"), keep)
+    narrowing = narrow_schema(whole, ranked, fits, linked=sum(len(v) for v in keep.values()), whole_checked=True)
+    if narrowing is None:  # pragma: no cover - the whole schema was measured too large
+        return render(whole)
+    record_narrowing(context, narrowing)
+    return render(narrowing.schema)
+
+
+def record_narrowing(context: Context, narrowing: Narrowing) -> None:
+    """Put what a narrowing left out on the current span, and keep the run's first note."""
+    note = narrowing.note()
+    trace.get_current_span().set_attribute(attrs.SQLCHORUS_SCHEMA_NARROWED, note)
+    context.memo["last_narrowing"] = narrowing
+    context.memo.setdefault("notes", [])
+    if note not in context.memo["notes"]:
+        context.memo["notes"].append(note)
+
+
+def check_prompt(context: Context, role: str, texts: Sequence[str]) -> tuple[int, int, str]:
+    """The prompt's tokens, the budget and the counter's name for a call of ``role``.
+
+    Raises:
+        PromptBudgetError: the prompt is over the budget.
+    """
+    counter = token_counter(context.models.get(role))
+    tokens = counter.count_messages(texts)
+    budget = prompt_budget(context, role)
+    if tokens > budget:
+        raise PromptBudgetError(
+            f"The {role} prompt has {tokens:,} tokens ({counter.name}), over its budget of {budget:,}; "
+            "it was not sent. Raise --max-prompt-tokens if the model takes more, or shorten the question."
+        )
+    return tokens, budget, counter.name
