@@ -11,21 +11,17 @@ tokens per question, median and mean, per node), with the number of questions.
 
     python benchmarks/cost.py [--preset fast|balanced|full ...] [--limit 100]
 
-tiktoken downloads its encodings on first use; without a network, the ``o200k_base`` file
-shipped in the ``bpe-openai`` package is put in tiktoken's cache after checking its SHA-256
-against the one tiktoken expects.
+The count is :func:`sqlchorus.tools.tokens.tiktoken_counter`'s: without a network, the
+``o200k_base`` file shipped in the ``bpe-openai`` package seeds tiktoken's cache.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
-import hashlib
 import json
 import os
 import statistics
 import sys
-import tempfile
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -34,10 +30,9 @@ import sqlchorus
 from sqlchorus.config.presets import PRESET_NAMES
 from sqlchorus.config.settings import Settings
 from sqlchorus.testing import ScriptedChatModel, oracle_model
+from sqlchorus.tools.tokens import tiktoken_counter
 
 ENCODING = "o200k_base"
-_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
-_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 
 
 def data_dir() -> Path:
@@ -46,22 +41,11 @@ def data_dir() -> Path:
 
 
 def encoding():
-    """tiktoken's o200k_base, seeded from bpe-openai's copy when tiktoken cannot download it."""
-    import tiktoken
-
-    try:
-        return tiktoken.get_encoding(ENCODING)
-    except Exception:  # no network: fall back to the shipped file below
-        pass
-    from importlib import resources
-
-    raw = gzip.decompress(resources.files("bpe_openai.data").joinpath(f"{ENCODING}.tiktoken.gz").read_bytes())
-    if hashlib.sha256(raw).hexdigest() != _SHA256:
-        raise RuntimeError(f"The shipped {ENCODING} file does not match tiktoken's expected hash.")
-    cache = os.environ.get("TIKTOKEN_CACHE_DIR") or tempfile.mkdtemp(prefix="tiktoken-")
-    os.environ["TIKTOKEN_CACHE_DIR"] = cache
-    Path(cache, hashlib.sha1(_URL.encode()).hexdigest()).write_bytes(raw)
-    return tiktoken.get_encoding(ENCODING)
+    """tiktoken's o200k_base counter (seeded from bpe-openai's copy when there is no network)."""
+    counter = tiktoken_counter("gpt-4o")
+    if counter is None:
+        raise RuntimeError("Counting tokens needs tiktoken and bpe-openai: pip install 'sqlchorus[bench]'.")
+    return counter
 
 
 class TokenCountingModel(ScriptedChatModel):
@@ -69,10 +53,10 @@ class TokenCountingModel(ScriptedChatModel):
 
     def _generate(self, messages, stop=None, run_manager=None, **kwargs):
         result = super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
-        enc = _ENCODER[0]
-        prompt = sum(len(enc.encode(str(m.content), disallowed_special=())) for m in messages)
+        counter = _ENCODER[0]
+        prompt = sum(counter.count(str(m.content)) for m in messages)
         message = result.generations[0].message
-        answer = len(enc.encode(str(message.content), disallowed_special=()))
+        answer = counter.count(str(message.content))
         message.usage_metadata = {"input_tokens": prompt, "output_tokens": answer, "total_tokens": prompt + answer}
         return result
 

@@ -42,7 +42,7 @@ from typing import Any
 
 import sqlchorus
 from sqlchorus.config.settings import Settings
-from sqlchorus.core.budget import schema_view
+from sqlchorus.core.budget import PROMPT_RESERVE, schema_view
 from sqlchorus.core.dependencies import DatabaseResources, Dependencies
 from sqlchorus.testing import ScriptedChatModel, oracle_model
 from sqlchorus.tools.database import GuardedDatabase
@@ -261,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         defaults = Settings(model="scripted")
         report: dict[str, Any] = {
             "budget": defaults.max_prompt_tokens,
-            "schema_budget": min(defaults.max_schema_tokens, defaults.max_prompt_tokens // 2),
+            "schema_budget": min(defaults.max_schema_tokens,
+                                 max(defaults.max_prompt_tokens - PROMPT_RESERVE, defaults.max_prompt_tokens // 4)),
             "tokenizer": APPROXIMATE.name,
             "schemas": {},
         }
