@@ -21,6 +21,7 @@ from langgraph.errors import GraphRecursionError
 from sqlchorus.config.errors import EmptyQuestionError, QuestionTooLongError
 from sqlchorus.config.settings import Settings
 from sqlchorus.core import attributes as attrs
+from sqlchorus.core.checkpoints import CheckpointFileError, RunCheckpoints
 from sqlchorus.core.dependencies import DatabaseResources, Dependencies, database_key
 from sqlchorus.core.llm import ModelAuthError
 from sqlchorus.core.models import ModelConfigError
@@ -44,6 +45,7 @@ class Result:
         errors: problems met on the way that did not stop the run.
         error: why there is no answer, or None.
         run_id, trace_path: where the trace of this run is.
+        checkpoint_path: the file of this run's checkpoints (its thread id is ``run_id``), or None.
         seconds: wall time of the run.
     """
 
@@ -59,6 +61,7 @@ class Result:
     error: str | None = None
     run_id: str = ""
     trace_path: str | None = None
+    checkpoint_path: str | None = None
     seconds: float = 0.0
     state: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -153,7 +156,8 @@ class Session:
         self.settings = settings
         self.dependencies = Dependencies.build(settings)
         self._databases: dict[tuple[Any, ...], DatabaseResources] = {}
-        self._graphs: dict[tuple[tuple[str, int], ...], Any] = {}
+        self._graphs: dict[tuple[Any, ...], Any] = {}
+        self._checkpoints: dict[str, RunCheckpoints] = {}
         self._lock = threading.Lock()
         self._building: dict[tuple[Any, ...], threading.Lock] = {}
 
@@ -185,13 +189,28 @@ class Session:
                 self._building.pop(key, None)
             return resources
 
-    def graph(self, settings: Settings | None = None) -> Any:
-        """The compiled graph for ``settings``' generators, compiled once."""
+    def graph(self, settings: Settings | None = None, checkpointer: RunCheckpoints | None = None) -> Any:
+        """The compiled graph for ``settings``' generators (with ``checkpointer``), compiled once."""
         generators = tuple((settings or self.settings).generators.items())
+        key = (generators, id(checkpointer))
         with self._lock:
-            if generators not in self._graphs:
-                self._graphs[generators] = build_graph(Settings(generators=dict(generators)))
-            return self._graphs[generators]
+            if key not in self._graphs:
+                self._graphs[key] = build_graph(Settings(generators=dict(generators)), checkpointer=checkpointer)
+            return self._graphs[key]
+
+    def checkpoints(self, settings: Settings | None = None) -> RunCheckpoints | None:
+        """The checkpoint file ``settings`` name, opened once; None when checkpoints are off.
+
+        Raises:
+            CheckpointFileError: the file cannot be used (locked, not SQLite, no permission).
+        """
+        path = (settings or self.settings).checkpoint_file
+        if path is None:
+            return None
+        with self._lock:
+            if path not in self._checkpoints:
+                self._checkpoints[path] = RunCheckpoints(path)
+            return self._checkpoints[path]
 
     # -- asking -------------------------------------------------------------------------------
 
@@ -242,7 +261,13 @@ class Session:
             progress(NodeEvent(PREPARE, "end", time.perf_counter() - start))
         if value_index is not None:
             resources = DatabaseResources(db=resources.db, schema=resources.schema, value_index=value_index)
-        graph = self.graph(settings)
+        notes: list[dict[str, str]] = []
+        try:
+            checkpointer = self.checkpoints(settings)
+        except CheckpointFileError as e:  # the run goes on without them, and says so
+            checkpointer = None
+            notes.append({"node": "checkpoints", "kind": "checkpoints", "message": f"{e}; this run keeps no checkpoints."})
+        graph = self.graph(settings, checkpointer)
         with RunTracer(
             trace_dir=settings.trace_dir,
             otlp_endpoint=settings.otlp_endpoint,
@@ -251,7 +276,10 @@ class Session:
         ) as run:
             context = self.dependencies.context(resources, settings=settings, tracer=run.tracer, progress=progress)
             initial = {"question": question.strip(), "evidence": evidence or ""}
-            config = {"recursion_limit": settings.recursion_limit}
+            config: dict[str, Any] = {"recursion_limit": settings.recursion_limit}
+            if checkpointer is not None:
+                # The run's id is its thread's: its trace and its checkpoints are found by one id.
+                config["configurable"] = {"thread_id": run.run_id}
             error = None
             try:
                 state = graph.invoke(initial, config=config, context=context)
@@ -266,6 +294,8 @@ class Session:
                 state, error = {}, f"The run failed: {type(e).__name__}: {e}"
             result = _result(question, state, error)
             result.run_id = run.run_id
+            result.errors.extend(notes)
+            result.checkpoint_path = str(checkpointer.path) if checkpointer is not None else None
             notes = context.memo.get("notes") or []
             if notes:
                 # The first narrowing is the one every later view builds on; each span has its own.
@@ -284,8 +314,11 @@ class Session:
         """Close the databases this session opened and its response cache."""
         with self._lock:
             databases, self._databases = list(self._databases.values()), {}
+            checkpoints, self._checkpoints = list(self._checkpoints.values()), {}
         for resources in databases:
             resources.close()
+        for saver in checkpoints:
+            saver.close()
         self.dependencies.close()
 
     def __enter__(self) -> Session:

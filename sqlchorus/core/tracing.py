@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from langgraph.config import get_config
 from langgraph.types import Command, Send
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
@@ -387,6 +388,7 @@ def traced_node(
         progress = runtime.context.progress
         with tracer.start_as_current_span(attrs.NODE_SPAN_PREFIX + name) as span:
             span.set_attribute(attrs.SQLCHORUS_NODE, name)
+            _mark_checkpoint(span)
             started = time.monotonic()
             if progress is not None:
                 progress(NodeEvent(name, "start", 0.0))
@@ -414,6 +416,21 @@ def traced_node(
     run.__qualname__ = name
     run.__doc__ = getattr(fn, "func", fn).__doc__  # a partial's own docstring says nothing
     return run
+
+
+def _mark_checkpoint(span: Any) -> None:
+    """Put on a node's span the thread and the checkpoint its input state came from."""
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:  # called outside a graph run
+        return
+    thread = configurable.get("thread_id")
+    if thread is None:
+        return
+    span.set_attribute(attrs.SQLCHORUS_THREAD_ID, str(thread))
+    checkpoint = (configurable.get("checkpoint_map") or {}).get("")
+    if checkpoint:
+        span.set_attribute(attrs.SQLCHORUS_CHECKPOINT_ID, str(checkpoint))
 
 
 def apply_update(state: dict, update: dict, reducers: dict[str, Callable[[Any, Any], Any]]) -> dict:

@@ -1,0 +1,85 @@
+"""Every run is resumable: checkpoints in one SQLite file under the run's id, large values stored
+once, node spans pointing at the checkpoint they came from."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+import sqlchorus
+from sqlchorus.core.checkpoints import VALUE_MIN_BYTES, CheckpointFileError, RunCheckpoints
+from sqlchorus.demo import load_demo_questions
+from sqlchorus.testing import oracle_model
+
+GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
+QUESTION = "How many customers do we have?"
+
+
+def test_a_run_keeps_its_checkpoints_under_its_own_id(tmp_path, demo_db):
+    result = sqlchorus.ask(QUESTION, db=demo_db, model=oracle_model(GOLD.get),
+                           settings=sqlchorus.Settings(trace_dir=str(tmp_path)))
+    assert result.ok and result.checkpoint_path == str(tmp_path / "checkpoints.sqlite")
+    saver = RunCheckpoints(result.checkpoint_path)
+    items = list(saver.list({"configurable": {"thread_id": result.run_id}}))
+    steps = sorted(t.metadata["step"] for t in items)
+    sources = [t.metadata["source"] for t in sorted(items, key=lambda t: t.metadata["step"])]
+    assert steps[0] == -1 and sources[0] == "input" and set(sources[1:]) == {"loop"}
+    final = saver.get_tuple({"configurable": {"thread_id": result.run_id}})
+    assert final.checkpoint["channel_values"]["answer"]["sql"] == result.sql
+    assert final.checkpoint["channel_values"]["schema_view"]  # a large value, put back on reading
+    saver.close()
+
+
+def test_node_spans_point_at_their_thread_and_checkpoint(tmp_path, demo_db):
+    result = sqlchorus.ask(QUESTION, db=demo_db, model=oracle_model(GOLD.get),
+                           settings=sqlchorus.Settings(trace_dir=str(tmp_path)))
+    spans = [json.loads(line) for line in open(result.trace_path, encoding="utf-8")]
+    nodes = [s for s in spans if s["name"].startswith("node:")]
+    assert nodes and {s["attributes"]["sqlchorus.thread_id"] for s in nodes} == {result.run_id}
+    saver = RunCheckpoints(result.checkpoint_path)
+    known = {t.config["configurable"]["checkpoint_id"] for t in saver.list({"configurable": {"thread_id": result.run_id}})}
+    assert {s["attributes"]["sqlchorus.checkpoint_id"] for s in nodes} <= known
+    saver.close()
+
+
+def test_large_values_are_stored_once_per_run(tmp_path, demo_db):
+    result = sqlchorus.ask(QUESTION, db=demo_db, model=oracle_model(GOLD.get),
+                           settings=sqlchorus.Settings(trace_dir=str(tmp_path)))
+    conn = sqlite3.connect(result.checkpoint_path)
+    view = result.state["schema_view"]
+    assert len(view) >= VALUE_MIN_BYTES
+    stored = [row[0] for row in conn.execute("SELECT value FROM sqlchorus_values")]
+    # The view is stored as a value of its own (and inside the generators' Send packets, which
+    # carry it), not in any of the run's checkpoints, however many steps there were.
+    checkpoints = [row[0] for row in conn.execute("SELECT checkpoint FROM checkpoints")]
+    assert len(checkpoints) > 4
+    assert 1 <= sum(view.encode() in blob for blob in stored) <= 2
+    assert not [blob for blob in checkpoints if view.encode() in blob]
+    conn.close()
+    saver = RunCheckpoints(result.checkpoint_path)
+    assert 0 < saver.bytes_of(result.run_id) < 20 * len(view)
+    saver.close()
+
+
+def test_checkpoints_can_be_turned_off_or_put_elsewhere(tmp_path, demo_db):
+    off = sqlchorus.ask(QUESTION, db=demo_db, model=oracle_model(GOLD.get),
+                        settings=sqlchorus.Settings(trace_dir=str(tmp_path / "t1"), checkpoints=None))
+    assert off.ok and off.checkpoint_path is None and not (tmp_path / "t1" / "checkpoints.sqlite").exists()
+    elsewhere = tmp_path / "keep" / "runs.sqlite"
+    moved = sqlchorus.ask(QUESTION, db=demo_db, model=oracle_model(GOLD.get),
+                          settings=sqlchorus.Settings(trace_dir=None, checkpoints=str(elsewhere)))
+    assert moved.checkpoint_path == str(elsewhere) and elsewhere.exists()
+
+
+def test_an_unusable_checkpoint_file_costs_the_checkpoints_not_the_answer(tmp_path, demo_db):
+    bad = tmp_path / "not-a-db.sqlite"
+    bad.write_bytes(b"this is not SQLite" * 100)
+    result = sqlchorus.ask(QUESTION, db=demo_db, model=oracle_model(GOLD.get),
+                           settings=sqlchorus.Settings(trace_dir=None, checkpoints=str(bad)))
+    assert result.ok and result.checkpoint_path is None
+    notes = [e["message"] for e in result.errors if e["kind"] == "checkpoints"]
+    assert len(notes) == 1 and str(bad) in notes[0] and "keeps no checkpoints" in notes[0]
+    with pytest.raises(CheckpointFileError):
+        RunCheckpoints(bad)
