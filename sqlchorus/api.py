@@ -9,6 +9,7 @@ disk), and one compiled graph per choice of generators.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -21,7 +22,7 @@ from langgraph.errors import GraphRecursionError
 from sqlchorus.config.errors import EmptyQuestionError, QuestionTooLongError
 from sqlchorus.config.settings import Settings
 from sqlchorus.core import attributes as attrs
-from sqlchorus.core.checkpoints import CheckpointFileError, RunCheckpoints
+from sqlchorus.core.checkpoints import CallLog, CheckpointFileError, RunCheckpoints, UnknownRunError
 from sqlchorus.core.dependencies import DatabaseResources, Dependencies, database_key
 from sqlchorus.core.llm import ModelAuthError
 from sqlchorus.core.models import ModelConfigError
@@ -29,6 +30,7 @@ from sqlchorus.core.tracing import NodeEvent, RunTracer
 from sqlchorus.demo import demo_db_path
 from sqlchorus.graph.build import build_graph
 from sqlchorus.tools.database import GuardedDatabase
+from sqlchorus.tools.value_index import database_fingerprint
 
 
 @dataclass
@@ -89,6 +91,7 @@ class Result:
         return {
             "calls": len(self.usage),
             "cached_calls": sum(1 for u in self.usage if u.get("cached")),
+            "replayed_calls": sum(1 for u in self.usage if u.get("replayed")),
             "input_tokens": sum(u["input_tokens"] for u in self.usage),
             "output_tokens": sum(u["output_tokens"] for u in self.usage),
             "cost_usd": round(sum(float(u.get("cost_usd") or 0.0) for u in self.usage), 10),
@@ -198,6 +201,21 @@ class Session:
                 self._graphs[key] = build_graph(Settings(generators=dict(generators)), checkpointer=checkpointer)
             return self._graphs[key]
 
+    def _open_run(self, checkpointer: RunCheckpoints | None, run_id: str, question: str, evidence: str,
+                  resources: DatabaseResources, settings: Settings, notes: list[dict[str, str]]) -> CallLog | None:
+        """Keep what the run is asked, and log its model calls, in the checkpoint file."""
+        if checkpointer is None:
+            return None
+        try:
+            checkpointer.save_run(
+                run_id, question=question, evidence=evidence, db_path=str(resources.db.path),
+                db_fingerprint=database_fingerprint(resources.db.path), settings=settings.record(),
+            )
+        except (sqlite3.Error, OSError) as e:
+            notes.append({"node": "checkpoints", "kind": "checkpoints", "message": f"The run is not kept in {checkpointer.path}: {e}."})
+            return None
+        return CallLog(checkpointer, run_id)
+
     def checkpoints(self, settings: Settings | None = None) -> RunCheckpoints | None:
         """The checkpoint file ``settings`` name, opened once; None when checkpoints are off.
 
@@ -274,7 +292,9 @@ class Session:
             exporters=exporters,
             attributes={attrs.SQLCHORUS_QUESTION: question, attrs.DB_NAMESPACE: resources.db.name},
         ) as run:
-            context = self.dependencies.context(resources, settings=settings, tracer=run.tracer, progress=progress)
+            calls = self._open_run(checkpointer, run.run_id, question, evidence, resources, settings, notes)
+            context = self.dependencies.context(resources, settings=settings, tracer=run.tracer, progress=progress,
+                                                calls=calls)
             initial = {"question": question.strip(), "evidence": evidence or ""}
             config: dict[str, Any] = {"recursion_limit": settings.recursion_limit}
             if checkpointer is not None:
@@ -307,6 +327,67 @@ class Session:
             run.root.set_attribute(attrs.SQLCHORUS_COST_USD, result.cost["cost_usd"])
         result.trace_path = str(run.path) if run.path and run.file_written else None
         result.errors += [{"node": "trace", "kind": "trace", "message": p} for p in run.problems]
+        result.seconds = time.perf_counter() - start
+        return result
+
+    def replay(
+        self, run_id: str, checkpoint_id: str | None = None, *, settings: Settings | None = None,
+        progress: Callable[[NodeEvent], None] | None = None,
+    ) -> Result:
+        """Run ``run_id`` again from one of its checkpoints (its first by default), on the same
+        question and database, serving every model call it made from its call log: nothing is
+        sent to a model unless an edit (``update_state`` on the checkpoint) changed a call's input.
+        The new steps fork the run's thread; the replay has a trace of its own.
+
+        Raises:
+            UnknownRunError: no such run in the checkpoint file.
+            CheckpointFileError: checkpoints are off or the file cannot be used.
+        """
+        settings = settings or self.settings
+        store = self.checkpoints(settings)
+        if store is None:
+            raise CheckpointFileError("Checkpoints are off (--no-checkpoints, or no trace folder): there is nothing to replay.")
+        info = store.run(run_id)
+        run_settings = _replayable(settings, info["settings"])
+        thread = {"thread_id": run_id}
+        if checkpoint_id is None:
+            history = list(store.list({"configurable": thread}))
+            if not history:
+                raise UnknownRunError(f"Run {run_id!r} has no checkpoints in {store.path}.")
+            checkpoint_id = history[-1].config["configurable"]["checkpoint_id"]
+        elif store.get_tuple({"configurable": {**thread, "checkpoint_id": checkpoint_id}}) is None:
+            raise UnknownRunError(f"Run {run_id!r} has no checkpoint {checkpoint_id!r}.")
+        notes: list[dict[str, str]] = []
+        db_path = info["db_path"]
+        if db_path and Path(db_path).exists() and database_fingerprint(db_path) != info["db_fingerprint"]:
+            notes.append({"node": "replay", "kind": "database_changed", "message": (
+                f"{db_path} has changed since run {run_id}: results of SQL run again may differ from the run's.")})
+        start = time.perf_counter()
+        resources = self.database(db_path, run_settings)
+        graph = self.graph(run_settings, store)
+        with RunTracer(trace_dir=run_settings.trace_dir, otlp_endpoint=run_settings.otlp_endpoint,
+                       attributes={attrs.SQLCHORUS_QUESTION: info["question"], attrs.DB_NAMESPACE: resources.db.name,
+                                   attrs.SQLCHORUS_REPLAY_OF: run_id}) as run:
+            calls = CallLog(store, run_id, replay=True)
+            context = self.dependencies.context(resources, settings=run_settings, tracer=run.tracer,
+                                                progress=progress, calls=calls)
+            config = {"recursion_limit": run_settings.recursion_limit,
+                      "configurable": {**thread, "checkpoint_id": checkpoint_id}}
+            error = None
+            try:
+                state = graph.invoke(None, config=config, context=context)
+            except ModelAuthError as e:
+                raise ModelConfigError(str(e)) from e
+            except GraphRecursionError:
+                state, error = {}, f"The run exceeded its step limit ({run_settings.recursion_limit})."
+            except Exception as e:  # a failure no node handled: report it, keep it in the trace
+                run.root.record_exception(e)
+                state, error = {}, f"The replay failed: {type(e).__name__}: {e}"
+            result = _result(info["question"], state, error)
+            result.run_id = run.run_id
+            result.errors.extend(notes)
+            result.checkpoint_path = str(store.path)
+        result.trace_path = str(run.path) if run.path and run.file_written else None
         result.seconds = time.perf_counter() - start
         return result
 
@@ -372,6 +453,25 @@ def ask(
     with Session(settings, model=model) as session:
         return session.ask(question, db, evidence=evidence, exporters=exporters, value_index=value_index,
                            progress=progress)
+
+
+_NOT_REPLAYED = frozenset({
+    "model", "models", "trace_dir", "otlp_endpoint", "checkpoints", "cache", "cache_path", "value_cache_dir",
+    "prices_file", "rate_limit", "model_timeout_s", "model_retries", "retry_backoff_s",
+})
+"""Settings a replay takes from the session, not from the run: where things go, and the models
+(which a replay does not call unless an edit asks it to)."""
+
+
+def _replayable(settings: Settings, recorded: dict[str, Any]) -> Settings:
+    """``settings`` with the fields that shaped the recorded run put back."""
+    changes: dict[str, Any] = {}
+    for name, value in recorded.items():
+        if name in _NOT_REPLAYED or not hasattr(settings, name):
+            continue
+        current = getattr(settings, name)
+        changes[name] = tuple(value) if isinstance(current, tuple) and isinstance(value, list) else value
+    return settings.replace(**changes)
 
 
 def _result(question: str, state: dict[str, Any], error: str | None) -> Result:

@@ -11,7 +11,7 @@ import pytest
 import sqlchorus
 from sqlchorus.core.checkpoints import VALUE_MIN_BYTES, CheckpointFileError, RunCheckpoints
 from sqlchorus.demo import load_demo_questions
-from sqlchorus.testing import oracle_model
+from sqlchorus.testing import ScriptedChatModel, oracle_model
 
 GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
 QUESTION = "How many customers do we have?"
@@ -83,3 +83,87 @@ def test_an_unusable_checkpoint_file_costs_the_checkpoints_not_the_answer(tmp_pa
     assert len(notes) == 1 and str(bad) in notes[0] and "keeps no checkpoints" in notes[0]
     with pytest.raises(CheckpointFileError):
         RunCheckpoints(bad)
+
+
+# -- recorded model answers and replay ---------------------------------------------------------
+
+
+def _refusing_model():
+    def refuse(messages):
+        raise AssertionError("a replay must not call the model")
+
+    return ScriptedChatModel(refuse, name="must-not-be-called")
+
+
+def _asked(tmp_path, demo_db, question=QUESTION, **settings):
+    session = sqlchorus.Session(sqlchorus.Settings(model=oracle_model(GOLD.get), trace_dir=str(tmp_path), **settings))
+    return session, session.ask(question, db=demo_db)
+
+
+def test_every_model_call_is_kept_with_its_prompt_and_answer(tmp_path, demo_db):
+    session, result = _asked(tmp_path, demo_db)
+    calls = RunCheckpoints(result.checkpoint_path).calls(result.run_id)
+    assert [(c["node"], c["role"]) for c in calls] == [(u["node"], u["role"]) for u in result.usage]
+    assert all(c["messages"] and c["answer"] and "temperature" in c["params"] for c in calls)
+    assert GOLD[QUESTION] in calls[-1]["answer"]
+    session.close()
+
+
+def test_a_whole_run_replays_with_no_model_call(tmp_path, demo_db):
+    session, first = _asked(tmp_path, demo_db)
+    session.close()
+    # A new session, as a new process would open it, with a model that raises if called.
+    again = sqlchorus.Session(sqlchorus.Settings(model=_refusing_model(), trace_dir=str(tmp_path)))
+    replayed = again.replay(first.run_id)
+    assert replayed.ok and replayed.sql == first.sql and replayed.rows == first.rows
+    assert replayed.cost["replayed_calls"] == len(first.usage) == replayed.cost["calls"]
+    assert replayed.run_id != first.run_id
+    spans = [json.loads(line) for line in open(replayed.trace_path, encoding="utf-8")]
+    root = next(s for s in spans if s["name"] == "run")
+    assert root["attributes"]["sqlchorus.replay_of"] == first.run_id
+    assert all(s["attributes"].get("sqlchorus.replayed") for s in spans if s["name"].startswith("llm:"))
+    again.close()
+
+
+def test_an_edit_calls_the_model_only_for_the_steps_it_changed(tmp_path, demo_db):
+    session, first = _asked(tmp_path, demo_db)
+    store = session.checkpoints()
+    graph = session.graph(session.settings, store)
+    thread = {"configurable": {"thread_id": first.run_id}}
+    history = list(graph.get_state_history(thread))
+    summary = [(h.metadata["step"], h.metadata["source"], h.next) for h in reversed(history)]
+    assert summary[0][1] == "input" and ("check_candidates",) in [s[2] for s in summary]
+    before_check = next(h for h in history if h.next == ("check_candidates",))
+    (candidate,) = before_check.values["candidates"]
+    earlier = len(before_check.values["usage"])  # the calls made before the edited step
+
+    def edit(sql):
+        config = graph.update_state(before_check.config, {"candidates": [{**candidate, "sql": sql}]},
+                                    as_node="generate_divide_conquer")
+        return config["configurable"]["checkpoint_id"]
+
+    # Another query that runs: a different answer, and still no model call.
+    other = session.replay(first.run_id, edit("SELECT COUNT(*) FROM orders"))
+    assert other.ok and other.sql == "SELECT COUNT(*) FROM orders" and other.rows != first.rows
+    assert other.usage[earlier:] == []
+    # A broken query: only the fixer, whose prompt the run never sent, goes to the model.
+    calls_before = len(store.calls(first.run_id))
+    fixed = session.replay(first.run_id, edit("SELECT nme FROM customers"))
+    assert fixed.ok and fixed.sql == first.sql and fixed.rows == first.rows
+    assert [(u["node"], bool(u.get("replayed"))) for u in fixed.usage[earlier:]] == [("fix_candidates", False)]
+    assert len(store.calls(first.run_id)) == calls_before + 1
+    # Every branch is in the run's history: the original and each edit's fork.
+    after = list(graph.get_state_history(thread))
+    assert [h.metadata["source"] for h in after].count("update") == 2 and len(after) > len(history)
+    session.close()
+
+
+def test_an_unknown_run_or_checkpoint_is_a_clear_error(tmp_path, demo_db):
+    from sqlchorus.core.checkpoints import UnknownRunError
+
+    session, first = _asked(tmp_path, demo_db)
+    with pytest.raises(UnknownRunError, match="No run 'nope'"):
+        session.replay("nope")
+    with pytest.raises(UnknownRunError, match="has no checkpoint 'bad-id'"):
+        session.replay(first.run_id, "bad-id")
+    session.close()

@@ -386,6 +386,20 @@ class Settings:
         """The model spec for ``role``: its own, else the default."""
         return self.models.get(role, self.model)
 
+    def record(self) -> dict[str, Any]:
+        """The settings as plain JSON data; a model object is kept by its name."""
+
+        def plain(value: Any) -> Any:
+            if value is None or isinstance(value, (str, int, float, bool)):
+                return value
+            if isinstance(value, (list, tuple)):
+                return [plain(v) for v in value]
+            if isinstance(value, dict):
+                return {str(k): plain(v) for k, v in value.items()}
+            return f"<{getattr(value, 'model_name', None) or type(value).__name__}>"
+
+        return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
     @property
     def checkpoint_file(self) -> str | None:
         """Where this run's checkpoints go: ``checkpoints`` resolved (see its help), or None."""

@@ -32,6 +32,8 @@ SQLCHORUS_UPDATE_KEYS = "sqlchorus.update_keys"
 SQLCHORUS_COST_USD = "sqlchorus.cost_usd"
 SQLCHORUS_PRICED = "sqlchorus.priced"
 SQLCHORUS_CACHE_HIT = "sqlchorus.cache_hit"
+SQLCHORUS_REPLAYED = "sqlchorus.replayed"
+SQLCHORUS_REPLAY_OF = "sqlchorus.replay_of"
 SQLCHORUS_ATTEMPTS = "sqlchorus.attempts"
 SQLCHORUS_GRAMMAR = "sqlchorus.grammar"
 # The prompt budget: a model span's prompt size and budget; a node span's narrowed schema.

@@ -11,8 +11,11 @@ readable by LangGraph's own saver for everything but those references.
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
+import threading
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,23 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 VALUE_MIN_BYTES = 512
 """Serialised state values at least this large are stored once per file, by digest."""
 _REF = "__sqlchorus_value__"
+
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS sqlchorus_values (digest TEXT PRIMARY KEY, type TEXT NOT NULL, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS sqlchorus_runs (
+    thread_id TEXT PRIMARY KEY, created TEXT NOT NULL, question TEXT NOT NULL, evidence TEXT NOT NULL,
+    db_path TEXT, db_fingerprint TEXT, settings TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sqlchorus_calls (
+    thread_id TEXT NOT NULL, seq INTEGER NOT NULL, key TEXT NOT NULL, role TEXT NOT NULL, node TEXT NOT NULL,
+    messages TEXT NOT NULL, params TEXT NOT NULL, answer TEXT NOT NULL, usage TEXT NOT NULL,
+    PRIMARY KEY (thread_id, seq));
+CREATE INDEX IF NOT EXISTS sqlchorus_calls_key ON sqlchorus_calls (thread_id, key);
+"""
+
+
+class UnknownRunError(LookupError):
+    """No run of that id in the checkpoint file."""
 
 
 class CheckpointFileError(RuntimeError):
@@ -42,15 +62,15 @@ class RunCheckpoints(SqliteSaver):
             # Nodes run in LangGraph's worker threads; the saver's own lock serialises use.
             conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=10.0)
             conn.execute("PRAGMA journal_mode=WAL")
+            # WAL with NORMAL sync never corrupts the file; a power cut may lose the last steps.
+            conn.execute("PRAGMA synchronous=NORMAL")
         except (sqlite3.Error, OSError) as e:
             raise CheckpointFileError(f"Cannot open the checkpoint file {self.path}: {e}") from e
         super().__init__(conn)
         try:
             self.setup()
             with self.lock:
-                conn.execute(
-                    "CREATE TABLE IF NOT EXISTS sqlchorus_values (digest TEXT PRIMARY KEY, type TEXT NOT NULL, value BLOB NOT NULL)"
-                )
+                conn.executescript(_TABLES)
                 conn.commit()
         except sqlite3.Error as e:
             conn.close()
@@ -105,6 +125,63 @@ class RunCheckpoints(SqliteSaver):
             raise CheckpointFileError(f"{self.path} lost a stored value ({digest[:12]}); the checkpoint cannot be read.")
         return self.serde.loads_typed((row[0], row[1]))
 
+    # -- runs and their model calls -----------------------------------------------------------
+
+    def save_run(self, thread_id: str, *, question: str, evidence: str, db_path: str | None,
+                 db_fingerprint: str | None, settings: dict[str, Any]) -> None:
+        """Keep what a run was asked, over which database, with which settings."""
+        with self.lock:
+            self.conn.execute(
+                "INSERT OR REPLACE INTO sqlchorus_runs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (thread_id, datetime.now(timezone.utc).isoformat(timespec="seconds"), question, evidence,
+                 db_path, db_fingerprint, json.dumps(settings, default=str)),
+            )
+            self.conn.commit()
+
+    def run(self, thread_id: str) -> dict[str, Any]:
+        """What :meth:`save_run` kept of ``thread_id``.
+
+        Raises:
+            UnknownRunError: no such run in this file.
+        """
+        with self.lock:
+            row = self.conn.execute(
+                "SELECT created, question, evidence, db_path, db_fingerprint, settings FROM sqlchorus_runs WHERE thread_id = ?",
+                (thread_id,),
+            ).fetchone()
+        if row is None:
+            raise UnknownRunError(f"No run {thread_id!r} in {self.path}.")
+        created, question, evidence, db_path, fingerprint, settings = row
+        return {"run_id": thread_id, "created": created, "question": question, "evidence": evidence,
+                "db_path": db_path, "db_fingerprint": fingerprint, "settings": json.loads(settings)}
+
+    def record_call(self, thread_id: str, call: dict[str, Any]) -> None:
+        """Keep one model call of ``thread_id``: its key, role, node, messages, parameters,
+        answer and usage."""
+        with self.lock:
+            seq = self.conn.execute(
+                "SELECT COALESCE(MAX(seq), -1) + 1 FROM sqlchorus_calls WHERE thread_id = ?", (thread_id,)
+            ).fetchone()[0]
+            self.conn.execute(
+                "INSERT INTO sqlchorus_calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (thread_id, seq, call["key"], call["role"], call["node"], json.dumps(call["messages"], default=str),
+                 json.dumps(call["params"], default=str), call["answer"], json.dumps(call["usage"], default=str)),
+            )
+            self.conn.commit()
+
+    def calls(self, thread_id: str) -> list[dict[str, Any]]:
+        """The model calls kept for ``thread_id``, in the order they were made."""
+        with self.lock:
+            rows = self.conn.execute(
+                "SELECT seq, key, role, node, messages, params, answer, usage FROM sqlchorus_calls WHERE thread_id = ? ORDER BY seq",
+                (thread_id,),
+            ).fetchall()
+        return [
+            {"seq": seq, "key": key, "role": role, "node": node, "messages": json.loads(messages),
+             "params": json.loads(params), "answer": answer, "usage": json.loads(usage)}
+            for seq, key, role, node, messages, params, answer, usage in rows
+        ]
+
     # -- size -------------------------------------------------------------------------------
 
     def bytes_of(self, thread_id: str) -> int:
@@ -125,7 +202,51 @@ class RunCheckpoints(SqliteSaver):
                 self.conn.execute("SELECT LENGTH(value) FROM sqlchorus_values WHERE digest = ?", (d,)).fetchone()[0]
                 for d in digests
             )
-        return int(own + writes + shared)
+        with self.lock:
+            calls = self.conn.execute(
+                "SELECT COALESCE(SUM(LENGTH(messages) + LENGTH(answer) + LENGTH(params) + LENGTH(usage)), 0) "
+                "FROM sqlchorus_calls WHERE thread_id = ?", (thread_id,),
+            ).fetchone()[0]
+        return int(own + writes + shared + calls)
+
+
+class CallLog:
+    """The model calls of one run: kept as they are made, and served again on replay.
+
+    Args:
+        store: the checkpoint file.
+        thread_id: the run's id.
+        replay: serve the answers already kept for this run (in the order they were made, per
+            request) instead of calling the model; a request the run never made, because an
+            edit changed its input, goes to the model.
+    """
+
+    def __init__(self, store: RunCheckpoints, thread_id: str, *, replay: bool = False):
+        self.store = store
+        self.thread_id = thread_id
+        self._lock = threading.Lock()
+        self._answers: dict[str, list[str]] = {}
+        if replay:
+            for call in store.calls(thread_id):
+                self._answers.setdefault(call["key"], []).append(call["answer"])
+        self.served = 0
+
+    def answer(self, key: str) -> str | None:
+        """The kept answer to request ``key``, next in turn, or None."""
+        with self._lock:
+            queue = self._answers.get(key)
+            if not queue:
+                return None
+            self.served += 1
+            return queue.pop(0)
+
+    def record(self, call: dict[str, Any]) -> None:
+        """Keep one call (see :meth:`RunCheckpoints.record_call`); a file that cannot take it
+        costs the recording, not the run."""
+        try:
+            self.store.record_call(self.thread_id, call)
+        except sqlite3.Error:
+            pass
 
 
 def _is_ref(value: Any) -> bool:

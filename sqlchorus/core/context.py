@@ -39,6 +39,8 @@ class Context:
         prices: the price table model calls are costed with.
         progress: called with a :class:`~sqlchorus.core.tracing.NodeEvent` as each node starts
             and ends (from the graph's threads), or None.
+        calls: the run's call log (:class:`~sqlchorus.core.checkpoints.CallLog`): every model
+            call kept with its answer, and on a replay the answers served again; None for none.
         memo: what the run works out once and reuses: the schema's ranking for the question,
             the notes on narrowed schemas (:mod:`sqlchorus.core.budget`).
     """
@@ -54,3 +56,4 @@ class Context:
     prices: PriceTable = field(default_factory=PriceTable)
     progress: Callable[[Any], None] | None = None
     memo: dict[str, Any] = field(default_factory=dict, repr=False)
+    calls: Any = None

@@ -79,7 +79,7 @@ class Dependencies:
 
     def context(
         self, resources: DatabaseResources, *, settings: Settings | None = None, tracer: Any = None,
-        progress: Any = None,
+        progress: Any = None, calls: Any = None,
     ) -> Context:
         """The context of one run on ``resources``' database, traced with ``tracer``, telling
         ``progress`` as nodes start and end.
@@ -100,6 +100,7 @@ class Dependencies:
             cache=self.cache,
             prices=self.prices,
             progress=progress,
+            calls=calls,
         )
 
     def close(self) -> None:

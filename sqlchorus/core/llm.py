@@ -158,6 +158,8 @@ def call_model(
     if grammar:
         kwargs["grammar"] = grammar
     cache, key = _cache_entry(context, role, model, messages, effective_temperature, sample, grammar)
+    log = context.calls
+    recorded = _recorded_request(role, node, messages, context.settings, effective_temperature, sample, grammar) if log else None
     node_span = trace.get_current_span()
     with context.tracer.start_as_current_span(f"llm:{role}") as span:
         span.set_attribute(attrs.GEN_AI_OPERATION, "chat")
@@ -174,6 +176,15 @@ def call_model(
         span.set_attribute(attrs.SQLCHORUS_PROMPT_BUDGET, budget)
         span.set_attribute(attrs.SQLCHORUS_PROMPT_TOKENIZER, tokenizer)
         start = time.perf_counter()
+        if log is not None:
+            served = log.answer(recorded["key"])
+            if served is not None:  # a replay: the answer this request had when the run was made
+                usage = _usage(node, role, name, None, (time.perf_counter() - start) * 1000.0)
+                usage.update(replayed=True, cost_usd=0.0, priced=True)
+                _annotate(span, node_span, usage, cached=False, attempts=0)
+                span.set_attribute(attrs.SQLCHORUS_REPLAYED, True)
+                log.record({**recorded, "answer": served, "usage": usage})
+                return served, usage
         hit = _cache_get(cache, key, span)
         if hit is not None:
             latency = (time.perf_counter() - start) * 1000.0
@@ -183,6 +194,8 @@ def call_model(
             usage["priced"] = True
             _annotate(span, node_span, usage, cached=True, attempts=0)
             span.set_attribute(attrs.SQLCHORUS_OUTPUT_CHARS, len(hit.text))
+            if log is not None:
+                log.record({**recorded, "answer": hit.text, "usage": usage})
             return hit.text, usage
         attempts = [0]
         try:
@@ -215,7 +228,25 @@ def call_model(
                 cache.put(key, name, text, usage["input_tokens"], usage["output_tokens"])
             except sqlite3.Error as e:  # a cache that cannot be written never fails a run
                 span.add_event("cache_error", {"message": str(e)[:300]})
+        if log is not None:
+            log.record({**recorded, "answer": text, "usage": usage})
         return text, usage
+
+
+def _recorded_request(
+    role: str, node: str, messages: list[BaseMessage], settings: Any, temperature: float,
+    sample: int | None, grammar: str | None,
+) -> dict[str, Any]:
+    """A call as the run's call log keeps it. Its key leaves the model out, so that a replay
+    with another model (or one that must not be called) still finds the answers."""
+    params = {
+        "temperature": temperature, "max_tokens": settings.max_tokens, "sample": sample,
+        "grammar": hashlib.sha256(grammar.encode()).hexdigest() if grammar else None,
+    }
+    return {
+        "key": request_key(None, [*messages, HumanMessage(f"role={role}")], params),
+        "role": role, "node": node, "messages": [[m.type, m.content] for m in messages], "params": params,
+    }
 
 
 def _cache_get(cache: Any, key: str, span: Any) -> Any:

@@ -48,6 +48,7 @@ class UsageRecord(TypedDict):
     output_tokens: int
     latency_ms: float
     cached: NotRequired[bool]
+    replayed: NotRequired[bool]
     cost_usd: NotRequired[float]
     priced: NotRequired[bool]
 
