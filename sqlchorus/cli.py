@@ -340,6 +340,92 @@ SELECT_OPTIONS: tuple[str, ...] = (
 )
 
 
+@cli.command()
+@click.argument("question", required=False)
+@_DB
+@_EVIDENCE
+@click.option("--run", "run_id", help="Open an earlier run (of ask, eval or debug) by its id.")
+@click.option("--at", "checkpoint", help="With --run: the checkpoint to open it at (default: its last).")
+@click.option("--break", "breaks", multiple=True, metavar="NODE", help="Stop before NODE (repeatable).")
+@click.option("--commands", "commands_file", type=click.File("r", encoding="utf-8"),
+              help="Run the commands of this file (one a line; - for standard input) instead of a prompt.")
+@settings_options(*RUN_OPTIONS)
+def debug(question: str | None, db: str | None, evidence: str, run_id: str | None, checkpoint: str | None,
+          breaks: tuple[str, ...], commands_file: Any, **options: Any) -> None:
+    """Step through a run: pause before any node, inspect and edit the state, go on, go back.
+
+    `sqlchorus debug "QUESTION" --db PATH` starts a new run paused before its first node;
+    `sqlchorus debug --run ID [--at CHECKPOINT]` opens an earlier one, serving its model calls
+    from the answers it kept. Type `help` at the `(sqlchorus)` prompt for the commands.
+    """
+    # Late: the debugger pulls in LangGraph, which --help does not need.
+    from sqlchorus.api import Session
+    from sqlchorus.core.checkpoints import CheckpointFileError, UnknownRunError
+    from sqlchorus.debug_shell import PROMPT, DebugShell
+    from sqlchorus.debugger import DebugError, Debugger
+
+    if (question is None) == (run_id is None):
+        _fail("Give a QUESTION to start a run, or --run ID to open one (not both).")
+        return
+    if checkpoint and not run_id:
+        _fail("--at opens a checkpoint of an earlier run: give --run ID too.")
+        return
+    try:
+        settings = typed_settings(options)
+        session = Session(settings)
+        if run_id:
+            debugger = Debugger.open(run_id, at=checkpoint, session=session)
+            for node in breaks:
+                debugger.add_break(node)
+        else:
+            debugger = Debugger.start(question, db, evidence=evidence, session=session, breakpoints=breaks)
+    except KeyboardInterrupt:
+        _fail("Interrupted.", EXIT_INTERRUPTED)
+        return
+    except (SqlchorusError, ModelConfigError, SqlError, CheckpointFileError, UnknownRunError, DebugError,
+            ValueError, OSError) as e:
+        _fail(str(e))
+        return
+    console = Console(highlight=False)
+    shell = DebugShell(debugger, console)
+    for note in debugger.notes:
+        console.print(f"[yellow]note[/] {note}")
+    shell.where()
+    try:
+        if commands_file is not None or not sys.stdin.isatty():
+            for line in commands_file if commands_file is not None else sys.stdin:
+                console.print(f"{PROMPT}{line.rstrip()}", markup=False)
+                if not shell.run(line):
+                    break
+        else:
+            _interactive(shell)
+    finally:
+        debugger.close()
+        session.close()
+    sys.exit(EXIT_NO_ANSWER if shell.failed else 0)
+
+
+def _interactive(shell: Any) -> None:
+    """The prompt: completion of commands, node names and state keys; history; Ctrl-C keeps the
+    session, Ctrl-D ends it."""
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.completion import WordCompleter
+
+    from sqlchorus.debug_shell import PROMPT, words_to_complete
+
+    # Tab completes (a single match at once); no menu pops up while typing.
+    prompt = PromptSession(completer=WordCompleter(words_to_complete(), sentence=True), complete_while_typing=False)
+    while True:
+        try:
+            line = prompt.prompt(PROMPT)
+        except KeyboardInterrupt:
+            continue
+        except EOFError:
+            return
+        if not shell.run(line):
+            return
+
+
 @cli.command("select")
 @click.option("--candidates", "candidates_file", required=True, type=click.Path(exists=True, dir_okay=False), help="JSON Lines file: one {db, question, evidence, candidates} object a line.")
 @click.option("--model", envvar="SQLCHORUS_SELECTION_MODEL", help="Selection model, as provider:model (env: SQLCHORUS_SELECTION_MODEL); none: fall back to the largest cluster.")

@@ -226,14 +226,23 @@ class CallLog:
         self.thread_id = thread_id
         self._lock = threading.Lock()
         self._answers: dict[str, list[str]] = {}
+        self._supplied: list[str] = []
         if replay:
             for call in store.calls(thread_id):
                 self._answers.setdefault(call["key"], []).append(call["answer"])
         self.served = 0
 
-    def answer(self, key: str) -> str | None:
-        """The kept answer to request ``key``, next in turn, or None."""
+    def supply(self, text: str) -> None:
+        """Answer the next call, whatever it asks, with ``text``."""
         with self._lock:
+            self._supplied.append(text)
+
+    def answer(self, key: str) -> str | None:
+        """A supplied answer, else the kept answer to request ``key`` next in turn, or None."""
+        with self._lock:
+            if self._supplied:
+                self.served += 1
+                return self._supplied.pop(0)
             queue = self._answers.get(key)
             if not queue:
                 return None

@@ -104,8 +104,11 @@ class RunTracer(AbstractContextManager["RunTracer"]):
     ):
         self.run_id = run_id or new_run_id()
         self.path: Path | None = Path(trace_dir) / f"{self.run_id}.jsonl" if trace_dir else None
+        # Shut down by __exit__, not at interpreter exit: an atexit hook per run would keep every
+        # run's provider alive for the life of the process.
         self.provider = TracerProvider(
-            resource=Resource.create({"service.name": "sqlchorus", attrs.SQLCHORUS_RUN_ID: self.run_id})
+            resource=Resource.create({"service.name": "sqlchorus", attrs.SQLCHORUS_RUN_ID: self.run_id}),
+            shutdown_on_exit=False,
         )
         self._problems: list[str] = []
         self._file: JsonlSpanExporter | None = None

@@ -1,0 +1,236 @@
+"""Stepping through a run: the debugger's Python API, `sqlchorus debug --commands`, and the prompt
+in a real pseudo-terminal. Time-travel tests summarise the checkpoint history before asserting."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sqlchorus
+from sqlchorus.debugger import DebugError, Debugger
+from sqlchorus.demo import load_demo_questions
+from sqlchorus.testing import ScriptedChatModel, oracle_model
+
+GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
+QUESTION = "How many customers do we have?"
+FACTORIES = '''
+from sqlchorus.demo import load_demo_questions
+from sqlchorus.testing import ScriptedChatModel, oracle_model
+
+GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
+
+
+def oracle():
+    return oracle_model(GOLD.get, name="oracle")
+
+
+def refuse():
+    def no(messages):
+        raise AssertionError("this model must not be called")
+    return ScriptedChatModel(no, name="refuses")
+'''
+
+
+@pytest.fixture
+def session(tmp_path):
+    with sqlchorus.Session(sqlchorus.Settings(model=oracle_model(GOLD.get), trace_dir=str(tmp_path))) as s:
+        yield s
+
+
+def summary(debugger: Debugger) -> list[tuple[int, str, str]]:
+    """The history as (step, node, source), oldest first."""
+    return [(h["step"], h["node"], h["source"]) for h in debugger.history()]
+
+
+def broken(candidate: dict, sql: str) -> dict:
+    return {**candidate, "sql": sql, "status": "unchecked", "error": None, "row_count": None}
+
+
+# -- the Python API ------------------------------------------------------------------------------
+
+
+def test_a_new_run_pauses_before_its_first_node_and_steps_one_superstep(session, demo_db):
+    debugger = Debugger.start(QUESTION, demo_db, session=session)
+    assert debugger.next_nodes == ("extract_keywords",)
+    assert debugger.step() == ["extract_keywords"]
+    assert debugger.next_nodes == ("retrieve_values",) and debugger.state("keywords")
+    assert set(debugger.diff()) == {"keywords", "usage"}
+    assert summary(debugger) == [(-1, "(input)", "input"), (0, "__start__", "loop"), (1, "extract_keywords", "loop")]
+    debugger.close()
+
+
+def test_several_generators_run_in_one_step(tmp_path, demo_db):
+    settings = sqlchorus.Settings(model=oracle_model(GOLD.get), trace_dir=str(tmp_path),
+                                  generators={"divide_conquer": 1, "query_plan": 1})
+    with sqlchorus.Session(settings) as s:
+        debugger = Debugger.start(QUESTION, demo_db, session=s, breakpoints=["generate_query_plan"])
+        assert debugger.cont() == "generate_query_plan"
+        assert set(debugger.next_nodes) == {"generate_divide_conquer", "generate_query_plan"}
+        assert set(debugger.step()) == {"generate_divide_conquer", "generate_query_plan"}
+        assert len(debugger.state("candidates")) == 2 and debugger.next_nodes == ("check_candidates",)
+        debugger.close()
+
+
+def test_break_before_the_fixer_edit_a_candidate_and_get_another_answer(session, demo_db):
+    debugger = Debugger.start(QUESTION, demo_db, session=session, breakpoints=["check_candidates"])
+    assert debugger.cont() == "check_candidates"
+    (candidate,) = debugger.state("candidates")
+    debugger.set("candidates", [broken(candidate, "SELECT COUNT(*) FROM orders")])
+    assert debugger.cont() is None and debugger.finished
+    result = debugger.result()
+    assert result.sql == "SELECT COUNT(*) FROM orders" and result.rows != [[62]]
+    steps = summary(debugger)
+    assert ("(edit)" in [node for _, node, _ in steps]) and steps[-1][1] == "select_candidate"
+    debugger.close()
+
+
+def test_an_edit_before_a_routed_node_takes_the_route_again(session, demo_db):
+    """link_schema sends the generators their inputs: an edit there reaches them."""
+    debugger = Debugger.start(QUESTION, demo_db, session=session, breakpoints=["generate_divide_conquer"])
+    assert debugger.cont() == "generate_divide_conquer"
+    debugger.set("schema_view", "# Table: orders\n(order_id:INTEGER)")
+    assert debugger.next_nodes == ("generate_divide_conquer",)
+    debugger.step()
+    calls = debugger.store.calls(debugger.run_id)
+    assert "# Table: orders" in str(calls[-1]["messages"])
+    debugger.close()
+
+
+def test_a_conditional_breakpoint_stops_only_when_it_holds(session, demo_db):
+    debugger = Debugger.start(QUESTION, demo_db, session=session)
+    debugger.add_break("check_candidates", "(fix_round or 0) >= 1")
+    # The first check passes the breakpoint (no fix round yet); the run ends without a fix.
+    assert debugger.cont() is None and debugger.finished
+    with pytest.raises(DebugError, match="uses Attribute"):
+        debugger.add_break("check_candidates", "question.__class__")
+    with pytest.raises(DebugError, match="calls only"):
+        debugger.add_break("check_candidates", "open('x')")
+    with pytest.raises(DebugError, match="No node 'nope'"):
+        debugger.add_break("nope")
+    debugger.close()
+
+
+def test_a_supplied_answer_stands_for_the_model(session, demo_db):
+    debugger = Debugger.start(QUESTION, demo_db, session=session, breakpoints=["generate_divide_conquer"])
+    debugger.cont()
+    debugger.answer("**Final Optimized SQL Query:**\nSELECT COUNT(*) FROM products")
+    debugger.clear()
+    assert debugger.cont() is None
+    assert debugger.result().sql == "SELECT COUNT(*) FROM products"
+    debugger.close()
+
+
+def test_fork_from_an_early_checkpoint_keeps_both_branches(session, demo_db):
+    debugger = Debugger.start(QUESTION, demo_db, session=session)
+    debugger.cont()
+    first_answer = debugger.result().sql
+    early = next(h for h in debugger.history() if h["node"] == "retrieve_values")
+    debugger.fork(early["id"][:12])
+    assert debugger.next_nodes == ("link_schema",)
+    debugger.set("evidence", "count every customer")
+    debugger.cont()
+    rows = debugger.history()
+    children: dict[str, int] = {}
+    for row in rows:
+        children[row["parent"]] = children.get(row["parent"], 0) + 1
+    assert children[early["id"]] == 2  # the original step and the fork's edit
+    assert debugger.result().sql == first_answer and debugger.state("evidence") == "count every customer"
+    debugger.close()
+
+
+def test_unknown_runs_keys_and_values_are_clear_errors(session, demo_db):
+    from sqlchorus.core.checkpoints import UnknownRunError
+
+    with pytest.raises(UnknownRunError, match="No run 'missing'"):
+        Debugger.open("missing", session=session)
+    debugger = Debugger.start(QUESTION, demo_db, session=session)
+    with pytest.raises(UnknownRunError, match="no checkpoint 'zzz'"):
+        debugger.fork("zzz")
+    with pytest.raises(DebugError, match="No state key 'nope'"):
+        debugger.set("nope", 1)
+    debugger.close()
+
+
+# -- the command ---------------------------------------------------------------------------------
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "debug_models.py").write_text(FACTORIES, encoding="utf-8")
+    return {**os.environ, "PYTHONPATH": str(tmp_path), "COLUMNS": "200", "NO_COLOR": "1"}
+
+
+def _debug(tmp_path: Path, *args: str, commands: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "sqlchorus", "debug", *args, "--trace-dir", str(tmp_path / "traces"), "--commands", "-"],
+        input=commands, capture_output=True, text=True, env=_env(tmp_path), timeout=240,
+    )
+
+
+def test_commands_from_a_file_drive_a_whole_session(tmp_path):
+    out = _debug(tmp_path, QUESTION, "--model", "python:debug_models:oracle",
+                 commands="next\nbreak check_candidates\ncontinue\nstate candidates\nset fix_round \"x\"\n"
+                          "set nope 1\nclear\ncontinue\nstate answer\nhistory\nquit\n")
+    text = out.stdout
+    assert "paused before extract_keywords" in text and "ran extract_keywords" in text
+    assert "breakpoint before check_candidates" in text and "SELECT COUNT(*) FROM customers" in text
+    assert "fix_round holds a number" in text and "No state key 'nope'" in text
+    assert "ended at checkpoint" in text and "62" in text and "select_candidate" in text
+    assert out.returncode == 1  # two commands failed; the session went on
+    assert "Traceback" not in out.stdout + out.stderr
+
+
+def test_an_earlier_run_opens_in_a_new_process_and_replays_without_a_model(tmp_path):
+    ask = subprocess.run(
+        [sys.executable, "-m", "sqlchorus", "ask", QUESTION, "--model", "python:debug_models:oracle", "--json",
+         "--trace-dir", str(tmp_path / "traces")],
+        capture_output=True, text=True, env=_env(tmp_path), timeout=240,
+    )
+    assert ask.returncode == 0, ask.stderr
+    run_id = __import__("json").loads(ask.stdout)["run_id"]
+    out = _debug(tmp_path, "--run", run_id, "--model", "python:debug_models:refuse",
+                 commands="history\nreplay\nexport-test " + str(tmp_path / "test_replayed.py") + "\nquit\n")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "ended at checkpoint" in out.stdout and "0 model call(s) made" in out.stdout
+    exported = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path / "test_replayed.py")],
+                              capture_output=True, text=True, env=_env(tmp_path), timeout=240, cwd=tmp_path)
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    bad = _debug(tmp_path, "--run", "no-such-run", "--model", "python:debug_models:refuse", commands="quit\n")
+    assert bad.returncode == 2 and "No run 'no-such-run'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+PROMPT = r"\(sqlchorus\)"  # drawn by prompt_toolkit, with terminal codes around it
+
+
+@pytest.mark.slow
+def test_the_prompt_in_a_real_terminal(tmp_path):
+    pexpect = pytest.importorskip("pexpect")
+    child = pexpect.spawn(
+        sys.executable, ["-m", "sqlchorus", "debug", QUESTION, "--model", "python:debug_models:oracle",
+                         "--trace-dir", str(tmp_path / "traces")],
+        # A pseudo-terminal that answers no cursor-position request: prompt_toolkit is told so.
+        env={**_env(tmp_path), "PROMPT_TOOLKIT_NO_CPR": "1"}, encoding="utf-8", timeout=120, dimensions=(40, 200),
+    )
+    child.expect(PROMPT)
+    child.sendline("next")
+    child.expect_exact("ran extract_keywords")
+    child.expect(PROMPT)
+    child.send("hist\t")  # completion finishes the command's name
+    child.expect_exact("history")
+    # The first Enter may only accept the completion; a second one on an empty line does nothing.
+    child.send("\r")
+    child.send("\r")
+    child.expect_exact("extract_keywords")
+    child.expect(PROMPT)
+    child.sendcontrol("c")  # Ctrl-C at the prompt keeps the session
+    child.expect(PROMPT)
+    child.sendline("continue")
+    child.expect_exact("ended at checkpoint")
+    child.expect(PROMPT)
+    child.sendline("quit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
