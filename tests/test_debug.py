@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,15 @@ GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
 
 def oracle():
     return oracle_model(GOLD.get, name="oracle")
+
+
+def slow():
+    import time
+
+    def answer(messages):
+        time.sleep(30)
+        return "never"
+    return ScriptedChatModel(answer, name="slow")
 
 
 def refuse():
@@ -173,13 +183,15 @@ def _debug(tmp_path: Path, *args: str, commands: str) -> subprocess.CompletedPro
 def test_commands_from_a_file_drive_a_whole_session(tmp_path):
     out = _debug(tmp_path, QUESTION, "--model", "python:debug_models:oracle",
                  commands="next\nbreak check_candidates\ncontinue\nstate candidates\nset fix_round \"x\"\n"
-                          "set nope 1\nclear\ncontinue\nstate answer\nhistory\nquit\n")
+                          "set nope 1\nset fix_round {oops\nbreak fix_candidates if )(\nfly\nclear\ncontinue\n"
+                          "state answer\nhistory\nquit\n")
     text = out.stdout
     assert "paused before extract_keywords" in text and "ran extract_keywords" in text
     assert "breakpoint before check_candidates" in text and "SELECT COUNT(*) FROM customers" in text
     assert "fix_round holds a number" in text and "No state key 'nope'" in text
+    assert "The value is not JSON" in text and "does not parse" in text and "No command 'fly'" in text
     assert "ended at checkpoint" in text and "62" in text and "select_candidate" in text
-    assert out.returncode == 1  # two commands failed; the session went on
+    assert out.returncode == 1  # five commands failed; the session went on
     assert "Traceback" not in out.stdout + out.stderr
 
 
@@ -229,6 +241,30 @@ def test_the_prompt_in_a_real_terminal(tmp_path):
     child.expect(PROMPT)
     child.sendline("continue")
     child.expect_exact("ended at checkpoint")
+    child.expect(PROMPT)
+    child.sendline("quit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_model_call_returns_to_the_prompt_with_the_run_intact(tmp_path):
+    pexpect = pytest.importorskip("pexpect")
+    child = pexpect.spawn(
+        sys.executable, ["-m", "sqlchorus", "debug", QUESTION, "--model", "python:debug_models:slow",
+                         "--trace-dir", str(tmp_path / "traces")],
+        env={**_env(tmp_path), "PROMPT_TOOLKIT_NO_CPR": "1"}, encoding="utf-8", timeout=60, dimensions=(40, 200),
+    )
+    child.expect(PROMPT)
+    child.sendline("next")  # extract_keywords calls the slow model
+    time.sleep(2)
+    child.sendcontrol("c")
+    child.expect_exact("Interrupted")
+    child.expect_exact("paused before extract_keywords")
+    child.expect(PROMPT)
+    child.sendline("history")
+    child.expect_exact("__start__")
     child.expect(PROMPT)
     child.sendline("quit")
     child.expect(pexpect.EOF)
