@@ -35,6 +35,7 @@ def fan_out_generators(state: dict, runtime: Any, *, nodes: dict[str, str]) -> R
                 values=dict(state.get("values") or {}),
                 links=dict(state.get("links") or {}),
                 schema_view=state.get("schema_view") or "",
+                **({"database": state["database"]} if state.get("database") else {}),
                 generator=name,
                 sample=sample,
             )

@@ -108,6 +108,7 @@ class SqlchorusState(TypedDict, total=False):
     # input
     question: str
     evidence: str
+    database: str  # the SQLite file, where the host carries it in state (LangGraph Studio)
     # keywords and values
     keywords: list[str]
     values: dict[str, list[dict[str, Any]]]
@@ -132,6 +133,7 @@ class GeneratorInput(TypedDict, total=False):
 
     question: str
     evidence: str
+    database: str
     keywords: list[str]
     values: dict[str, list[dict[str, Any]]]
     links: dict[str, list[str]]

@@ -1,0 +1,101 @@
+"""LangGraph Studio: `langgraph dev` serves the graph with its input and output declared, and a run
+answers over HTTP on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from sqlchorus.demo import load_demo_questions
+
+GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
+QUESTION = "How many customers do we have?"
+FACTORY = '''
+from sqlchorus.demo import load_demo_questions
+from sqlchorus.testing import oracle_model
+
+GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
+
+
+def oracle():
+    return oracle_model(GOLD.get, name="oracle")
+'''
+
+
+def test_the_studio_graph_declares_what_it_takes_and_gives(monkeypatch, tmp_path):
+    (tmp_path / "studio_models.py").write_text(FACTORY, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("SQLCHORUS_MODEL", "python:studio_models:oracle")
+    from sqlchorus.studio import graph
+
+    assert list(graph.get_input_jsonschema()["properties"]) == ["question", "database", "evidence"]
+    assert graph.get_input_jsonschema()["required"] == ["question"]
+    assert set(graph.get_output_jsonschema()["properties"]) == {"answer", "selection", "errors"}
+    out = graph.invoke({"question": QUESTION}, {"recursion_limit": 40})
+    assert set(out) <= {"answer", "selection", "errors"} and out["answer"]["rows"] == [[62]]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _call(url: str, body: dict | None = None) -> dict:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, headers={"content-type": "application/json"},
+                                     method="POST" if body is not None else "GET")
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.loads(response.read())
+
+
+@pytest.mark.slow
+def test_langgraph_dev_serves_the_graph_offline(tmp_path):
+    langgraph = Path(sys.executable).with_name("langgraph")
+    if not langgraph.exists():
+        pytest.skip("langgraph-cli is not installed (the studio extra)")
+    (tmp_path / "studio_models.py").write_text(FACTORY, encoding="utf-8")
+    config = tmp_path / "langgraph.json"
+    shipped = json.loads((REPO / "langgraph.json").read_text(encoding="utf-8"))
+    graph_file = shipped["graphs"]["sqlchorus"].split(":")[0]
+    config.write_text(json.dumps({"dependencies": [str(REPO)],
+                                  "graphs": {"sqlchorus": f"{REPO / graph_file}:graph"}}), encoding="utf-8")
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "SQLCHORUS_MODEL": "python:studio_models:oracle",
+           "LANGGRAPH_CLI_NO_ANALYTICS": "1"}
+    server = subprocess.Popen(
+        [str(langgraph), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port),
+         "--config", str(config)],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(240):
+            try:
+                if _call(f"{base}/ok").get("ok"):
+                    break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("langgraph dev did not start")
+        (assistant,) = _call(f"{base}/assistants/search", {})
+        schemas = _call(f"{base}/assistants/{assistant['assistant_id']}/schemas")
+        assert list(schemas["input_schema"]["properties"]) == ["question", "database", "evidence"]
+        assert set(schemas["output_schema"]["properties"]) == {"answer", "selection", "errors"}
+        out = _call(f"{base}/runs/wait", {"assistant_id": assistant["assistant_id"], "input": {"question": QUESTION}})
+        assert out["answer"]["sql"] == GOLD[QUESTION] and out["answer"]["rows"] == [[62]]
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
