@@ -361,7 +361,7 @@ class Session:
         db_path = info["db_path"]
         if db_path and Path(db_path).exists() and database_fingerprint(db_path) != info["db_fingerprint"]:
             notes.append({"node": "replay", "kind": "database_changed", "message": (
-                f"{db_path} has changed since run {run_id}: results of SQL run again may differ from the run's.")})
+                f"{db_path} has changed since run {run_id}: the SQL run again (retrieved values, the candidates' rows and the answer) may give other results than the run's.")})
         start = time.perf_counter()
         resources = self.database(db_path, run_settings)
         graph = self.graph(run_settings, store)

@@ -173,7 +173,7 @@ class Debugger:
         run_settings = _replayable(settings, info["settings"])
         debugger = cls(session, run_id, run_settings, info["db_path"], replay=True)
         if info["db_path"] and Path(info["db_path"]).exists() and database_fingerprint(info["db_path"]) != info["db_fingerprint"]:
-            debugger.notes.append(f"{info['db_path']} has changed since run {run_id}: results of SQL run again may differ.")
+            debugger.notes.append(f"{info['db_path']} has changed since run {run_id}: the SQL run again (retrieved values, the candidates' rows and the answer) may give other results than the run's.")
         if at is not None:
             debugger.goto(at)
         elif debugger.snapshot() is None:

@@ -270,3 +270,58 @@ def test_ctrl_c_during_a_model_call_returns_to_the_prompt_with_the_run_intact(tm
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+
+
+def test_a_run_of_eval_opens_in_the_debugger(tmp_path, demo_db):
+    from sqlchorus.evaluation.datasets import load_dataset
+    from sqlchorus.evaluation.runs import run_eval
+
+    questions = load_demo_questions()[:2]
+    path = tmp_path / "demo-questions.json"
+    path.write_text(__import__("json").dumps({"examples": [
+        {"question": q["question"], "db_id": "demo", "gold_sql": q["sql"], "db_path": str(demo_db)} for q in questions]}),
+        encoding="utf-8")
+    settings = sqlchorus.Settings(model=oracle_model(GOLD.get), trace_dir=str(tmp_path / "traces"))
+    run = run_eval(load_dataset(str(path)), settings, out_dir=tmp_path / "eval")
+    run_id = run.records[0]["run_id"]
+    with sqlchorus.Session(settings.replace(model=ScriptedChatModel(["unused"]))) as session:
+        debugger = Debugger.open(run_id, session=session)
+        assert debugger.finished and debugger.result().sql == questions[0]["sql"]
+        debugger.close()
+
+
+def test_a_changed_database_is_said_when_a_run_is_opened(tmp_path, demo_db):
+    import shutil
+    import sqlite3
+
+    db = tmp_path / "shop.sqlite"
+    shutil.copy(demo_db, db)
+    with sqlchorus.Session(sqlchorus.Settings(model=oracle_model(GOLD.get), trace_dir=str(tmp_path))) as session:
+        run_id = session.ask(QUESTION, db=db).run_id
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("DELETE FROM customers WHERE customer_id = (SELECT MAX(customer_id) FROM customers)")
+    conn.close()
+    with sqlchorus.Session(sqlchorus.Settings(model=_refusing(), trace_dir=str(tmp_path))) as session:
+        debugger = Debugger.open(run_id, session=session)
+        assert len(debugger.notes) == 1 and str(db) in debugger.notes[0] and "has changed" in debugger.notes[0]
+        result, served, called = debugger.replay()
+        assert called == 0 and result.rows == [[61]]  # the same answers, the database's new count
+        debugger.close()
+
+
+def _refusing():
+    def no(messages):
+        raise AssertionError("no model call expected")
+    return ScriptedChatModel(no, name="refuses")
+
+
+def test_a_damaged_checkpoint_file_is_one_clear_line(tmp_path):
+    bad = tmp_path / "checkpoints.sqlite"
+    bad.write_bytes(b"not a database at all" * 50)
+    out = subprocess.run(
+        [sys.executable, "-m", "sqlchorus", "debug", QUESTION, "--model", "python:debug_models:oracle",
+         "--checkpoints", str(bad), "--commands", "-"],
+        input="quit\n", capture_output=True, text=True, env=_env(tmp_path), timeout=240,
+    )
+    assert out.returncode == 2 and str(bad) in out.stderr and "Traceback" not in out.stderr
