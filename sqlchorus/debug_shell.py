@@ -43,7 +43,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("clear", "", "clear [NODE]", "remove NODE's breakpoint, or every one"),
     Command("state", "s", "state [KEY]", "the state at this checkpoint, or one key (candidates and results as tables)"),
     Command("diff", "d", "diff [A B]", "what the last step changed, or what differs between checkpoints A and B"),
-    Command("set", "", "set KEY JSON", "replace KEY's value (not merged), as a new checkpoint"),
+    Command("set", "", "set KEY JSON", "replace KEY's value (not merged), as a new checkpoint; the run stays paused before the same nodes"),
     Command("answer", "a", "answer TEXT", "the reply of the next model call, instead of calling the model"),
     Command("history", "h", "history", "every checkpoint as a tree: step, node, source, id, parent (forks visible)"),
     Command("fork", "f", "fork CHECKPOINT", "stand at an earlier checkpoint: the next step starts a branch"),

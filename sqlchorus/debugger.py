@@ -291,7 +291,8 @@ class Debugger:
 
     def set(self, key: str, value: Any) -> str:
         """Replace ``key``'s value (not merged by its reducer) at the current checkpoint, as a new
-        checkpoint; the routes of the node that wrote the state are taken again on the new state.
+        checkpoint. The run stays paused before the same nodes; generators about to start get
+        their inputs again from the edited state.
 
         Returns:
             The new checkpoint's id.
@@ -308,10 +309,14 @@ class Debugger:
         reducers = {"candidates", "usage", "errors"}
         update = {key: Overwrite(value) if key in reducers else value}
         payload: Any = update
-        if writer in ROUTED:
+        if writer == "link_schema":
+            # The generators get their inputs in the message that starts them: send them again,
+            # made from the edited state.
             edited = apply_update(dict(snap.values), {key: value}, {})
-            routes = self._routes(writer, edited)
-            payload = Command(update=update, goto=[target for target, _ in routes])
+            payload = Command(update=update, goto=[target for target, _ in self._routes(writer, edited)])
+        elif writer in ROUTED:
+            # The run stays paused before the same nodes: the edit is what they will see.
+            payload = Command(update=update, goto=list(snap.next))
         config = self.graph.update_state(snap.config, payload, as_node=writer)
         self.config = {"configurable": dict(config["configurable"])}
         return self.config["configurable"]["checkpoint_id"]

@@ -325,3 +325,18 @@ def test_a_damaged_checkpoint_file_is_one_clear_line(tmp_path):
         input="quit\n", capture_output=True, text=True, env=_env(tmp_path), timeout=240,
     )
     assert out.returncode == 2 and str(bad) in out.stderr and "Traceback" not in out.stderr
+
+
+def test_break_before_fix_candidates_edit_the_sql_and_continue(tmp_path, demo_db):
+    model = oracle_model(GOLD.get, first_answer=lambda q: "SELECT nme FROM customers")
+    with sqlchorus.Session(sqlchorus.Settings(model=model, trace_dir=str(tmp_path))) as s:
+        debugger = Debugger.start(QUESTION, demo_db, session=s, breakpoints=["fix_candidates"])
+        assert debugger.cont() == "fix_candidates"
+        (candidate,) = debugger.state("candidates")
+        assert candidate["status"] == "error" and "no such column" in candidate["error"]
+        debugger.set("candidates", [broken(candidate, "SELECT COUNT(*) FROM orders")])
+        assert debugger.cont() is None
+        assert debugger.result().sql == "SELECT COUNT(*) FROM orders"
+        fixer_calls = [u for u in debugger.state("usage") if u["node"] == "fix_candidates"]
+        assert fixer_calls == []  # the edited query ran; nothing was left for the fixer
+        debugger.close()
