@@ -211,8 +211,8 @@ class Session:
                 run_id, question=question, evidence=evidence, db_path=str(resources.db.path),
                 db_fingerprint=database_fingerprint(resources.db.path), settings=settings.record(),
             )
-        except (sqlite3.Error, OSError) as e:
-            notes.append({"node": "checkpoints", "kind": "checkpoints", "message": f"The run is not kept in {checkpointer.path}: {e}."})
+        except sqlite3.Error as e:  # said once, with whatever else the file refuses in this run
+            checkpointer.lost(e)
             return None
         return CallLog(checkpointer, run_id)
 
@@ -314,6 +314,9 @@ class Session:
                 state, error = {}, f"The run failed: {type(e).__name__}: {e}"
             result = _result(question, state, error)
             result.run_id = run.run_id
+            if checkpointer is not None and checkpointer.failed:
+                notes.append({"node": "checkpoints", "kind": "checkpoints", "message": checkpointer.failed + "."})
+                checkpointer.failed = None
             result.errors.extend(notes)
             result.checkpoint_path = str(checkpointer.path) if checkpointer is not None else None
             notes = context.memo.get("notes") or []

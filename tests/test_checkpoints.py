@@ -167,3 +167,23 @@ def test_an_unknown_run_or_checkpoint_is_a_clear_error(tmp_path, demo_db):
     with pytest.raises(UnknownRunError, match="has no checkpoint 'bad-id'"):
         session.replay(first.run_id, "bad-id")
     session.close()
+
+
+def test_a_checkpoint_file_locked_during_a_run_costs_the_checkpoints_not_the_answer(tmp_path, demo_db, monkeypatch):
+    monkeypatch.setattr("sqlchorus.core.checkpoints.LOCK_TIMEOUT_S", 0.2)
+    path = tmp_path / "checkpoints.sqlite"
+    with sqlchorus.Session(sqlchorus.Settings(model=oracle_model(GOLD.get), trace_dir=str(tmp_path))) as session:
+        store = session.checkpoints()  # opened (and set up) before another program locks it
+        other = sqlite3.connect(path, timeout=0.2)
+        other.execute("BEGIN EXCLUSIVE")
+        try:
+            result = session.ask(QUESTION, db=demo_db)
+        finally:
+            other.rollback()
+            other.close()
+        assert result.ok and result.rows == [[62]]
+        notes = [e["message"] for e in result.errors if e["kind"] == "checkpoints"]
+        assert len(notes) == 1 and "stopped taking checkpoints" in notes[0] and str(path) in notes[0]
+        assert store.failed is None  # the next run tries again
+        again = session.ask(QUESTION, db=demo_db)
+        assert again.ok and not [e for e in again.errors if e["kind"] == "checkpoints"]

@@ -22,6 +22,8 @@ from typing import Any
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+LOCK_TIMEOUT_S = 10.0
+"""How long a write waits for another program's lock on the file before giving up."""
 VALUE_MIN_BYTES = 512
 """Serialised state values at least this large are stored once per file, by digest."""
 _REF = "__sqlchorus_value__"
@@ -60,13 +62,15 @@ class RunCheckpoints(SqliteSaver):
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # Nodes run in LangGraph's worker threads; the saver's own lock serialises use.
-            conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=10.0)
+            conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=LOCK_TIMEOUT_S)
             conn.execute("PRAGMA journal_mode=WAL")
             # WAL with NORMAL sync never corrupts the file; a power cut may lose the last steps.
             conn.execute("PRAGMA synchronous=NORMAL")
         except (sqlite3.Error, OSError) as e:
             raise CheckpointFileError(f"Cannot open the checkpoint file {self.path}: {e}") from e
         super().__init__(conn)
+        self.failed: str | None = None
+        """Why the file stopped taking checkpoints during a run, or None."""
         try:
             self.setup()
             with self.lock:
@@ -83,11 +87,31 @@ class RunCheckpoints(SqliteSaver):
 
     def put(self, config, checkpoint, metadata, new_versions):
         values = dict(checkpoint.get("channel_values") or {})
-        for key, value in values.items():
-            kind, data = self.serde.dumps_typed(value)
-            if len(data) >= VALUE_MIN_BYTES:
-                values[key] = {_REF: self._store(kind, data)}
-        return super().put(config, {**checkpoint, "channel_values": values}, metadata, new_versions)
+        try:
+            for key, value in values.items():
+                kind, data = self.serde.dumps_typed(value)
+                if len(data) >= VALUE_MIN_BYTES:
+                    values[key] = {_REF: self._store(kind, data)}
+            return super().put(config, {**checkpoint, "channel_values": values}, metadata, new_versions)
+        except sqlite3.Error as e:
+            # A file that stops taking writes (locked by another program, disk full) costs the
+            # run's checkpoints from here on, not the run: it goes on in memory.
+            self.lost(e)
+            configurable = config["configurable"]
+            return {"configurable": {"thread_id": configurable["thread_id"],
+                                     "checkpoint_ns": configurable.get("checkpoint_ns", ""),
+                                     "checkpoint_id": checkpoint["id"]}}
+
+    def put_writes(self, config, writes, task_id, task_path=""):
+        try:
+            super().put_writes(config, writes, task_id, task_path)
+        except sqlite3.Error as e:
+            self.lost(e)
+
+    def lost(self, error: sqlite3.Error) -> None:
+        """Remember the first write the file refused in this run."""
+        if self.failed is None:
+            self.failed = f"{self.path} stopped taking checkpoints ({error}); the run went on without them"
 
     def _store(self, kind: str, data: bytes) -> str:
         digest = hashlib.sha256(kind.encode() + b"\0" + data).hexdigest()
