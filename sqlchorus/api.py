@@ -333,6 +333,27 @@ class Session:
         result.seconds = time.perf_counter() - start
         return result
 
+    def recorded_run(self, run_id: str, settings: Settings | None = None) -> tuple[RunCheckpoints, dict[str, Any], Settings, str | None]:
+        """What the checkpoint file kept of ``run_id``: the file, the run's record, the settings
+        that shaped it (the session's models and folders), and a note when its database has
+        changed since.
+
+        Raises:
+            UnknownRunError: no such run in the checkpoint file.
+            CheckpointFileError: checkpoints are off or the file cannot be used.
+        """
+        settings = settings or self.settings
+        store = self.checkpoints(settings)
+        if store is None:
+            raise CheckpointFileError("Checkpoints are off (--no-checkpoints, or no trace folder): there is no run to open.")
+        info = store.run(run_id)
+        db_path = info["db_path"]
+        changed = None
+        if db_path and Path(db_path).exists() and database_fingerprint(db_path) != info["db_fingerprint"]:
+            changed = (f"{db_path} has changed since run {run_id}: the SQL run again (retrieved values, the "
+                       "candidates' rows and the answer) may give other results than the run's.")
+        return store, info, _replayable(settings, info["settings"]), changed
+
     def replay(
         self, run_id: str, checkpoint_id: str | None = None, *, settings: Settings | None = None,
         progress: Callable[[NodeEvent], None] | None = None,
@@ -346,12 +367,7 @@ class Session:
             UnknownRunError: no such run in the checkpoint file.
             CheckpointFileError: checkpoints are off or the file cannot be used.
         """
-        settings = settings or self.settings
-        store = self.checkpoints(settings)
-        if store is None:
-            raise CheckpointFileError("Checkpoints are off (--no-checkpoints, or no trace folder): there is nothing to replay.")
-        info = store.run(run_id)
-        run_settings = _replayable(settings, info["settings"])
+        store, info, run_settings, changed = self.recorded_run(run_id, settings)
         thread = {"thread_id": run_id}
         if checkpoint_id is None:
             history = list(store.list({"configurable": thread}))
@@ -360,11 +376,8 @@ class Session:
             checkpoint_id = history[-1].config["configurable"]["checkpoint_id"]
         elif store.get_tuple({"configurable": {**thread, "checkpoint_id": checkpoint_id}}) is None:
             raise UnknownRunError(f"Run {run_id!r} has no checkpoint {checkpoint_id!r}.")
-        notes: list[dict[str, str]] = []
+        notes = [{"node": "replay", "kind": "database_changed", "message": changed}] if changed else []
         db_path = info["db_path"]
-        if db_path and Path(db_path).exists() and database_fingerprint(db_path) != info["db_fingerprint"]:
-            notes.append({"node": "replay", "kind": "database_changed", "message": (
-                f"{db_path} has changed since run {run_id}: the SQL run again (retrieved values, the candidates' rows and the answer) may give other results than the run's.")})
         start = time.perf_counter()
         resources = self.database(db_path, run_settings)
         graph = self.graph(run_settings, store)

@@ -186,7 +186,7 @@ class DebugShell:
 
     def _fork(self, args: list[str], rest: str) -> None:
         if len(args) != 1:
-            raise DebugError("Usage: fork CHECKPOINT (an id from history; its first 8 characters do).")
+            raise DebugError("Usage: fork CHECKPOINT (an id from history, or any unique part of it: its last 8 characters do).")
         self.debugger.fork(args[0])
         self.where()
 

@@ -24,7 +24,7 @@ from typing import Any
 from langgraph.graph import START
 from langgraph.types import Command, Overwrite
 
-from sqlchorus.api import Result, Session, _check_length, _replayable, _result, _valid_text
+from sqlchorus.api import Result, Session, _check_length, _result, _valid_text
 from sqlchorus.config.errors import EmptyQuestionError, SqlchorusError
 from sqlchorus.config.settings import Settings
 from sqlchorus.core import attributes as attrs
@@ -165,15 +165,10 @@ class Debugger:
             UnknownRunError: no such run or checkpoint.
         """
         session = session or Session(settings)
-        settings = settings or session.settings
-        store = session.checkpoints(settings)
-        if store is None:
-            raise CheckpointFileError("The debugger needs checkpoints: give --checkpoints PATH or a trace folder.")
-        info = store.run(run_id)
-        run_settings = _replayable(settings, info["settings"])
+        _, info, run_settings, changed = session.recorded_run(run_id, settings or session.settings)
         debugger = cls(session, run_id, run_settings, info["db_path"], replay=True)
-        if info["db_path"] and Path(info["db_path"]).exists() and database_fingerprint(info["db_path"]) != info["db_fingerprint"]:
-            debugger.notes.append(f"{info['db_path']} has changed since run {run_id}: the SQL run again (retrieved values, the candidates' rows and the answer) may give other results than the run's.")
+        if changed:
+            debugger.notes.append(changed)
         if at is not None:
             debugger.goto(at)
         elif debugger.snapshot() is None:
@@ -281,7 +276,8 @@ class Debugger:
     def _config_of(self, checkpoint_id: str) -> dict[str, Any]:
         config = {"configurable": {"thread_id": self.run_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
         if self.store.get_tuple(config) is None:
-            matches = [h for h in self.history() if h["id"].startswith(checkpoint_id)] if len(checkpoint_id) >= 6 else []
+            # Ids are time-ordered: runs of them share their start; any unique part will do.
+            matches = [h for h in self.history() if checkpoint_id in h["id"]] if len(checkpoint_id) >= 6 else []
             if len(matches) == 1:
                 return {"configurable": {"thread_id": self.run_id, "checkpoint_ns": "", "checkpoint_id": matches[0]["id"]}}
             raise UnknownRunError(f"Run {self.run_id} has no checkpoint {checkpoint_id!r}.")
