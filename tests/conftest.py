@@ -157,6 +157,43 @@ def demo_db() -> Path:
     return demo_db_path()
 
 
+SCRIPTED_FACTORIES = '''
+"""Model factories for `--model python:scripted_factories:NAME` in tests that run the CLI."""
+import time
+
+from sqlchorus.demo import load_demo_questions
+from sqlchorus.testing import ScriptedChatModel, oracle_model
+
+GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
+
+
+def oracle():
+    return oracle_model(GOLD.get, name="oracle")
+
+
+def refuse():
+    def no(messages):
+        raise AssertionError("this model must not be called")
+    return ScriptedChatModel(no, name="refuses")
+
+
+def slow():
+    def answer(messages):
+        time.sleep(30)
+        return "never"
+    return ScriptedChatModel(answer, name="slow")
+'''
+
+
+@pytest.fixture
+def factories_env(tmp_path) -> dict[str, str]:
+    """An environment in which ``python:scripted_factories:oracle`` (or ``refuse``, ``slow``)
+    names a scripted model over the demo database's questions."""
+    (tmp_path / "scripted_factories.py").write_text(SCRIPTED_FACTORIES, encoding="utf-8")
+    return {**os.environ, "PYTHONPATH": str(tmp_path), "COLUMNS": "200", "NO_COLOR": "1",
+            "PROMPT_TOOLKIT_NO_CPR": "1"}
+
+
 @pytest.fixture
 def spans() -> InMemorySpanExporter:
     return InMemorySpanExporter()

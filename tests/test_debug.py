@@ -3,11 +3,11 @@ in a real pseudo-terminal. Time-travel tests summarise the checkpoint history be
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,33 +18,6 @@ from sqlchorus.testing import ScriptedChatModel, oracle_model
 
 GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
 QUESTION = "How many customers do we have?"
-FACTORIES = '''
-from sqlchorus.demo import load_demo_questions
-from sqlchorus.testing import ScriptedChatModel, oracle_model
-
-GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
-
-
-def oracle():
-    return oracle_model(GOLD.get, name="oracle")
-
-
-def slow():
-    import time
-
-    def answer(messages):
-        time.sleep(30)
-        return "never"
-    return ScriptedChatModel(answer, name="slow")
-
-
-def refuse():
-    def no(messages):
-        raise AssertionError("this model must not be called")
-    return ScriptedChatModel(no, name="refuses")
-'''
-
-
 @pytest.fixture
 def session(tmp_path):
     with sqlchorus.Session(sqlchorus.Settings(model=oracle_model(GOLD.get), trace_dir=str(tmp_path))) as s:
@@ -168,20 +141,36 @@ def test_unknown_runs_keys_and_values_are_clear_errors(session, demo_db):
 # -- the command ---------------------------------------------------------------------------------
 
 
-def _env(tmp_path: Path) -> dict[str, str]:
-    (tmp_path / "debug_models.py").write_text(FACTORIES, encoding="utf-8")
-    return {**os.environ, "PYTHONPATH": str(tmp_path), "COLUMNS": "200", "NO_COLOR": "1"}
-
-
-def _debug(tmp_path: Path, *args: str, commands: str) -> subprocess.CompletedProcess:
+def _debug(tmp_path: Path, env: dict[str, str], *args: str, commands: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "sqlchorus", "debug", *args, "--trace-dir", str(tmp_path / "traces"), "--commands", "-"],
-        input=commands, capture_output=True, text=True, env=_env(tmp_path), timeout=240,
+        input=commands, capture_output=True, text=True, env=env, timeout=240,
     )
 
 
-def test_commands_from_a_file_drive_a_whole_session(tmp_path):
-    out = _debug(tmp_path, QUESTION, "--model", "python:debug_models:oracle",
+def _quit(child: Any) -> None:
+    """Leave at the next prompt; the session ends with status 0."""
+    import pexpect
+
+    child.expect(PROMPT)
+    child.sendline("quit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+def _spawn(tmp_path: Path, env: dict[str, str], model: str) -> Any:
+    """`sqlchorus debug` in a real pseudo-terminal (which answers no cursor-position request)."""
+    pexpect = pytest.importorskip("pexpect")
+    return pexpect.spawn(
+        sys.executable, ["-m", "sqlchorus", "debug", QUESTION, "--model", f"python:scripted_factories:{model}",
+                         "--trace-dir", str(tmp_path / "traces")],
+        env=env, encoding="utf-8", timeout=120, dimensions=(40, 200),
+    )
+
+
+def test_commands_from_a_file_drive_a_whole_session(tmp_path, factories_env):
+    out = _debug(tmp_path, factories_env, QUESTION, "--model", "python:scripted_factories:oracle",
                  commands="next\nbreak check_candidates\ncontinue\nstate candidates\nset fix_round \"x\"\n"
                           "set nope 1\nset fix_round {oops\nbreak fix_candidates if )(\nfly\nclear\ncontinue\n"
                           "state answer\nhistory\nquit\n")
@@ -195,22 +184,22 @@ def test_commands_from_a_file_drive_a_whole_session(tmp_path):
     assert "Traceback" not in out.stdout + out.stderr
 
 
-def test_an_earlier_run_opens_in_a_new_process_and_replays_without_a_model(tmp_path):
+def test_an_earlier_run_opens_in_a_new_process_and_replays_without_a_model(tmp_path, factories_env):
     ask = subprocess.run(
-        [sys.executable, "-m", "sqlchorus", "ask", QUESTION, "--model", "python:debug_models:oracle", "--json",
+        [sys.executable, "-m", "sqlchorus", "ask", QUESTION, "--model", "python:scripted_factories:oracle", "--json",
          "--trace-dir", str(tmp_path / "traces")],
-        capture_output=True, text=True, env=_env(tmp_path), timeout=240,
+        capture_output=True, text=True, env=factories_env, timeout=240,
     )
     assert ask.returncode == 0, ask.stderr
     run_id = __import__("json").loads(ask.stdout)["run_id"]
-    out = _debug(tmp_path, "--run", run_id, "--model", "python:debug_models:refuse",
+    out = _debug(tmp_path, factories_env, "--run", run_id, "--model", "python:scripted_factories:refuse",
                  commands="history\nreplay\nexport-test " + str(tmp_path / "test_replayed.py") + "\nquit\n")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "ended at checkpoint" in out.stdout and "0 model call(s) made" in out.stdout
     exported = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path / "test_replayed.py")],
-                              capture_output=True, text=True, env=_env(tmp_path), timeout=240, cwd=tmp_path)
+                              capture_output=True, text=True, env=factories_env, timeout=240, cwd=tmp_path)
     assert exported.returncode == 0, exported.stdout + exported.stderr
-    bad = _debug(tmp_path, "--run", "no-such-run", "--model", "python:debug_models:refuse", commands="quit\n")
+    bad = _debug(tmp_path, factories_env, "--run", "no-such-run", "--model", "python:scripted_factories:refuse", commands="quit\n")
     assert bad.returncode == 2 and "No run 'no-such-run'" in bad.stderr and "Traceback" not in bad.stderr
 
 
@@ -218,14 +207,8 @@ PROMPT = r"\(sqlchorus\)"  # drawn by prompt_toolkit, with terminal codes around
 
 
 @pytest.mark.slow
-def test_the_prompt_in_a_real_terminal(tmp_path):
-    pexpect = pytest.importorskip("pexpect")
-    child = pexpect.spawn(
-        sys.executable, ["-m", "sqlchorus", "debug", QUESTION, "--model", "python:debug_models:oracle",
-                         "--trace-dir", str(tmp_path / "traces")],
-        # A pseudo-terminal that answers no cursor-position request: prompt_toolkit is told so.
-        env={**_env(tmp_path), "PROMPT_TOOLKIT_NO_CPR": "1"}, encoding="utf-8", timeout=120, dimensions=(40, 200),
-    )
+def test_the_prompt_in_a_real_terminal(tmp_path, factories_env):
+    child = _spawn(tmp_path, factories_env, "oracle")
     child.expect(PROMPT)
     child.sendline("next")
     child.expect_exact("ran extract_keywords")
@@ -241,21 +224,12 @@ def test_the_prompt_in_a_real_terminal(tmp_path):
     child.expect(PROMPT)
     child.sendline("continue")
     child.expect_exact("ended at checkpoint")
-    child.expect(PROMPT)
-    child.sendline("quit")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    _quit(child)
 
 
 @pytest.mark.slow
-def test_ctrl_c_during_a_model_call_returns_to_the_prompt_with_the_run_intact(tmp_path):
-    pexpect = pytest.importorskip("pexpect")
-    child = pexpect.spawn(
-        sys.executable, ["-m", "sqlchorus", "debug", QUESTION, "--model", "python:debug_models:slow",
-                         "--trace-dir", str(tmp_path / "traces")],
-        env={**_env(tmp_path), "PROMPT_TOOLKIT_NO_CPR": "1"}, encoding="utf-8", timeout=60, dimensions=(40, 200),
-    )
+def test_ctrl_c_during_a_model_call_returns_to_the_prompt_with_the_run_intact(tmp_path, factories_env):
+    child = _spawn(tmp_path, factories_env, "slow")
     child.expect(PROMPT)
     child.sendline("next")  # extract_keywords calls the slow model
     time.sleep(2)
@@ -265,11 +239,7 @@ def test_ctrl_c_during_a_model_call_returns_to_the_prompt_with_the_run_intact(tm
     child.expect(PROMPT)
     child.sendline("history")
     child.expect_exact("__start__")
-    child.expect(PROMPT)
-    child.sendline("quit")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    _quit(child)
 
 
 def test_a_run_of_eval_opens_in_the_debugger(tmp_path, demo_db):
@@ -316,13 +286,13 @@ def _refusing():
     return ScriptedChatModel(no, name="refuses")
 
 
-def test_a_damaged_checkpoint_file_is_one_clear_line(tmp_path):
+def test_a_damaged_checkpoint_file_is_one_clear_line(tmp_path, factories_env):
     bad = tmp_path / "checkpoints.sqlite"
     bad.write_bytes(b"not a database at all" * 50)
     out = subprocess.run(
-        [sys.executable, "-m", "sqlchorus", "debug", QUESTION, "--model", "python:debug_models:oracle",
+        [sys.executable, "-m", "sqlchorus", "debug", QUESTION, "--model", "python:scripted_factories:oracle",
          "--checkpoints", str(bad), "--commands", "-"],
-        input="quit\n", capture_output=True, text=True, env=_env(tmp_path), timeout=240,
+        input="quit\n", capture_output=True, text=True, env=factories_env, timeout=240,
     )
     assert out.returncode == 2 and str(bad) in out.stderr and "Traceback" not in out.stderr
 

@@ -4,7 +4,6 @@ answers over HTTP on loopback."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -19,22 +18,11 @@ from sqlchorus.demo import load_demo_questions
 
 GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
 QUESTION = "How many customers do we have?"
-FACTORY = '''
-from sqlchorus.demo import load_demo_questions
-from sqlchorus.testing import oracle_model
-
-GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
 
 
-def oracle():
-    return oracle_model(GOLD.get, name="oracle")
-'''
-
-
-def test_the_studio_graph_declares_what_it_takes_and_gives(monkeypatch, tmp_path):
-    (tmp_path / "studio_models.py").write_text(FACTORY, encoding="utf-8")
+def test_the_studio_graph_declares_what_it_takes_and_gives(monkeypatch, tmp_path, factories_env):
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("SQLCHORUS_MODEL", "python:studio_models:oracle")
+    monkeypatch.setenv("SQLCHORUS_MODEL", "python:scripted_factories:oracle")
     from sqlchorus.studio import graph
 
     assert list(graph.get_input_jsonschema()["properties"]) == ["question", "database", "evidence"]
@@ -59,19 +47,17 @@ def _call(url: str, body: dict | None = None) -> dict:
 
 
 @pytest.mark.slow
-def test_langgraph_dev_serves_the_graph_offline(tmp_path):
+def test_langgraph_dev_serves_the_graph_offline(tmp_path, factories_env):
     langgraph = Path(sys.executable).with_name("langgraph")
     if not langgraph.exists():
         pytest.skip("langgraph-cli is not installed (the studio extra)")
-    (tmp_path / "studio_models.py").write_text(FACTORY, encoding="utf-8")
     config = tmp_path / "langgraph.json"
     shipped = json.loads((REPO / "langgraph.json").read_text(encoding="utf-8"))
     graph_file = shipped["graphs"]["sqlchorus"].split(":")[0]
     config.write_text(json.dumps({"dependencies": [str(REPO)],
                                   "graphs": {"sqlchorus": f"{REPO / graph_file}:graph"}}), encoding="utf-8")
     port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(tmp_path), "SQLCHORUS_MODEL": "python:studio_models:oracle",
-           "LANGGRAPH_CLI_NO_ANALYTICS": "1"}
+    env = {**factories_env, "SQLCHORUS_MODEL": "python:scripted_factories:oracle", "LANGGRAPH_CLI_NO_ANALYTICS": "1"}
     server = subprocess.Popen(
         [str(langgraph), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port),
          "--config", str(config)],
