@@ -16,6 +16,9 @@ __version__ = "0.1.0"
 # sqlchorus.tools.database` (or the CLI's --help) does not pay for LangGraph's import.
 _EXPORTS = {
     "ask": "sqlchorus.api",
+    "aask": "sqlchorus.embed",
+    "as_tool": "sqlchorus.embed",
+    "graph_for": "sqlchorus.embed",
     "Session": "sqlchorus.api",
     "Result": "sqlchorus.api",
     "build_graph": "sqlchorus.graph.build",

@@ -1,43 +1,19 @@
 """The graph as `langgraph dev` (and LangGraph Studio) serve it: ``langgraph.json`` names
 ``graph`` here.
 
-A LangGraph server passes a run its input only, so this graph declares what it takes
-(:class:`StudioInput`: the question, the SQLite file, a hint) and what it gives
-(:class:`StudioOutput`: the answer), and builds each node's context itself from the database in
-the state: one :class:`~sqlchorus.api.Session` per server process, each database opened once.
-The model and preset come from ``SQLCHORUS_MODEL`` and ``SQLCHORUS_PRESET`` (set them in
-``langgraph.json``'s ``env`` or the shell), since a server has no command line of ours.
+A LangGraph server passes a run its input only, so this is :func:`sqlchorus.embed.graph_for`'s
+graph: it declares what it takes (the question, the SQLite file, a hint) and what it gives (the
+answer), and builds each node's context itself from the database in the state. The model and
+preset come from ``SQLCHORUS_MODEL`` and ``SQLCHORUS_PRESET`` (set them in ``langgraph.json``'s
+``env`` or the shell), since a server has no command line of ours.
 """
 
 from __future__ import annotations
 
 import os
-import threading
-from typing import Any
 
-from typing_extensions import NotRequired, TypedDict
-
-from sqlchorus.api import Session
 from sqlchorus.config.settings import Settings
-from sqlchorus.core.context import Context
-from sqlchorus.core.state import Answer, ErrorRecord, Selection
-from sqlchorus.graph.build import build_graph
-
-
-class StudioInput(TypedDict):
-    """What a run takes."""
-
-    question: str
-    database: NotRequired[str]  # a SQLite file; the bundled demo database when left out
-    evidence: NotRequired[str]
-
-
-class StudioOutput(TypedDict, total=False):
-    """What a run gives."""
-
-    answer: Answer
-    selection: Selection
-    errors: list[ErrorRecord]
+from sqlchorus.embed import graph_for
 
 
 def studio_settings() -> Settings:
@@ -48,22 +24,5 @@ def studio_settings() -> Settings:
     return settings.with_preset(preset) if preset else settings
 
 
-_lock = threading.Lock()
-_session: list[Session] = []
-
-
-def _session_once() -> Session:
-    with _lock:
-        if not _session:
-            _session.append(Session(studio_settings()))
-        return _session[0]
-
-
-def context_for(state: dict[str, Any], runtime: Any) -> Context:
-    """The context of a node of a run over ``state['database']``."""
-    session = _session_once()
-    return session.dependencies.context(session.database(state.get("database") or None))
-
-
-graph = build_graph(studio_settings(), input_schema=StudioInput, output_schema=StudioOutput, context_for=context_for)
+graph = graph_for(settings=studio_settings())
 """The compiled graph `langgraph dev` serves."""

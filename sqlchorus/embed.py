@@ -1,0 +1,130 @@
+"""sqlchorus inside other programs: an async ``ask``, a LangChain tool, a graph to embed.
+
+* :func:`aask` answers without blocking an event loop (the run goes to a worker thread).
+* :func:`as_tool` gives a LangChain tool with a typed argument schema (``question``, ``evidence``)
+  and a structured result (:func:`tool_result`), for any agent that calls tools.
+* :func:`graph_for` gives the graph with declared input (``question``, ``database``,
+  ``evidence``) and output (``answer``, ``selection``, ``errors``), building each node's context
+  itself, so it can run where only input is passed: as a node of a parent LangGraph graph, or
+  under a LangGraph server (:mod:`sqlchorus.studio`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+from langchain_core.tools import StructuredTool
+from pydantic import BaseModel, Field
+from typing_extensions import NotRequired, TypedDict
+
+from sqlchorus.api import Result, Session, ask
+from sqlchorus.config.errors import SqlchorusError
+from sqlchorus.config.settings import Settings
+from sqlchorus.core.context import Context
+from sqlchorus.core.state import Answer, ErrorRecord, Selection
+from sqlchorus.graph.build import build_graph
+from sqlchorus.tools.database import SqlError
+
+TOOL_ROWS = 50
+"""Rows a tool's result carries at most; ``truncated`` says when there were more."""
+
+
+async def aask(question: str, db: str | Path | None = None, model: Any = None, **kwargs: Any) -> Result:
+    """:func:`sqlchorus.ask` for async code: the run goes to a worker thread, the loop goes on."""
+    return await asyncio.to_thread(ask, question, db, model, **kwargs)
+
+
+class AskInput(BaseModel):
+    """The arguments of the tool."""
+
+    question: str = Field(description="The question about the database, in plain language.")
+    evidence: str = Field("", description="A hint that defines terms the question uses (optional).")
+
+
+def tool_result(result: Result, max_rows: int = TOOL_ROWS) -> dict[str, Any]:
+    """What the tool returns: the SQL, its result (``max_rows`` rows at most), whether rows were
+    cut, the selection's confidence, the run's id and why there is no answer, if there is none."""
+    rows = [[v if isinstance(v, (str, int, float, bool)) or v is None else str(v) for v in row]
+            for row in result.rows[:max_rows]]
+    return {
+        "sql": result.sql,
+        "columns": list(result.columns),
+        "rows": rows,
+        "truncated": bool(result.truncated or len(result.rows) > max_rows),
+        "confidence": result.selection.get("confidence"),
+        "run_id": result.run_id,
+        "error": result.error,
+    }
+
+
+def as_tool(db: str | Path | None = None, *, model: Any = None, settings: Settings | None = None,
+            name: str = "ask_database", description: str | None = None, max_rows: int = TOOL_ROWS) -> StructuredTool:
+    """A LangChain tool that answers questions over ``db`` (the demo database by default).
+
+    The tool keeps one :class:`~sqlchorus.api.Session` (models, cache, the database's schema and
+    value index built once). A question it cannot answer, or cannot take (empty, too long), comes
+    back as the result's ``error``, so that the agent can go on; a model that cannot be used at
+    all raises, as a configuration error should.
+    """
+    session = Session(settings, model=model)
+    where = Path(db).name if db is not None else "the demo shop database"
+
+    def run(question: str, evidence: str = "") -> dict[str, Any]:
+        try:
+            return tool_result(session.ask(question, db=db, evidence=evidence), max_rows)
+        except (SqlchorusError, SqlError) as e:
+            return {"sql": None, "columns": [], "rows": [], "truncated": False, "confidence": None,
+                    "run_id": "", "error": str(e)}
+
+    async def arun(question: str, evidence: str = "") -> dict[str, Any]:
+        return await asyncio.to_thread(run, question, evidence)
+
+    return StructuredTool.from_function(
+        func=run, coroutine=arun, name=name, args_schema=AskInput,
+        description=description or (
+            f"Answers a question about {where} by writing SQL, checking it against the database and "
+            "running it (read only). Returns the SQL, its columns and rows, and an error when there is no answer."
+        ),
+    )
+
+
+class GraphInput(TypedDict):
+    """What :func:`graph_for`'s graph takes."""
+
+    question: str
+    database: NotRequired[str]  # a SQLite file; the graph's own database when left out
+    evidence: NotRequired[str]
+
+
+class GraphOutput(TypedDict, total=False):
+    """What :func:`graph_for`'s graph gives."""
+
+    answer: Answer
+    selection: Selection
+    errors: list[ErrorRecord]
+
+
+def graph_for(db: str | Path | None = None, *, model: Any = None, settings: Settings | None = None) -> Any:
+    """The graph with declared input and output, for hosts that pass input only.
+
+    Each node builds its context from one :class:`~sqlchorus.api.Session` (made on first use)
+    over the state's ``database``, else ``db``, else the demo database. Invoke it with
+    ``config={"recursion_limit": settings.recursion_limit}``.
+    """
+    settings = settings or Settings()
+    if model is not None:
+        settings = settings.replace(model=model)
+    lock = threading.Lock()
+    made: list[Session] = []
+
+    def context_for(state: dict[str, Any], runtime: Any) -> Context:
+        with lock:
+            if not made:
+                made.append(Session(settings))
+        session = made[0]
+        return session.dependencies.context(session.database(state.get("database") or db, settings), settings=settings)
+
+    return build_graph(settings, input_schema=GraphInput, output_schema=GraphOutput, context_for=context_for)

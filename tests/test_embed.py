@@ -1,0 +1,104 @@
+"""sqlchorus inside other programs: async ask, a LangChain tool an agent calls, and the graph as a
+node of a parent graph whose state differs."""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+from typing import Annotated
+
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
+
+import sqlchorus
+from sqlchorus.demo import load_demo_questions
+from sqlchorus.embed import AskInput, tool_result
+from sqlchorus.testing import ScriptedChatModel, oracle_model
+
+GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
+QUESTION = "How many customers do we have?"
+
+
+def _oracle():
+    return oracle_model(GOLD.get)
+
+
+def test_aask_answers_without_blocking_the_loop(demo_db):
+    async def main():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.001)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        result = await sqlchorus.aask(QUESTION, demo_db, _oracle(), settings=sqlchorus.Settings(trace_dir=None))
+        task.cancel()
+        return result, ticks
+
+    result, ticks = asyncio.run(main())
+    assert result.ok and result.rows == [[62]] and ticks > 0
+
+
+def test_the_tool_has_a_typed_schema_and_a_structured_result(demo_db):
+    tool = sqlchorus.as_tool(demo_db, model=_oracle(), settings=sqlchorus.Settings(trace_dir=None))
+    assert tool.name == "ask_database" and tool.args_schema is AskInput
+    assert set(tool.args) == {"question", "evidence"} and "read only" in tool.description
+    out = tool.invoke({"question": QUESTION})
+    assert out["sql"] == GOLD[QUESTION] and out["rows"] == [[62]] and out["columns"] == ["COUNT(*)"]
+    assert out["error"] is None and out["truncated"] is False and out["run_id"] and out["confidence"] == 1.0
+    empty = tool.invoke({"question": "   "})
+    assert empty["sql"] is None and "empty" in empty["error"]
+    assert asyncio.run(tool.ainvoke({"question": QUESTION}))["rows"] == [[62]]
+
+
+def test_rows_are_capped_and_flagged(demo_db):
+    many = sqlchorus.ask("List every customer", demo_db, ScriptedChatModel(lambda m: "SELECT * FROM customers"),
+                         settings=sqlchorus.Settings(trace_dir=None, preset="tiny"))
+    capped = tool_result(many, max_rows=5)
+    assert len(capped["rows"]) == 5 and capped["truncated"] is True
+
+
+def test_a_react_agent_calls_the_tool(demo_db):
+    from langchain.agents import create_agent
+
+    tool = sqlchorus.as_tool(demo_db, model=_oracle(), settings=sqlchorus.Settings(trace_dir=None))
+    turns = iter([
+        AIMessage("", tool_calls=[{"name": "ask_database", "args": {"question": QUESTION}, "id": "call-1"}]),
+        AIMessage("There are 62 customers."),
+    ])
+    agent_model = ScriptedChatModel(lambda messages: next(turns), name="agent")
+    agent = create_agent(agent_model, tools=[tool])
+    state = agent.invoke({"messages": [HumanMessage("How many customers are there?")]})
+    tool_messages = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert len(tool_messages) == 1 and '"rows": [[62]]' in tool_messages[0].content.replace("'", '"')
+    assert state["messages"][-1].content == "There are 62 customers."
+
+
+class Parent(TypedDict, total=False):
+    """A host's own state: nothing in common with sqlchorus's but what it maps."""
+
+    user_request: str
+    sql: str
+    log: Annotated[list[str], operator.add]
+
+
+def test_the_graph_runs_as_a_node_of_a_parent_graph(demo_db):
+    child = sqlchorus.graph_for(demo_db, model=_oracle(), settings=sqlchorus.Settings(trace_dir=None, checkpoints=None))
+    assert list(child.get_input_jsonschema()["properties"]) == ["question", "database", "evidence"]
+
+    def ask_database(state: Parent) -> dict:
+        out = child.invoke({"question": state["user_request"]}, {"recursion_limit": 40})
+        return {"sql": out["answer"]["sql"], "log": [f"{len(out['answer']['rows'])} row(s)"]}
+
+    parent = StateGraph(Parent)
+    parent.add_node("plan", lambda state: {"log": ["planned"]})
+    parent.add_node("ask_database", ask_database)
+    parent.add_edge(START, "plan")
+    parent.add_edge("plan", "ask_database")
+    parent.add_edge("ask_database", END)
+    out = parent.compile().invoke({"user_request": QUESTION})
+    assert out["sql"] == GOLD[QUESTION] and out["log"] == ["planned", "1 row(s)"]
