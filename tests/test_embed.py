@@ -102,3 +102,51 @@ def test_the_graph_runs_as_a_node_of_a_parent_graph(demo_db):
     parent.add_edge("ask_database", END)
     out = parent.compile().invoke({"user_request": QUESTION})
     assert out["sql"] == GOLD[QUESTION] and out["log"] == ["planned", "1 row(s)"]
+
+
+HOST_APP = """
+import json, sys
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+import sqlchorus
+from sqlchorus.demo import load_demo_questions
+from sqlchorus.testing import oracle_model
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+gold = {q["question"]: q["sql"] for q in load_demo_questions()}
+with trace.get_tracer("host-app").start_as_current_span("agent step") as step:
+    result = sqlchorus.ask(sys.argv[1], model=oracle_model(gold.get), settings=sqlchorus.Settings(trace_dir=sys.argv[2]))
+spans = exporter.get_finished_spans()
+print(json.dumps({
+    "ok": result.ok, "trace_path": result.trace_path,
+    "step": [format(step.get_span_context().trace_id, "032x"), format(step.get_span_context().span_id, "016x")],
+    "spans": [[s.name, format(s.context.trace_id, "032x"), format(s.parent.span_id, "016x") if s.parent else None]
+              for s in spans],
+}))
+"""
+
+
+def test_spans_join_the_host_applications_trace(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    script = tmp_path / "host_app.py"
+    script.write_text(HOST_APP, encoding="utf-8")
+    out = subprocess.run([sys.executable, str(script), QUESTION, str(tmp_path / "traces")],
+                         capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    trace_id, step_id = report["step"]
+    by_name = {name: (tid, parent) for name, tid, parent in report["spans"]}
+    assert report["ok"] and {"run", "node:extract_keywords", "node:select_candidate", "agent step"} <= set(by_name)
+    assert by_name["run"] == (trace_id, step_id)  # the run nests under the host's current span
+    assert {tid for tid, _ in by_name.values()} == {trace_id}
+    # ...and the run's own file still has every span.
+    names = {json.loads(line)["name"] for line in open(report["trace_path"], encoding="utf-8")}
+    assert {"run", "node:extract_keywords"} <= names

@@ -26,7 +26,7 @@ from langgraph.config import get_config
 from langgraph.types import Command, Send
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
     SimpleSpanProcessor,
@@ -122,6 +122,9 @@ class RunTracer(AbstractContextManager["RunTracer"]):
                 self.path = None
         for exporter in exporters:
             self.provider.add_span_processor(SimpleSpanProcessor(exporter))
+        host = _host_processor()
+        if host is not None:
+            self.provider.add_span_processor(HostSpans(host))
         if otlp_endpoint:
             try:
                 self._otlp = OtlpExport(otlp_endpoint)
@@ -164,6 +167,40 @@ class RunTracer(AbstractContextManager["RunTracer"]):
             if self._otlp is not None:
                 self._otlp.stop_waiting()
             self.provider.shutdown()
+
+
+class HostSpans(SpanProcessor):
+    """Hands each span of a run to the host application's own span processors as well.
+
+    When the program sqlchorus runs in has set an OpenTelemetry SDK tracer provider of its own,
+    a run's spans go where the host's go (its exporters, its backend) besides the run's file;
+    and since the run span starts in the caller's context, it nests under the host's current
+    span, in the host's trace. The host's processors are the host's to shut down.
+    """
+
+    def __init__(self, host: Any):
+        self.host = host
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        self.host.on_start(span, parent_context=parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.host.on_end(span)
+
+    def shutdown(self) -> None:
+        """Not the host's: it shuts its own processors down."""
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self.host.force_flush(timeout_millis)
+
+
+def _host_processor() -> Any:
+    """The span processor of the tracer provider the host application set, or None."""
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):  # no SDK provider set: a proxy or a no-op one
+        return None
+    # The SDK keeps its processors in one composite; there is no public accessor for it.
+    return getattr(provider, "_active_span_processor", None)
 
 
 OTLP_TIMEOUT_S = 2.0
