@@ -81,8 +81,8 @@ def schema_budget(context: Context) -> int:
 def schema_counter(context: Context) -> TokenCounter:
     """The counter a schema view is measured with: the approximation unless every role's model
     counts the same way."""
-    names = {token_counter(model).name: token_counter(model) for model in context.models.values()}
-    return next(iter(names.values())) if len(names) == 1 else APPROXIMATE
+    counters = {counter.name: counter for counter in map(token_counter, context.models.values())}
+    return next(iter(counters.values())) if len(counters) == 1 else APPROXIMATE
 
 
 def ranked_columns(
