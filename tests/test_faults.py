@@ -100,17 +100,23 @@ def test_a_missing_otlp_exporter_costs_the_export_not_the_answer(monkeypatch):
     assert " ".join(out.output.split()).count("needs the OTLP exporter") == 1
 
 
-def test_a_refused_api_key_is_a_configuration_error_met_once(monkeypatch):
+def _refusing_provider(monkeypatch, name: str, status: int):
+    """Every model the CLI resolves is one whose provider refuses the key, as an SDK's
+    ``name`` error with ``status_code`` would; returns it, to count its calls."""
     from sqlchorus.testing import ScriptedChatModel
 
-    class AuthenticationError(Exception):
-        status_code = 401
+    error = type(name, (Exception,), {"status_code": status})
 
     def refuse(messages):
-        raise AuthenticationError("Error code: 401 - invalid api key")
+        raise error(f"Error code: {status} - invalid api key")
 
     model = ScriptedChatModel(refuse)
     monkeypatch.setattr("sqlchorus.core.models.resolve_model", lambda spec, **kw: model)
+    return model
+
+
+def test_a_refused_api_key_is_a_configuration_error_met_once(monkeypatch):
+    model = _refusing_provider(monkeypatch, "AuthenticationError", 401)
     out = CliRunner().invoke(cli, ["ask", "How many customers do we have?", "--model", "x:y", "--no-trace"])
     assert out.exit_code == 2, out.output
     assert "refused the credentials" in out.output and "Traceback" not in out.output
@@ -118,16 +124,7 @@ def test_a_refused_api_key_is_a_configuration_error_met_once(monkeypatch):
 
 
 def test_a_refused_api_key_stops_select_and_eval_once(monkeypatch, tmp_path, demo_db):
-    from sqlchorus.testing import ScriptedChatModel
-
-    class PermissionDeniedError(Exception):
-        status_code = 403
-
-    def refuse(messages):
-        raise PermissionDeniedError("Error code: 403")
-
-    model = ScriptedChatModel(refuse)
-    monkeypatch.setattr("sqlchorus.core.models.resolve_model", lambda spec, **kw: model)
+    model = _refusing_provider(monkeypatch, "PermissionDeniedError", 403)
     lines = [json.dumps({"db": str(demo_db), "question": f"q{i}", "candidates": ["SELECT 1", "SELECT 2", "SELECT 3"]})
              for i in range(5)]
     path = tmp_path / "candidates.jsonl"
@@ -138,18 +135,8 @@ def test_a_refused_api_key_stops_select_and_eval_once(monkeypatch, tmp_path, dem
 
 
 def test_a_refused_api_key_stops_an_evaluation_at_once(monkeypatch, tmp_path, spider):
-    from sqlchorus.testing import ScriptedChatModel
-
     spider("concert_singer")  # skips without the benchmark data
-
-    class AuthenticationError(Exception):
-        status_code = 401
-
-    def refuse(messages):
-        raise AuthenticationError("Error code: 401")
-
-    model = ScriptedChatModel(refuse)
-    monkeypatch.setattr("sqlchorus.core.models.resolve_model", lambda spec, **kw: model)
+    model = _refusing_provider(monkeypatch, "AuthenticationError", 401)
     out = CliRunner().invoke(cli, ["eval", "--dataset", "spider-dev", "--limit", "4", "--model", "x:y",
                                    "--out", str(tmp_path / "run"), "--no-trace"])
     assert out.exit_code == 2 and "refused the credentials" in out.output and "Traceback" not in out.output
