@@ -117,13 +117,23 @@ def _valid_text(text: str) -> str:
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
-def _check_length(question: str, evidence: str, limit: int) -> None:
+def checked_question(question: str, evidence: str, limit: int) -> tuple[str, str]:
+    """The question and hint as a run takes them: valid Unicode, neither over ``limit``.
+
+    Raises:
+        EmptyQuestionError: the question is empty or white space.
+        QuestionTooLongError: the question or hint is over ``limit`` characters.
+    """
+    if not question or not question.strip():
+        raise EmptyQuestionError("The question is empty: ask something about the database.")
+    question, evidence = _valid_text(question), _valid_text(evidence or "")
     for name, text in (("question", question), ("hint", evidence)):
         if len(text) > limit:
             raise QuestionTooLongError(
                 f"The {name} has {len(text):,} characters; the limit is {limit:,} (--max-question-chars). "
                 "Put long background in the database's descriptions, or raise the limit."
             )
+    return question, evidence
 
 
 def _json_safe(value: Any) -> Any:
@@ -201,20 +211,20 @@ class Session:
                 self._graphs[key] = build_graph(Settings(generators=dict(generators)), checkpointer=checkpointer)
             return self._graphs[key]
 
-    def _open_run(self, checkpointer: RunCheckpoints | None, run_id: str, question: str, evidence: str,
-                  resources: DatabaseResources, settings: Settings, notes: list[dict[str, str]]) -> CallLog | None:
-        """Keep what the run is asked, and log its model calls, in the checkpoint file."""
-        if checkpointer is None:
-            return None
+    def keep_run(self, store: RunCheckpoints, run_id: str, question: str, evidence: str,
+                 resources: DatabaseResources, settings: Settings) -> bool:
+        """Keep in the checkpoint file what run ``run_id`` is asked, over which database, with
+        which settings; False when the file refused it (said once, with whatever else it refuses
+        in this run)."""
         try:
-            checkpointer.save_run(
+            store.save_run(
                 run_id, question=question, evidence=evidence, db_path=str(resources.db.path),
                 db_fingerprint=database_fingerprint(resources.db.path), settings=settings.record(),
             )
-        except sqlite3.Error as e:  # said once, with whatever else the file refuses in this run
-            checkpointer.lost(e)
-            return None
-        return CallLog(checkpointer, run_id)
+        except sqlite3.Error as e:
+            store.lost(e)
+            return False
+        return True
 
     def checkpoints(self, settings: Settings | None = None) -> RunCheckpoints | None:
         """The checkpoint file ``settings`` name, opened once; None when checkpoints are off.
@@ -265,12 +275,8 @@ class Session:
             sqlchorus.tools.database.DatabaseOpenError: the database is missing or not SQLite.
             sqlchorus.core.models.ModelConfigError: a provider refused the credentials.
         """
-        if not question or not question.strip():
-            raise EmptyQuestionError("The question is empty: ask something about the database.")
-        question = _valid_text(question)
-        evidence = _valid_text(evidence or "")
         settings = settings or self.settings
-        _check_length(question, evidence, settings.max_question_chars)
+        question, evidence = checked_question(question, evidence, settings.max_question_chars)
         start = time.perf_counter()
         if progress is not None:
             progress(NodeEvent(PREPARE, "start", 0.0))
@@ -292,7 +298,9 @@ class Session:
             exporters=exporters,
             attributes={attrs.SQLCHORUS_QUESTION: question, attrs.DB_NAMESPACE: resources.db.name},
         ) as run:
-            calls = self._open_run(checkpointer, run.run_id, question, evidence, resources, settings, notes)
+            kept = checkpointer is not None and self.keep_run(checkpointer, run.run_id, question, evidence,
+                                                              resources, settings)
+            calls = CallLog(checkpointer, run.run_id) if kept else None
             context = self.dependencies.context(resources, settings=settings, tracer=run.tracer, progress=progress,
                                                 calls=calls)
             initial = {"question": question.strip(), "evidence": evidence or ""}
@@ -300,18 +308,7 @@ class Session:
             if checkpointer is not None:
                 # The run's id is its thread's: its trace and its checkpoints are found by one id.
                 config["configurable"] = {"thread_id": run.run_id}
-            error = None
-            try:
-                state = graph.invoke(initial, config=config, context=context)
-            except ModelAuthError as e:  # configuration, not an answer that failed: say so
-                run.root.record_exception(e)
-                raise ModelConfigError(str(e)) from e
-            except GraphRecursionError:
-                state, error = {}, f"The run exceeded its step limit ({settings.recursion_limit})."
-                run.root.set_attribute(attrs.SQLCHORUS_ERROR, error)
-            except Exception as e:  # a failure no node handled: report it, keep it in the trace
-                run.root.record_exception(e)
-                state, error = {}, f"The run failed: {type(e).__name__}: {e}"
+            state, error = _invoke(graph, initial, config, context, run, "run")
             result = _result(question, state, error)
             result.run_id = run.run_id
             if checkpointer is not None and checkpointer.failed:
@@ -389,16 +386,7 @@ class Session:
                                                 progress=progress, calls=calls)
             config = {"recursion_limit": run_settings.recursion_limit,
                       "configurable": {**thread, "checkpoint_id": checkpoint_id}}
-            error = None
-            try:
-                state = graph.invoke(None, config=config, context=context)
-            except ModelAuthError as e:
-                raise ModelConfigError(str(e)) from e
-            except GraphRecursionError:
-                state, error = {}, f"The run exceeded its step limit ({run_settings.recursion_limit})."
-            except Exception as e:  # a failure no node handled: report it, keep it in the trace
-                run.root.record_exception(e)
-                state, error = {}, f"The replay failed: {type(e).__name__}: {e}"
+            state, error = _invoke(graph, None, config, context, run, "replay")
             result = _result(info["question"], state, error)
             result.run_id = run.run_id
             result.errors.extend(notes)
@@ -462,10 +450,8 @@ def ask(
         sqlchorus.tools.database.DatabaseOpenError: the database is missing or not SQLite.
         sqlchorus.core.models.ModelConfigError: no usable model is configured.
     """
-    if not question or not question.strip():
-        raise EmptyQuestionError("The question is empty: ask something about the database.")
     # Checked before a model is set up: a question refused costs nothing.
-    _check_length(question, evidence or "", (settings or Settings()).max_question_chars)
+    checked_question(question, evidence, (settings or Settings()).max_question_chars)
     with Session(settings, model=model) as session:
         return session.ask(question, db, evidence=evidence, exporters=exporters, value_index=value_index,
                            progress=progress)
@@ -488,6 +474,23 @@ def _replayable(settings: Settings, recorded: dict[str, Any]) -> Settings:
         current = getattr(settings, name)
         changes[name] = tuple(value) if isinstance(current, tuple) and isinstance(value, list) else value
     return settings.replace(**changes)
+
+
+def _invoke(graph: Any, value: Any, config: dict[str, Any], context: Any, run: RunTracer, what: str) -> tuple[dict, str | None]:
+    """Run ``graph`` and return its final state and why it has none: a step limit passed, or a
+    failure no node handled (kept in the trace). A refused API key is a configuration error."""
+    try:
+        return graph.invoke(value, config=config, context=context), None
+    except ModelAuthError as e:  # configuration, not an answer that failed: say so
+        run.root.record_exception(e)
+        raise ModelConfigError(str(e)) from e
+    except GraphRecursionError:
+        error = f"The {what} exceeded its step limit ({config['recursion_limit']})."
+        run.root.set_attribute(attrs.SQLCHORUS_ERROR, error)
+        return {}, error
+    except Exception as e:  # a failure no node handled: report it, keep it in the trace
+        run.root.record_exception(e)
+        return {}, f"The {what} failed: {type(e).__name__}: {e}"
 
 
 def _result(question: str, state: dict[str, Any], error: str | None) -> Result:

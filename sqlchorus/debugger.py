@@ -24,8 +24,8 @@ from typing import Any
 from langgraph.graph import START
 from langgraph.types import Command, Overwrite
 
-from sqlchorus.api import Result, Session, _check_length, _result, _valid_text
-from sqlchorus.config.errors import EmptyQuestionError, SqlchorusError
+from sqlchorus.api import Result, Session, _result, checked_question
+from sqlchorus.config.errors import SqlchorusError
 from sqlchorus.config.settings import Settings
 from sqlchorus.core import attributes as attrs
 from sqlchorus.core.checkpoints import CallLog, CheckpointFileError, UnknownRunError
@@ -34,7 +34,6 @@ from sqlchorus.core.tracing import RunTracer, apply_update, new_run_id
 from sqlchorus.graph import routing
 from sqlchorus.graph.build import NODES, ROUTED
 from sqlchorus.graph.generators import GENERATORS
-from sqlchorus.tools.value_index import database_fingerprint
 
 MAX_BREAK_CHECKS = 1_000
 """Breakpoints whose condition is false are passed at most this many times in one ``cont``."""
@@ -140,16 +139,11 @@ class Debugger:
         """
         session = session or Session(settings)
         settings = settings or session.settings
-        if not question or not question.strip():
-            raise EmptyQuestionError("The question is empty: ask something about the database.")
-        question, evidence = _valid_text(question).strip(), _valid_text(evidence or "")
-        _check_length(question, evidence, settings.max_question_chars)
+        question, evidence = checked_question(question, evidence, settings.max_question_chars)
+        question = question.strip()
         run_id = new_run_id()
         debugger = cls(session, run_id, settings, str(db) if db is not None else None, replay=False)
-        debugger.store.save_run(
-            run_id, question=question, evidence=evidence, db_path=str(debugger.resources.db.path),
-            db_fingerprint=database_fingerprint(debugger.resources.db.path), settings=settings.record(),
-        )
+        session.keep_run(debugger.store, run_id, question, evidence, debugger.resources, settings)
         for name in breakpoints:
             debugger.add_break(name)
         debugger._invoke({"question": question, "evidence": evidence}, interrupt_before="*")
@@ -439,7 +433,7 @@ def _no_model(messages):
     raise AssertionError("the replay asked a model: the run's inputs have changed")
 
 
-def test_run_{safe_id}_gives_the_same_answer():
+def test_the_run_gives_the_same_answer():
     settings = sqlchorus.Settings(model=ScriptedChatModel(_no_model), checkpoints=CHECKPOINTS, trace_dir=None)
     with sqlchorus.Session(settings) as session:
         result = session.replay(RUN_ID)
@@ -447,4 +441,3 @@ def test_run_{safe_id}_gives_the_same_answer():
     assert result.sql == {sql}
     assert [[str(v) for v in row] for row in result.rows] == [[str(v) for v in row] for row in {rows}]
 '''
-_TEST_TEMPLATE = _TEST_TEMPLATE.replace("{safe_id}", "replay")

@@ -107,7 +107,6 @@ def schema_view(
     values: Mapping[str, Sequence[Any]] | None = None,
     shuffle_seed: int | None = None,
     sample_values: int | None = None,
-    schema: DatabaseSchema | None = None,
 ) -> str:
     """:func:`~sqlchorus.tools.views.render_view` of the run's schema, narrowed to the schema
     budget when it would not fit (see the module docstring).
@@ -116,7 +115,7 @@ def schema_view(
     the view's own (for the ``tables`` and ``columns`` levels), kept first when narrowing.
     """
     settings = context.settings
-    whole = schema or context.schema
+    whole = context.schema
     fmt = fmt or settings.schema_format
     samples = settings.sample_values if sample_values is None else sample_values
     budget = schema_budget(context)
@@ -131,7 +130,7 @@ def schema_view(
 
     # Whether the whole schema fits does not depend on the shuffle: measured once per run.
     measured = context.memo.setdefault("whole_fits", {})
-    key = (id(whole), fmt, level, repr(links), repr(sorted((values or {}).items())), samples, budget)
+    key = (fmt, level, repr(links), repr(sorted((values or {}).items())), samples, budget)
     if measured.get(key) is not False:
         text = render(whole)
         measured[key] = counter.count(text) <= budget
@@ -139,8 +138,7 @@ def schema_view(
             return text
     keep = resolve_links(whole, links) if links and level != "full" else (state.get("links") or {})
     question = f"{state.get('question') or ''} {state.get('evidence') or ''}"
-    ranked = ranked_columns(context, question, state.get("values"), keep) if schema is None else rank_columns(
-        whole, question, state.get("values"), keep)
+    ranked = ranked_columns(context, question, state.get("values"), keep)
     narrowing = narrow_schema(whole, ranked, fits, linked=sum(len(v) for v in keep.values()), whole_checked=True)
     if narrowing is None:  # pragma: no cover - the whole schema was measured too large
         return render(whole)
