@@ -84,6 +84,10 @@ def test_an_edit_before_a_routed_node_takes_the_route_again(session, demo_db):
 
 
 def test_a_conditional_breakpoint_stops_only_when_it_holds(session, demo_db):
+    holds = Debugger.start(QUESTION, demo_db, session=session)
+    holds.add_break("check_candidates", "len(candidates) == 1 and candidates[0]['status'] == 'unchecked'")
+    assert holds.cont() == "check_candidates" and not holds.finished
+    holds.close()
     debugger = Debugger.start(QUESTION, demo_db, session=session)
     debugger.add_break("check_candidates", "(fix_round or 0) >= 1")
     # The first check passes the breakpoint (no fix round yet); the run ends without a fix.

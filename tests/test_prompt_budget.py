@@ -8,7 +8,6 @@ import sqlite3
 
 import pytest
 from click.testing import CliRunner
-from langchain_core.messages import HumanMessage
 
 import sqlchorus
 from sqlchorus.cli import cli
@@ -201,7 +200,7 @@ def test_a_question_over_the_limit_is_refused_before_any_call(demo_db):
         sqlchorus.ask("x" * 8001, db=demo_db, model=model, settings=sqlchorus.Settings(trace_dir=None))
     with pytest.raises(QuestionTooLongError, match="hint"):
         sqlchorus.ask("How many?", db=demo_db, model=model, evidence="y" * 9000, settings=sqlchorus.Settings(trace_dir=None))
-    assert model.invoke([HumanMessage("still unused")]).content == "SELECT 1"
+    assert model.calls == 0  # refused before any model was asked
 
 
 def test_the_cli_refuses_a_long_question_with_exit_2(demo_db):
