@@ -34,6 +34,7 @@ def fan_out_generators(state: dict, runtime: Any, *, nodes: dict[str, str]) -> R
                 keywords=list(state.get("keywords") or []),
                 values=dict(state.get("values") or {}),
                 links=dict(state.get("links") or {}),
+                schema_links=state.get("schema_links") or "",
                 schema_view=state.get("schema_view") or "",
                 **({"database": state["database"]} if state.get("database") else {}),
                 generator=name,

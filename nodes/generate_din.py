@@ -1,9 +1,12 @@
 """generate_din: DIN-SQL's decomposed generation, its four modules in order.
 
 1. Schema linking: ``link_schema`` already runs DIN-SQL's chain-of-thought linking prompt over
-   the schema view, so this branch reuses its links rather than paying for the same call again:
-   they are written back in DIN-SQL's ``Schema_links`` form (``table.column``, the foreign-key
-   equalities between linked tables, and the database values retrieved for linked columns).
+   the schema view, so this branch reuses its answer rather than paying for the same call again.
+   The model's ``Schema_links`` list goes to classification and generation verbatim, as in the
+   paper, with the cell values the model named (``50``, ``'Alabama'``, ``2010``). Without one
+   (lexical linking, a failed call) the list is written from the resolved links: ``table.column``
+   and the foreign-key equalities between linked tables, no values. Values found by value
+   retrieval are shown beside it in their own, labelled block, never merged into the links.
 2. Classification and decomposition: EASY (one table, no nesting), NON-NESTED (joins, no
    sub-queries) or NESTED (sub-queries or set operations), with the tables to join and, for a
    nested query, the sub-questions whose answers it needs. An answer without a label counts as
@@ -39,6 +42,7 @@ from sqlchorus.tools import fewshot
 from sqlchorus.tools.classify import FALLBACK_CLASS
 from sqlchorus.tools.parsing import extract_sql, parse_classification
 from sqlchorus.tools.schema_links import schema_links_text
+from sqlchorus.tools.values import values_text
 from sqlchorus.tools.views import render_view
 
 NODE = "generate_din"
@@ -121,7 +125,9 @@ def generate_din(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
     question = state["question"]
     evidence = state.get("evidence") or "(none)"
     view = state.get("schema_view") or schema_view(context, state)
-    links = schema_links_text(context.schema, state.get("links"), state.get("values"))
+    links = state.get("schema_links") or schema_links_text(context.schema, state.get("links"))
+    links_source = "model" if state.get("schema_links") else "resolved links"
+    retrieved = values_text(state.get("values"))
     usage: list[dict] = []
     errors: list[dict] = []
     span = trace.get_current_span()
@@ -141,7 +147,7 @@ def generate_din(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
     classify_text = ask(
         prompts.render(
             CLASSIFY_PROMPT, examples=_examples_text(CLASSIFY_PROMPT, settings), schema=view,
-            schema_links=links, question=question, evidence=evidence,
+            values=retrieved, schema_links=links, question=question, evidence=evidence,
         ),
         "generation",
         answer_is_sql=False,  # a class label and sub-questions, not a query
@@ -158,7 +164,7 @@ def generate_din(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
 
     kind = PROMPT_OF_CLASS[label]
     values: dict[str, Any] = {
-        "examples": _examples_text(kind, settings), "schema": view, "schema_links": links,
+        "examples": _examples_text(kind, settings), "schema": view, "values": retrieved, "schema_links": links,
         "question": question, "evidence": evidence,
     }
     if kind == "din_hard":
@@ -197,6 +203,7 @@ def generate_din(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
         "tables": parsed["tables"],
         "sub_questions": parsed["sub_questions"],
         "schema_links": links,
+        "schema_links_from": links_source,
         "generated_sql": generated,
         "correction": settings.din_correction,
         "corrected": bool(final and generated and final != generated),

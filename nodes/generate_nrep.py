@@ -17,6 +17,9 @@ filtered the same way by the tables and columns its own SQL uses. A sample beyon
 shuffles table and column order (its number is the seed), the only diversity greedy decoding
 leaves.
 
+The system prompt is the paper's; ``Settings.nrep_conditions = "question"`` swaps its rule that
+adds default conditions for invalid data for one that adds only the conditions asked for.
+
 Candidate ids are ``nrep-<n>`` with ``n = sample * len(views) + view index``; each candidate's
 ``meta`` names its view and where its links came from.
 """
@@ -47,7 +50,10 @@ NODE = "generate_nrep"
 GENERATOR = "nrep"
 LINK_PROMPT = "nrep_link"
 GENERATE_PROMPT = "nrep_generate"
-SYSTEM_PROMPT = "nrep_system"
+SYSTEM_PROMPT = {"paper": "nrep_system", "question": "nrep_system_question"}
+"""The system prompt for each ``Settings.nrep_conditions``: the paper's (its Figure 6), or the
+same with its conditions rule (add default filters such as ``deleted_at IS NULL``) replaced by
+one that adds only the conditions the question or hint asks for."""
 SHOTS = 3
 
 ATTR_VIEWS = "sqlchorus.nrep.views"
@@ -133,7 +139,7 @@ def generate_nrep(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
         links_by_format[fmt] = resolve_links(context.schema, raw)
         source[fmt] = f"{fmt} linking"
 
-    system = prompts.render(SYSTEM_PROMPT)
+    system = prompts.render(SYSTEM_PROMPT[settings.nrep_conditions])
     jobs = []
     for view in views:
         links = links_by_format.get(view.link_format) if view.level != "full" else None

@@ -1,7 +1,9 @@
 """link_schema: DIN-SQL schema linking over one schema view.
 
-The model names the tables and columns the question needs (``Schema_links: [...]``); names that
-are not in the schema are dropped. With ``Settings.linking = "lexical"`` no model is called:
+The model names the tables and columns the question needs, and the cell values it mentions
+(``Schema_links: [...]``). Its list is kept as written (``schema_links``, which DIN-SQL's
+generator passes on verbatim); the tables and columns read from it (``links``) drop names that
+are not in the schema. With ``Settings.linking = "lexical"`` no model is called:
 tables and columns are ranked by the question's words and retrieved values
 (:mod:`sqlchorus.tools.schema_rank`). The node also renders the schema view that the generators
 and the fixer see: the whole schema, or the linked part when ``settings.schema_level`` asks for
@@ -23,7 +25,7 @@ from sqlchorus.core.context import Context
 from sqlchorus.core.llm import ModelCallError, call_model
 from sqlchorus.core.state import SqlchorusState
 from sqlchorus.tools import fewshot
-from sqlchorus.tools.parsing import extract_schema_links
+from sqlchorus.tools.parsing import extract_schema_links, schema_links_as_written
 from sqlchorus.tools.schema_rank import rank_schema
 from sqlchorus.tools.values import values_by_column, values_text
 from sqlchorus.tools.views import resolve_links
@@ -48,6 +50,7 @@ def _link_with_model(context: Context, prompt: str, update: dict) -> dict[str, l
         return {}
     update["usage"] = [usage]
     update["link_reasoning"] = text
+    update["schema_links"] = schema_links_as_written(text) or ""
     pairs = extract_schema_links(text)
     if pairs is None:
         update["errors"] = [
@@ -88,6 +91,7 @@ def link_schema(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
     else:
         view = schema_view(context, linked_state, values=shown_values)
     update["links"] = links
+    update.setdefault("schema_links", "")  # none from the model: lexical linking, or the call failed
     update["schema_view"] = view
     notes = context.memo.get("notes") or []
     if notes:

@@ -1,8 +1,9 @@
 """list_plan: LIST's step instructions, one operation per step, from the generation model.
 
 The prompt shows back-translated examples: real queries split by the LIST decomposer, each
-sub-query described in words (``prompts/list_plan_examples.json``, built by
-:mod:`sqlchorus.tools.list_examples`). The model answers with ``[[Step 1: ...]]`` items. An
+sub-query described by a natural-language instruction with no SQL in it, as the paper's are and
+as its prompt asks of the model (``prompts/list_plan_examples.json``, built by
+``scripts/build_list_examples.py``). The model answers with ``[[Step 1: ...]]`` items. An
 answer without them falls back to its numbered lines, and an answer with neither to a single
 step (write the whole query), so a model that ignores the format still gets one verified try.
 

@@ -168,11 +168,11 @@ def question_of(prompt: str) -> str:
 
 
 def sql_of(prompt: str) -> str:
-    """The SQL a fixer prompt shows as the failed query."""
+    """The SQL a fixer prompt shows as the failed query (its task's, not an example's)."""
     marker = "The SQL query executed was:\n"
     if marker not in prompt:
         return ""
-    return prompt.split(marker, 1)[1].split("\nThe execution result:", 1)[0].strip()
+    return prompt.rsplit(marker, 1)[1].split("\nThe execution result:", 1)[0].strip()
 
 
 def _schema_links(sql: str) -> str:

@@ -253,9 +253,10 @@ class Recorder:
         return [p for r, p in self.prompts if r == role]
 
 
-def run_generator(fn, db_path, model, *, question, sample=0, links=None, **settings):
+def run_generator(fn, db_path, model, *, question, sample=0, links=None, inputs=None, **settings):
     """Run one generator node directly over a database, as its Send branch would; returns its
-    update and the schema view it was given."""
+    update and the schema view it was given. ``inputs`` sets other keys of the branch's input
+    (``values``, ``schema_links``)."""
     from types import SimpleNamespace
 
     from sqlchorus.config.settings import ROLES, Settings
@@ -274,4 +275,5 @@ def run_generator(fn, db_path, model, *, question, sample=0, links=None, **setti
             question=question, evidence="", keywords=[], values={}, links=links or {},
             schema_view=view, generator="", sample=sample,
         )
+        state.update(inputs or {})
         return fn(state, SimpleNamespace(context=context)), view

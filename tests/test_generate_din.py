@@ -8,8 +8,9 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import sqlchorus
-from conftest import FIXTURES, Recorder, spider_examples
+from conftest import FIXTURES, Recorder, run_generator, spider_examples
 from sqlchorus.config.settings import Settings
+from sqlchorus.nodes.generate_din import generate_din
 from sqlchorus.testing import ScriptedChatModel
 from sqlchorus.tools.classify import classify_sql
 from sqlchorus.tools.database import GuardedDatabase
@@ -38,7 +39,7 @@ def test_class_of_sql(case):
 def test_schema_links_text(case, spider):
     with GuardedDatabase(spider("concert_singer")) as db:
         schema = introspect(db, sample_values=0)
-    assert schema_links_text(schema, case["links"], case["values"]) == case["expected"]
+    assert schema_links_text(schema, case["links"]) == case["expected"]
 
 
 def _run(db, question, recorder, **settings):
@@ -120,12 +121,55 @@ def test_unreadable_class_falls_back_and_says_so(spider):
     assert any(e["node"] == "generate_din" and e["kind"] == "parse" for e in result.errors)
 
 
-def test_links_from_link_schema_reach_the_classifier(spider):
-    examples = spider_examples("concert_singer")
-    ex = next(e for e in examples if classify_sql(e["query"]) == "NON-NESTED")
-    recorder = Recorder(_gold(examples))
-    _run(spider("concert_singer"), ex["question"], recorder)
+def _links_line(prompt: str, label: str = "Schema_links: ") -> str:
+    """The schema links of the prompt's own question (after every example)."""
+    return prompt.rsplit(label, 1)[1].splitlines()[0]
+
+
+def _values_block(prompt: str) -> str:
+    return prompt.rsplit("not part of the schema links):\n", 1)[1].split("\n\n", 1)[0]
+
+
+AGED = "What are the names of the singers older than 32?"
+AGED_SQL = "SELECT Name FROM singer WHERE Age > 32"
+MODEL_LINKS = "[singer.Name,singer.Age,32]"
+
+
+def test_the_linking_models_list_reaches_classification_and_generation_verbatim(spider):
+    """DIN-SQL passes its linking answer on as written, cell values included."""
+    answer = f"... The set of possible cell values are = [32].\nSo the Schema_links are:\nSchema_links: {MODEL_LINKS}"
+    recorder = Recorder({AGED: AGED_SQL}, override={"linking": answer})
+    result, _ = _run(spider("concert_singer"), AGED, recorder)
+    assert len(recorder.of("linking")) == 1  # DIN reuses link_schema's call
     (classify,) = recorder.of("din:classification")
-    links_line = classify.rsplit("schema_links: ", 1)[1].splitlines()[0]
-    assert " = " in links_line  # the foreign key between the linked tables
-    assert len(recorder.of("linking")) == 1  # DIN reuses link_schema's links
+    (generation,) = recorder.of("din:generation")
+    assert _links_line(classify, "schema_links: ") == MODEL_LINKS
+    assert _links_line(generation) == MODEL_LINKS
+    (cand,) = result.candidates
+    assert cand["sql"] == AGED_SQL
+    assert (cand["meta"]["schema_links"], cand["meta"]["schema_links_from"]) == (MODEL_LINKS, "model")
+
+
+@pytest.mark.parametrize("model_links", [MODEL_LINKS, ""], ids=["model's links", "no model links"])
+def test_retrieved_values_are_a_separate_hint_not_links(spider, model_links):
+    """A value retrieved for a column the links leave out (singer.Country, of the linked table
+    singer) is shown in the values block only; the links stay the model's, or the resolved
+    columns and joins when the model wrote none."""
+    values = {
+        "singer.Country": [{"value": "France", "score": 100.0, "keyword": "France"}],
+        "stadium.Location": [{"value": "Raith Rovers", "score": 90.0, "keyword": "Raith"}],
+    }
+    recorder = Recorder({AGED: AGED_SQL})
+    update, _ = run_generator(
+        generate_din, spider("concert_singer"), ScriptedChatModel(recorder), question=AGED,
+        links={"singer": ["Name", "Age"]}, inputs={"values": values, "schema_links": model_links},
+    )
+    expected = model_links or "[singer.Name,singer.Age]"
+    (classify,) = recorder.of("din:classification")
+    (generation,) = recorder.of("din:generation")
+    for prompt in (classify, generation):
+        links = _links_line(prompt, "schema_links: " if prompt is classify else "Schema_links: ")
+        assert links == expected
+        assert _values_block(prompt).splitlines() == ["singer.Country: 'France'", "stadium.Location: 'Raith Rovers'"]
+    (cand,) = update["candidates"]
+    assert cand["meta"]["schema_links_from"] == ("model" if model_links else "resolved links")

@@ -11,9 +11,11 @@ import json
 import re
 
 import pytest
+import sqlglot
 from langgraph.runtime import Runtime
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from sqlglot import exp
 
 import sqlchorus
 from build_list_examples import build_examples, render
@@ -24,9 +26,10 @@ from sqlchorus.core.context import Context
 from sqlchorus.core.list_search import recursion_limit
 from sqlchorus.graph.list_graph import build_list_graph
 from sqlchorus.nodes.generate_list import generate_list
-from sqlchorus.nodes.list_plan import WHOLE_QUERY
+from sqlchorus.nodes.list_plan import WHOLE_QUERY, examples_text
 from sqlchorus.testing import ScriptedChatModel, oracle_model, prompt_text, role_of_call
 from sqlchorus.tools.database import GuardedDatabase
+from sqlchorus.tools.list_decompose import decompose, describe_step
 from sqlchorus.tools.parsing import parse_plan
 from sqlchorus.tools.schema import introspect
 from sqlchorus.tools.verify import verify_sql
@@ -99,6 +102,52 @@ def test_shipped_examples_are_what_the_script_builds(demo):
     for example in built:
         assert example["steps"][-1]["sql"].startswith(("SELECT", "WITH"))
         assert all(s["instruction"] for s in example["steps"])
+
+
+# SQL as it is written: upper-case keywords, comparisons, function calls, alias.column names.
+_SQL_KEYWORD = re.compile(
+    r"\b(?:SELECT|FROM|WHERE|JOIN|ON|AS|GROUP BY|ORDER BY|HAVING|LIMIT|OFFSET|DISTINCT|UNION|INTERSECT|"
+    r"EXCEPT|IN|NOT|AND|OR|IS|NULL|LIKE|BETWEEN|CASE|WHEN|DESC|ASC|COUNT|SUM|AVG|MIN|MAX)\b"
+)
+_COMPARISON = re.compile(r"[\w')]\s*(?:=|!=|<>|<=|>=|<|>)\s*[\w'(]")
+_CALL = re.compile(r"\b[A-Za-z_]\w*\(")
+_QUALIFIED = re.compile(r"\b[A-Za-z_]\w*\.[A-Za-z_*]\w*")
+_QUERY_START = re.compile(r"(?i)\b(?:select|with)\b")
+
+
+def sql_in(text: str) -> list[str]:
+    """The pieces of ``text`` that are SQL rather than words (empty when there are none)."""
+    found = [m.group(0) for pattern in (_SQL_KEYWORD, _COMPARISON, _CALL, _QUALIFIED) for m in pattern.finditer(text)]
+    for start in _QUERY_START.finditer(text):  # an embedded query, in any letter case
+        tail = text[start.start():].rstrip(" .")
+        try:
+            tree = sqlglot.parse_one(tail, read="sqlite")
+        except sqlglot.errors.SqlglotError:
+            continue
+        if isinstance(tree, exp.Query) and tree.find(exp.From):
+            found.append(tail)
+    return found
+
+
+def test_plan_examples_shown_to_the_model_have_no_sql():
+    """LIST's plan examples are natural-language instructions, as the paper's back-translations
+    are and as its plan prompt asks ("Do not generate SQL")."""
+    shown = examples_text(Settings(trace_dir=None))
+    steps = re.findall(r"\[\[Step \d+: (.*?)\]\]", shown)
+    assert len(steps) == sum(len(ex["steps"]) for ex in prompts.examples("list_plan"))
+    assert {step: sql_in(step) for step in steps if sql_in(step)} == {}
+
+
+def test_the_sql_check_finds_the_decomposers_own_descriptions(demo):
+    """The decomposer's descriptions of the same sub-queries carry SQL fragments, and the check
+    above finds them in every example: it would fail on plan examples written that way."""
+    _, schema = demo
+    for example in prompts.examples("list_plan"):
+        described = [describe_step(s) for s in decompose(example["sql"], schema=schema)]
+        assert any(sql_in(text) for text in described), described
+    assert sql_in("Keep only the rows where NOT category_id IN (SELECT category_id FROM products WHERE discontinued = 1).")
+    assert sql_in("Then select category_id from products.") == ["select category_id from products"]
+    assert not sql_in("Keep only the categories whose category_id is not among those the nested query returns.")
 
 
 # -- scripted searches -------------------------------------------------------------------------

@@ -139,3 +139,44 @@ def test_balanced_views_borrow_links_and_stay_within_eight_calls(spider):
     assert len(result.usage) == 8
     ddl = next(c for c in result.candidates if c["meta"]["view"] == "ddl:columns@m-schema")
     assert ddl["meta"]["links_from"] == "link_schema" and ddl["meta"]["level"] == "columns"
+
+
+PAPER_CONDITIONS = [
+    "- Always include default conditions for filtering invalid data, e.g., deleted_at IS NULL and status != 'cancelled' if relevant.",
+    "- Ensure these conditions match the query's intent unless explicitly omitted in the user request.",
+]
+
+
+def _system_prompts(spider, **settings):
+    """The system message of every N-rep generation call of one run."""
+    question, gold = _question()
+    recorder = Recorder(gold)
+    systems = []
+
+    def respond(messages):
+        if role_of_call() == "nrep:generation":
+            systems.append("\n".join(str(m.content) for m in messages if m.type == "system"))
+        return recorder(messages)
+
+    _run(spider("concert_singer"), question, respond, **settings)
+    assert len(systems) == len(NREP_VIEWS)
+    return systems
+
+
+def test_the_system_prompt_is_the_papers_by_default(spider):
+    """The paper's Figure 6 (``paper_system_prompt.txt``), its conditions rule included."""
+    paper = (NREP / "paper_system_prompt.txt").read_text(encoding="utf-8").strip()
+    assert Settings().nrep_conditions == "paper"
+    assert {s.strip() for s in _system_prompts(spider)} == {paper}
+    assert all(rule in paper.splitlines() for rule in PAPER_CONDITIONS)
+
+
+def test_the_question_conditions_variant_changes_only_that_rule(spider):
+    paper = (NREP / "paper_system_prompt.txt").read_text(encoding="utf-8").strip().splitlines()
+    (variant,) = {s.strip() for s in _system_prompts(spider, nrep_conditions="question")}
+    removed = [line for line in paper if line not in variant.splitlines()]
+    added = [line for line in variant.splitlines() if line not in paper]
+    assert removed == PAPER_CONDITIONS
+    assert len(added) == 1 and "only the conditions" in added[0] and "deleted_at IS NULL" in added[0]
+    with pytest.raises(ValueError, match="Unknown N-rep conditions rule"):
+        Settings(nrep_conditions="strict")

@@ -197,10 +197,12 @@ _DESCRIPTIONS = {
 
 
 def describe_step(step: Step) -> str:
-    """Describe what a step adds, in words, for prompts and traces.
+    """Describe what a step adds, quoting the SQL elements it adds.
 
     Example: ``Keep only the rows where T1.age > 30.`` or, for a nested query,
-    ``In main > WHERE subquery 1: Group the rows by dept.``
+    ``In main > WHERE subquery 1: Group the rows by dept.`` The quoted SQL makes this a
+    description for people and scripted models, not a plan example: LIST's plan examples are
+    natural language with no SQL (``scripts/build_list_examples.py``).
     """
     op, e = step.operation, step.elements
     if op == "JOIN":

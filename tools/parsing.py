@@ -171,6 +171,27 @@ def extract_schema_links(text: str | None) -> list[tuple[str, str]] | None:
     return pairs or None
 
 
+def schema_links_as_written(text: str | None) -> str | None:
+    """The last ``Schema_links: [...]`` list of a DIN-SQL answer as the model wrote it, brackets
+    included (``[head.*,head.age,56]``), or None when there is none or it is empty.
+
+    Its cell values (``56``, ``'Alabama'``, ``Fall``) are kept, which :func:`extract_schema_links`
+    leaves out. A list the answer never closes ends at its line's end and is closed.
+    """
+    if not text:
+        return None
+    match = None
+    for match in _SCHEMA_LINKS.finditer(text):
+        pass
+    if match is None:
+        return None
+    rest = text[match.end():]
+    end = rest.find("]")
+    body = rest[:end] if end != -1 else rest.split("\n", 1)[0]
+    body = body.strip()
+    return f"[{body}]" if body else None
+
+
 _EXACT = re.compile(r'^[\s"\'*`(\[]*(?:candidate\s+)?([AB])[\s"\'*`)\].:]*$', re.IGNORECASE)
 _NAMED = re.compile(r"\bcandidate\s+([AB])\b", re.IGNORECASE)
 _STATED = re.compile(r"\b(?:answer|choice|correct one|correct query)\s*(?:is\s*:?|:)\s*[\"'*`]*([AB])\b", re.IGNORECASE)

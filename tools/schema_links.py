@@ -1,23 +1,17 @@
-"""DIN-SQL's schema links as the prompt shows them: ``[table.column, a.x = b.y, 'value']``."""
+"""DIN-SQL's schema links as the prompt shows them: ``[table.column, a.x = b.y, ...]``."""
 
 from __future__ import annotations
-
-import re
-from typing import Any
 
 from sqlchorus.tools.schema import DatabaseSchema
 
 
-def _literal(value: Any) -> str:
-    text = str(value)
-    return text if re.fullmatch(r"-?\d+(\.\d+)?", text) else "'" + text.replace("'", "''") + "'"
+def schema_links_text(schema: DatabaseSchema, links: dict[str, list[str]] | None) -> str:
+    """Schema links written from resolved ``links`` (table -> columns), for when no model wrote
+    its own list (lexical linking, a failed linking call): the linked columns and the
+    foreign-key equalities between linked tables, in DIN-SQL's ``Schema_links`` form.
 
-
-def schema_links_text(
-    schema: DatabaseSchema, links: dict[str, list[str]] | None, values: dict[str, list[dict[str, Any]]] | None
-) -> str:
-    """The linked columns, the foreign-key equalities between linked tables, and the best
-    retrieved value of each linked table's columns, in DIN-SQL's ``Schema_links`` form."""
+    No cell values: only a linking model knows which values the question mentions.
+    """
     links = links or {}
     linked = {t.lower() for t in links}
     items: list[str] = []
@@ -29,7 +23,4 @@ def schema_links_text(
         for fk in table.foreign_keys:
             if fk.ref_table.lower() in linked:
                 items.append(f"{table.name}.{fk.column} = {fk.ref_table}.{fk.ref_column}")
-    for key, hits in (values or {}).items():
-        if key.split(".", 1)[0].lower() in linked and hits:
-            items.append(_literal(hits[0]["value"]))
     return "[" + ",".join(dict.fromkeys(items)) + "]"

@@ -21,6 +21,7 @@ SCHEMA_FORMATS: tuple[str, ...] = ("ddl", "m-schema", "mac-schema", "json", "mar
 SCHEMA_LEVELS: tuple[str, ...] = ("full", "tables", "columns")
 PAIRWISE_MODES: tuple[str, ...] = ("never", "low-confidence", "always")
 DIN_CORRECTIONS: tuple[str, ...] = ("gentle", "generic", "none")
+NREP_CONDITIONS: tuple[str, ...] = ("paper", "question")
 LIST_VERIFIERS: tuple[str, ...] = ("strong", "weak")
 KEYWORD_SOURCES: tuple[str, ...] = ("model", "question")
 LINKERS: tuple[str, ...] = ("model", "lexical")
@@ -153,6 +154,13 @@ class Settings:
         NREP_VIEWS,
         "N-rep's schema views, one candidate each, as format:level, optionally @format to filter "
         "with another format's links; the paper's five by default.",
+    )
+    nrep_conditions: str = _field(
+        "paper",
+        "N-rep's system-prompt rule on conditions: paper (always add default conditions that filter "
+        "invalid data, such as deleted_at IS NULL, when relevant) or question (only the conditions "
+        "the question or hint asks for, as benchmark gold queries are written).",
+        flag="--nrep-conditions", choices=NREP_CONDITIONS,
     )
     examples_dir: str | None = _field(
         None,
@@ -326,6 +334,7 @@ class Settings:
         _choose("schema format", self.schema_format, SCHEMA_FORMATS)
         _choose("schema level", self.schema_level, SCHEMA_LEVELS)
         _choose("DIN-SQL correction", self.din_correction, DIN_CORRECTIONS)
+        _choose("N-rep conditions rule", self.nrep_conditions, NREP_CONDITIONS)
         _choose("pairwise mode", self.pairwise, PAIRWISE_MODES)
         _choose("LIST verifier", self.list_verifier, LIST_VERIFIERS)
         _choose("keyword source", self.keywords, KEYWORD_SOURCES)

@@ -115,6 +115,7 @@ class SqlchorusState(TypedDict, total=False):
     # schema
     schema_view: str
     links: dict[str, list[str]]
+    schema_links: str  # the linking model's own Schema_links list, as written (DIN-SQL)
     link_reasoning: str
     schema_note: str
     # candidates and their loop
@@ -137,6 +138,7 @@ class GeneratorInput(TypedDict, total=False):
     keywords: list[str]
     values: dict[str, list[dict[str, Any]]]
     links: dict[str, list[str]]
+    schema_links: str
     schema_view: str
     generator: str
     sample: int
