@@ -70,7 +70,7 @@ def measure(chosen: list[dict], root: Path, settings: Settings) -> dict[str, Any
         runs.append((result.run_id, len(result.usage)))
         spans = exporter.get_finished_spans()
         by_id = {s.context.span_id: s for s in spans}
-        llm_ms = sum(ms(s) for s in spans if s.name.startswith("llm:"))
+        llm_ms = sum(ms(s) for s in spans if s.attributes.get("gen_ai.operation.name") == "chat")
         # Wall time of the whole call, not only the run span: opening the database counts too.
         outside.append(result.seconds * 1000.0 - llm_ms)
         per_question: dict[str, float] = defaultdict(float)
@@ -78,7 +78,7 @@ def measure(chosen: list[dict], root: Path, settings: Settings) -> dict[str, Any
             if span.name.startswith("node:"):
                 per_question[span.name[5:]] += ms(span)
         for span in spans:
-            if span.name.startswith("llm:") and span.parent is not None:
+            if span.attributes.get("gen_ai.operation.name") == "chat" and span.parent is not None:
                 parent = by_id.get(span.parent.span_id)
                 if parent is not None and parent.name.startswith("node:"):
                     per_question[parent.name[5:]] -= ms(span)

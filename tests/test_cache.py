@@ -94,7 +94,7 @@ def test_repeated_run_costs_nothing(demo_db, tmp_path, spans, named):
     assert second.cost["cached_calls"] == second.cost["calls"] == first.cost["calls"]
     assert second.cost["input_tokens"] == second.cost["output_tokens"] == 0
     assert second.cost["cost_usd"] == 0
-    llm = [s for s in spans.get_finished_spans() if s.name.startswith("llm:")]
+    llm = [s for s in spans.get_finished_spans() if s.attributes.get("gen_ai.operation.name") == "chat"]
     assert llm and all(s.attributes["sqlchorus.cache_hit"] for s in llm)
 
 

@@ -121,7 +121,7 @@ def test_a_whole_run_replays_with_no_model_call(tmp_path, demo_db):
     spans = [json.loads(line) for line in open(replayed.trace_path, encoding="utf-8")]
     root = next(s for s in spans if s["name"] == "run")
     assert root["attributes"]["sqlchorus.replay_of"] == first.run_id
-    assert all(s["attributes"].get("sqlchorus.replayed") for s in spans if s["name"].startswith("llm:"))
+    assert all(s["attributes"].get("sqlchorus.replayed") for s in spans if s["attributes"].get("gen_ai.operation.name") == "chat")
     again.close()
 
 

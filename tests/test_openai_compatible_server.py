@@ -136,7 +136,7 @@ def test_whole_graph_through_the_openai_compatible_provider(server, wire_usage, 
     if result.ok:
         assert result.sql and result.columns
 
-    llm = [s for s in spans.get_finished_spans() if s.name.startswith("llm:")]
+    llm = [s for s in spans.get_finished_spans() if s.attributes.get("gen_ai.operation.name") == "chat"]
     assert llm, "no model span"
     from_spans = sorted(
         (s.attributes["gen_ai.usage.input_tokens"], s.attributes["gen_ai.usage.output_tokens"]) for s in llm
@@ -151,5 +151,5 @@ def test_whole_graph_through_the_openai_compatible_provider(server, wire_usage, 
 
     # The trace file holds the same spans, and the CLI's JSON form is well-formed.
     trace = [json.loads(line) for line in open(result.trace_path, encoding="utf-8")]
-    assert sum(1 for s in trace if s["name"].startswith("llm:")) == len(llm)
+    assert sum(1 for s in trace if s["attributes"].get("gen_ai.operation.name") == "chat") == len(llm)
     json.dumps(result.to_dict(), default=str)

@@ -98,7 +98,7 @@ def test_configured_price_gives_cost_per_node_and_run_in_json_and_trace(monkeypa
     assert cost["unpriced_models"] == []
 
     spans = [json.loads(line) for line in open(answer["trace_path"], encoding="utf-8")]
-    llm = [s for s in spans if s["name"].startswith("llm:")]
+    llm = [s for s in spans if s["attributes"].get("gen_ai.operation.name") == "chat"]
     assert len(llm) == len(answer["usage"])
     assert sum(s["attributes"]["sqlchorus.cost_usd"] for s in llm) == pytest.approx(cost["cost_usd"])
     for node, value in expected_by_node.items():

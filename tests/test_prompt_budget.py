@@ -161,7 +161,7 @@ def test_every_call_fits_the_budget_and_the_run_says_what_was_left_out(wide_db, 
     spans = [json.loads(line) for line in open(result.trace_path, encoding="utf-8")]
     link = next(s for s in spans if s["name"] == "node:link_schema")
     assert link["attributes"]["sqlchorus.schema.narrowed"].startswith("The schema was narrowed")
-    calls = [s for s in spans if s["name"].startswith("llm:")]
+    calls = [s for s in spans if s["attributes"].get("gen_ai.operation.name") == "chat"]
     assert calls and all(s["attributes"]["sqlchorus.prompt.tokens"] <= s["attributes"]["sqlchorus.prompt.budget"] for s in calls)
     assert {s["attributes"]["sqlchorus.prompt.tokenizer"] for s in calls} == {APPROXIMATE.name}
 

@@ -55,18 +55,30 @@ def test_model_and_sql_spans_are_children_of_their_node(spider, spans, tmp_path)
     fixer_run(spider, spans, tmp_path)
     finished = spans.get_finished_spans()
     by_id = {s.context.span_id: s for s in finished}
-    llm = [s for s in finished if s.name.startswith("llm:")]
-    assert Counter(s.name for s in llm) == Counter(
-        {"llm:keywords": 1, "llm:linking": 1, "llm:generation": 1, "llm:fixing": 1})
+    llm = [s for s in finished if s.attributes.get("gen_ai.operation.name") == "chat"]
+    assert Counter(s.attributes["sqlchorus.role"] for s in llm) == Counter(
+        {"keywords": 1, "linking": 1, "generation": 1, "fixing": 1})
     for span in llm:
+        # The GenAI conventions' name, kind and provider; OpenInference's kind.
+        assert span.name == "chat scripted-oracle" and span.kind.name == "CLIENT"
+        assert span.attributes["gen_ai.provider.name"] == "scripted"
+        assert span.attributes["openinference.span.kind"] == "LLM" and span.status.status_code.name == "OK"
         assert by_id[span.parent.span_id].name.startswith("node:")
         assert span.attributes["gen_ai.usage.input_tokens"] > 0
         assert span.attributes["gen_ai.request.model"] == "scripted-oracle"
     failed = [s for s in finished if s.name == "sql" and "sql.error" in s.attributes]
     assert failed and by_id[failed[0].parent.span_id].name == "node:check_candidates"
     assert failed[0].attributes["db.query.text"] == "SELECT nme FROM singer"
+    assert failed[0].attributes["openinference.span.kind"] == "TOOL" and failed[0].attributes["error.type"] == "execution"
+    assert failed[0].status.status_code.name == "ERROR"
+    ran = [s for s in finished if s.name == "sql" and "sql.error" not in s.attributes]
+    assert all(s.attributes["db.response.returned_rows"] == s.attributes["sql.rows"] for s in ran)
+    kinds = {s.name: s.attributes["openinference.span.kind"] for s in finished if s.name.startswith("node:")}
+    assert kinds["node:retrieve_values"] == "RETRIEVER" and kinds["node:check_candidates"] == "CHAIN"
+    assert all(s.status.status_code.name == "OK" for s in finished if s.name.startswith("node:"))
     run = [s for s in finished if s.name == "run"]
     assert len(run) == 1 and all(s.context.trace_id == run[0].context.trace_id for s in finished)
+    assert run[0].attributes["openinference.span.kind"] == "AGENT" and run[0].status.status_code.name == "OK"
 
 
 def test_trace_file_and_trace_show(spider, spans, tmp_path):
@@ -78,7 +90,7 @@ def test_trace_file_and_trace_show(spider, spans, tmp_path):
     assert out.exit_code == 0, out.output
     text = out.output
     assert text.startswith("run ")
-    assert "  node:fix_candidates" in text and "    llm:fixing" in text
+    assert "  node:fix_candidates" in text and "    chat scripted-oracle" in text and "fixing model" in text
     assert "-> fix_candidates  (round 1 of 3" in text
     assert "error: no such column: nme" in text
 
@@ -98,7 +110,7 @@ def test_every_model_call_of_every_generator_is_inside_its_node(spider, spans, t
     assert result.ok, result.error
     finished = spans.get_finished_spans()
     by_id = {s.context.span_id: s for s in finished}
-    llm = [s for s in finished if s.name.startswith("llm:")]
+    llm = [s for s in finished if s.attributes.get("gen_ai.operation.name") == "chat"]
     assert len(llm) == result.cost["calls"]
     parents = {by_id[s.parent.span_id].name for s in llm if s.parent is not None}
     assert all(s.parent is not None for s in llm)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from opentelemetry.trace import Status, StatusCode
 from sqlglot import exp
 
 from sqlchorus.tools import sql_text
@@ -358,12 +359,18 @@ class GuardedDatabase:
             span.set_attribute("db.system.name", "sqlite")
             span.set_attribute("db.namespace", self.name)
             span.set_attribute("db.query.text", sql)
+            # OpenInference's kind: a statement run for the agent is a tool call.
+            span.set_attribute("openinference.span.kind", "TOOL")
             try:
                 result = self._execute(sql, tree, timeout_s, max_rows, max_bytes, parameters)
             except SqlError as e:
                 span.set_attribute("sql.error", e.message)
                 span.set_attribute("sql.error_kind", e.kind)
+                span.set_attribute("error.type", e.kind)
+                span.set_status(Status(StatusCode.ERROR, e.message[:300]))
                 raise
+            span.set_status(Status(StatusCode.OK))
+            span.set_attribute("db.response.returned_rows", result.row_count)
             span.set_attribute("sql.rows", result.row_count)
             span.set_attribute("sql.truncated", result.truncated)
             span.set_attribute("sql.elapsed_ms", round(result.elapsed_ms, 3))

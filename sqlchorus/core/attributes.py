@@ -10,6 +10,7 @@ NODE_SPAN_PREFIX = "node:"
 ROUTE_EVENT = "route"
 
 GEN_AI_OPERATION = "gen_ai.operation.name"
+GEN_AI_PROVIDER = "gen_ai.provider.name"
 GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
 GEN_AI_USAGE_INPUT = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT = "gen_ai.usage.output_tokens"
@@ -17,6 +18,15 @@ GEN_AI_USAGE_OUTPUT = "gen_ai.usage.output_tokens"
 DB_SYSTEM = "db.system.name"
 DB_NAMESPACE = "db.namespace"
 DB_QUERY_TEXT = "db.query.text"
+DB_RETURNED_ROWS = "db.response.returned_rows"
+ERROR_TYPE = "error.type"
+
+# OpenInference's span kinds, so that Arize Phoenix and other OpenInference readers show each
+# span for what it is: the run an AGENT, a node a CHAIN (value retrieval a RETRIEVER), a model
+# call an LLM, a SQL statement a TOOL.
+OPENINFERENCE_KIND = "openinference.span.kind"
+KIND_AGENT, KIND_CHAIN, KIND_RETRIEVER, KIND_LLM, KIND_TOOL = "AGENT", "CHAIN", "RETRIEVER", "LLM", "TOOL"
+RETRIEVER_NODES = frozenset({"retrieve_values"})
 
 SQLCHORUS_RUN_ID = "sqlchorus.run_id"
 # A node span's LangGraph thread (the run's id) and the checkpoint its input state came from.

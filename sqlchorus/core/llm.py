@@ -38,7 +38,7 @@ from opentelemetry import trace
 from sqlchorus.core import attributes as attrs
 from sqlchorus.core.budget import PromptBudgetError, check_prompt
 from sqlchorus.core.context import Context
-from sqlchorus.core.models import model_name
+from sqlchorus.core.models import model_name, provider_name
 from sqlchorus.core.state import UsageRecord
 from sqlchorus.tools.cache import request_key
 from sqlchorus.tools.grammar import schema_grammar, scoped_grammar
@@ -161,8 +161,11 @@ def call_model(
     log = context.calls
     recorded = _recorded_request(role, node, messages, context.settings, effective_temperature, sample, grammar) if log else None
     node_span = trace.get_current_span()
-    with context.tracer.start_as_current_span(f"llm:{role}") as span:
+    # The GenAI conventions' name and kind for a call to a model: "chat {model}", a client span.
+    with context.tracer.start_as_current_span(f"chat {name}", kind=trace.SpanKind.CLIENT) as span:
         span.set_attribute(attrs.GEN_AI_OPERATION, "chat")
+        span.set_attribute(attrs.GEN_AI_PROVIDER, provider_name(settings.model_for(role), model))
+        span.set_attribute(attrs.OPENINFERENCE_KIND, attrs.KIND_LLM)
         span.set_attribute(attrs.GEN_AI_REQUEST_MODEL, name)
         span.set_attribute(attrs.SQLCHORUS_ROLE, role)
         span.set_attribute(attrs.SQLCHORUS_NODE, node)
@@ -207,6 +210,7 @@ def call_model(
             usage = _usage(node, role, name, None, latency)
             span.record_exception(e)
             span.set_attribute(attrs.SQLCHORUS_ERROR, str(e)[:500])
+            span.set_attribute(attrs.ERROR_TYPE, type(e).__name__)
             span.set_attribute(attrs.SQLCHORUS_ATTEMPTS, attempts[0])
             if is_auth_error(e):
                 raise ModelAuthError(
@@ -260,6 +264,7 @@ def _cache_get(cache: Any, key: str, span: Any) -> Any:
 
 
 def _annotate(span: Any, node_span: Any, usage: UsageRecord, *, cached: bool, attempts: int) -> None:
+    span.set_status(trace.Status(trace.StatusCode.OK))
     span.set_attribute(attrs.GEN_AI_USAGE_INPUT, usage["input_tokens"])
     span.set_attribute(attrs.GEN_AI_USAGE_OUTPUT, usage["output_tokens"])
     span.set_attribute(attrs.SQLCHORUS_COST_USD, usage["cost_usd"])

@@ -70,6 +70,14 @@ def model_name(model: Any) -> str:
     return type(model).__name__
 
 
+def provider_name(spec: Any, model: Any) -> str:
+    """The provider of a model, for ``gen_ai.provider.name``: the ``provider`` of a
+    ``provider:model`` spec, else the LangChain model's own type name."""
+    if isinstance(spec, str) and ":" in spec:
+        return spec.split(":", 1)[0]
+    return str(getattr(model, "_llm_type", None) or type(model).__name__)
+
+
 def resolve_model(
     spec: Any,
     *,

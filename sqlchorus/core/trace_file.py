@@ -132,8 +132,8 @@ def load_spans(path: str | Path) -> list[SpanNode]:
 def _detail(node: SpanNode) -> str:
     a = node.attributes
     parts = []
-    if node.name.startswith("llm:"):
-        parts.append(f"{a.get(attrs.GEN_AI_REQUEST_MODEL, '?')}")
+    if a.get(attrs.GEN_AI_OPERATION) == "chat":
+        parts.append(f"{a.get(attrs.SQLCHORUS_ROLE, '?')} model")
         if attrs.GEN_AI_USAGE_INPUT in a:
             parts.append(f"tokens {a.get(attrs.GEN_AI_USAGE_INPUT)} in / {a.get(attrs.GEN_AI_USAGE_OUTPUT)} out")
     elif node.name == "sql":

@@ -3,7 +3,7 @@
 Each run gets its own ``TracerProvider`` (the global one can be set only once per process), a
 root span ``run``, and a JSON Lines file ``<trace_dir>/<run-id>.jsonl`` with one finished span per
 line, written as each span ends so that a run that dies still leaves its trace. An OTLP/HTTP
-endpoint can receive the same spans. Model calls (``llm:<role>``) and SQL executions (``sql``)
+endpoint can receive the same spans. Model calls (``chat <model>``) and SQL executions (``sql``)
 are child spans of the node that made them.
 """
 
@@ -155,12 +155,17 @@ class RunTracer(AbstractContextManager["RunTracer"]):
         return self._file is not None and not self._file.failed
 
     def __enter__(self) -> RunTracer:
-        self._span_cm = self.tracer.start_as_current_span(attrs.RUN_SPAN, attributes=self._attributes)
+        self._span_cm = self.tracer.start_as_current_span(
+            attrs.RUN_SPAN, attributes={attrs.OPENINFERENCE_KIND: attrs.KIND_AGENT, **self._attributes})
         self.root = self._span_cm.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         try:
+            if self.root is not None and exc[0] is None:
+                error = (getattr(self.root, "attributes", None) or {}).get(attrs.SQLCHORUS_ERROR)
+                self.root.set_status(trace.Status(trace.StatusCode.ERROR, str(error)[:300]) if error
+                                     else trace.Status(trace.StatusCode.OK))
             if self._span_cm is not None:
                 self._span_cm.__exit__(*exc)
         finally:
@@ -431,6 +436,8 @@ def traced_node(
         progress = runtime.context.progress
         with tracer.start_as_current_span(attrs.NODE_SPAN_PREFIX + name) as span:
             span.set_attribute(attrs.SQLCHORUS_NODE, name)
+            span.set_attribute(attrs.OPENINFERENCE_KIND,
+                               attrs.KIND_RETRIEVER if name in attrs.RETRIEVER_NODES else attrs.KIND_CHAIN)
             _mark_checkpoint(span)
             started = time.monotonic()
             if progress is not None:
@@ -442,6 +449,7 @@ def traced_node(
                 if router is None:
                     for target in successors:
                         emit_route(name, target, "edge")
+                    span.set_status(trace.Status(trace.StatusCode.OK))
                     return update
                 routes = router(apply_update(state, update, reducers), runtime)
             except Exception as e:
@@ -453,6 +461,7 @@ def traced_node(
                     progress(NodeEvent(name, "end", time.monotonic() - started))
             for target, reason in routes:
                 emit_route(name, goto_targets(target)[0], reason)
+            span.set_status(trace.Status(trace.StatusCode.OK))
             return Command(update=update, goto=[target for target, _ in routes])
 
     run.__name__ = name
