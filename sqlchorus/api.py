@@ -9,7 +9,6 @@ disk), and one compiled graph per choice of generators.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -19,10 +18,16 @@ from typing import Any
 
 from langgraph.errors import GraphRecursionError
 
-from sqlchorus.config.errors import EmptyQuestionError, QuestionTooLongError
+from sqlchorus.config.errors import EmptyQuestionError, QuestionTooLongError, RunCancelledError
 from sqlchorus.config.settings import Settings
 from sqlchorus.core import attributes as attrs
-from sqlchorus.core.checkpoints import CallLog, CheckpointFileError, RunCheckpoints, UnknownRunError
+from sqlchorus.core.checkpoints import (
+    CallLog,
+    CheckpointFileError,
+    RunRecords,
+    UnknownRunError,
+)
+from sqlchorus.core.checkpoints_postgres import open_checkpoints
 from sqlchorus.core.dependencies import DatabaseResources, Dependencies, database_key
 from sqlchorus.core.llm import ModelAuthError
 from sqlchorus.core.models import ModelConfigError
@@ -170,7 +175,7 @@ class Session:
         self.dependencies = Dependencies.build(settings)
         self._databases: dict[tuple[Any, ...], DatabaseResources] = {}
         self._graphs: dict[tuple[Any, ...], Any] = {}
-        self._checkpoints: dict[str, RunCheckpoints] = {}
+        self._checkpoints: dict[str, RunRecords] = {}
         self._lock = threading.Lock()
         self._building: dict[tuple[Any, ...], threading.Lock] = {}
 
@@ -202,7 +207,7 @@ class Session:
                 self._building.pop(key, None)
             return resources
 
-    def graph(self, settings: Settings | None = None, checkpointer: RunCheckpoints | None = None) -> Any:
+    def graph(self, settings: Settings | None = None, checkpointer: RunRecords | None = None) -> Any:
         """The compiled graph for ``settings``' generators (with ``checkpointer``), compiled once."""
         generators = tuple((settings or self.settings).generators.items())
         key = (generators, id(checkpointer))
@@ -211,7 +216,7 @@ class Session:
                 self._graphs[key] = build_graph(Settings(generators=dict(generators)), checkpointer=checkpointer)
             return self._graphs[key]
 
-    def keep_run(self, store: RunCheckpoints, run_id: str, question: str, evidence: str,
+    def keep_run(self, store: RunRecords, run_id: str, question: str, evidence: str,
                  resources: DatabaseResources, settings: Settings) -> bool:
         """Keep in the checkpoint file what run ``run_id`` is asked, over which database, with
         which settings; False when the file refused it (said once, with whatever else it refuses
@@ -221,13 +226,14 @@ class Session:
                 run_id, question=question, evidence=evidence, db_path=str(resources.db.path),
                 db_fingerprint=database_fingerprint(resources.db.path), settings=settings.record(),
             )
-        except sqlite3.Error as e:
+        except store.db_errors as e:
             store.lost(e)
             return False
         return True
 
-    def checkpoints(self, settings: Settings | None = None) -> RunCheckpoints | None:
-        """The checkpoint file ``settings`` name, opened once; None when checkpoints are off.
+    def checkpoints(self, settings: Settings | None = None) -> RunRecords | None:
+        """The checkpoint store ``settings`` name (a SQLite file or a ``postgresql://`` URL),
+        opened once; None when checkpoints are off.
 
         Raises:
             CheckpointFileError: the file cannot be used (locked, not SQLite, no permission).
@@ -237,7 +243,7 @@ class Session:
             return None
         with self._lock:
             if path not in self._checkpoints:
-                self._checkpoints[path] = RunCheckpoints(path)
+                self._checkpoints[path] = open_checkpoints(path)
             return self._checkpoints[path]
 
     # -- asking -------------------------------------------------------------------------------
@@ -252,6 +258,9 @@ class Session:
         exporters: Iterable[Any] = (),
         value_index: Any = None,
         progress: Callable[[NodeEvent], None] | None = None,
+        run_id: str | None = None,
+        updates: Callable[[dict[str, Any]], None] | None = None,
+        cancelled: Callable[[], bool] | None = None,
     ) -> Result:
         """Answer ``question`` over the SQLite database ``db`` (the bundled demo database by default).
 
@@ -265,19 +274,24 @@ class Session:
             value_index: a prebuilt value index to use instead of the database's own.
             progress: called with a :class:`~sqlchorus.core.tracing.NodeEvent` as each node
                 starts and ends (from the graph's threads).
+            run_id: the run's id (its trace's and its thread's); a new one by default.
+            updates: called with each step's updates, ``{node: update}``, as the run goes.
+            cancelled: asked before each node starts; once it says True the run stops there,
+                with the error "The run was cancelled." (its checkpoints so far kept).
 
         Returns:
             A :class:`Result`; ``result.error`` says why when there is no answer.
 
         Raises:
             EmptyQuestionError: the question is empty.
-        QuestionTooLongError: the question or hint is over ``Settings.max_question_chars``.
+            QuestionTooLongError: the question or hint is over ``Settings.max_question_chars``.
             sqlchorus.tools.database.DatabaseOpenError: the database is missing or not SQLite.
             sqlchorus.core.models.ModelConfigError: a provider refused the credentials.
         """
         settings = settings or self.settings
         question, evidence = checked_question(question, evidence, settings.max_question_chars)
         start = time.perf_counter()
+        progress = _cancellable(progress, cancelled)
         if progress is not None:
             progress(NodeEvent(PREPARE, "start", 0.0))
         resources = self.database(db, settings)
@@ -296,6 +310,7 @@ class Session:
             trace_dir=settings.trace_dir,
             otlp_endpoint=settings.otlp_endpoint,
             exporters=exporters,
+            run_id=run_id,
             attributes={attrs.SQLCHORUS_QUESTION: question, attrs.DB_NAMESPACE: resources.db.name},
         ) as run:
             kept = checkpointer is not None and self.keep_run(checkpointer, run.run_id, question, evidence,
@@ -308,7 +323,7 @@ class Session:
             if checkpointer is not None:
                 # The run's id is its thread's: its trace and its checkpoints are found by one id.
                 config["configurable"] = {"thread_id": run.run_id}
-            state, error = _invoke(graph, initial, config, context, run, "run")
+            state, error = _invoke(graph, initial, config, context, run, "run", updates)
             result = _result(question, state, error)
             result.run_id = run.run_id
             if checkpointer is not None and checkpointer.failed:
@@ -330,7 +345,7 @@ class Session:
         result.seconds = time.perf_counter() - start
         return result
 
-    def recorded_run(self, run_id: str, settings: Settings | None = None) -> tuple[RunCheckpoints, dict[str, Any], Settings, str | None]:
+    def recorded_run(self, run_id: str, settings: Settings | None = None) -> tuple[RunRecords, dict[str, Any], Settings, str | None]:
         """What the checkpoint file kept of ``run_id``: the file, the run's record, the settings
         that shaped it (the session's models and folders), and a note when its database has
         changed since.
@@ -353,12 +368,17 @@ class Session:
 
     def replay(
         self, run_id: str, checkpoint_id: str | None = None, *, settings: Settings | None = None,
-        progress: Callable[[NodeEvent], None] | None = None,
+        progress: Callable[[NodeEvent], None] | None = None, new_run_id: str | None = None,
+        updates: Callable[[dict[str, Any]], None] | None = None, cancelled: Callable[[], bool] | None = None,
+        latest: bool = False,
     ) -> Result:
         """Run ``run_id`` again from one of its checkpoints (its first by default), on the same
         question and database, serving every model call it made from its call log: nothing is
         sent to a model unless an edit (``update_state`` on the checkpoint) changed a call's input.
-        The new steps fork the run's thread; the replay has a trace of its own.
+        The new steps fork the run's thread; the replay has a trace of its own (``new_run_id``).
+        With ``latest``, it goes on from the run's newest checkpoint instead: a run that was
+        cancelled or stopped resumes where it was. ``progress``, ``updates`` and ``cancelled``
+        are as for :meth:`ask`.
 
         Raises:
             UnknownRunError: no such run in the checkpoint file.
@@ -370,23 +390,24 @@ class Session:
             history = list(store.list({"configurable": thread}))
             if not history:
                 raise UnknownRunError(f"Run {run_id!r} has no checkpoints in {store.path}.")
-            checkpoint_id = history[-1].config["configurable"]["checkpoint_id"]
+            checkpoint_id = history[0 if latest else -1].config["configurable"]["checkpoint_id"]
         elif store.get_tuple({"configurable": {**thread, "checkpoint_id": checkpoint_id}}) is None:
             raise UnknownRunError(f"Run {run_id!r} has no checkpoint {checkpoint_id!r}.")
         notes = [{"node": "replay", "kind": "database_changed", "message": changed}] if changed else []
         db_path = info["db_path"]
         start = time.perf_counter()
+        progress = _cancellable(progress, cancelled)
         resources = self.database(db_path, run_settings)
         graph = self.graph(run_settings, store)
         with RunTracer(trace_dir=run_settings.trace_dir, otlp_endpoint=run_settings.otlp_endpoint,
                        attributes={attrs.SQLCHORUS_QUESTION: info["question"], attrs.DB_NAMESPACE: resources.db.name,
-                                   attrs.SQLCHORUS_REPLAY_OF: run_id}) as run:
+                                   attrs.SQLCHORUS_REPLAY_OF: run_id}, run_id=new_run_id) as run:
             calls = CallLog(store, run_id, replay=True)
             context = self.dependencies.context(resources, settings=run_settings, tracer=run.tracer,
                                                 progress=progress, calls=calls)
             config = {"recursion_limit": run_settings.recursion_limit,
                       "configurable": {**thread, "checkpoint_id": checkpoint_id}}
-            state, error = _invoke(graph, None, config, context, run, "replay")
+            state, error = _invoke(graph, None, config, context, run, "replay", updates)
             result = _result(info["question"], state, error)
             result.run_id = run.run_id
             result.errors.extend(notes)
@@ -476,11 +497,39 @@ def _replayable(settings: Settings, recorded: dict[str, Any]) -> Settings:
     return settings.replace(**changes)
 
 
-def _invoke(graph: Any, value: Any, config: dict[str, Any], context: Any, run: RunTracer, what: str) -> tuple[dict, str | None]:
-    """Run ``graph`` and return its final state and why it has none: a step limit passed, or a
-    failure no node handled (kept in the trace). A refused API key is a configuration error."""
+def _cancellable(progress: Callable[[NodeEvent], None] | None,
+                 cancelled: Callable[[], bool] | None) -> Callable[[NodeEvent], None] | None:
+    """``progress``, which also stops the run before a node starts once ``cancelled()`` holds."""
+    if cancelled is None:
+        return progress
+
+    def told(event: NodeEvent) -> None:
+        if event.kind == "start" and cancelled():
+            raise RunCancelledError("The run was cancelled.")
+        if progress is not None:
+            progress(event)
+
+    return told
+
+
+def _invoke(graph: Any, value: Any, config: dict[str, Any], context: Any, run: RunTracer, what: str,
+            updates: Callable[[dict[str, Any]], None] | None = None) -> tuple[dict, str | None]:
+    """Run ``graph`` and return its final state and why it has none: a step limit passed, a
+    cancel, or a failure no node handled (kept in the trace). A refused API key is a
+    configuration error. With ``updates``, each step's updates are told as the run goes."""
+    state: dict[str, Any] = {}
     try:
-        return graph.invoke(value, config=config, context=context), None
+        if updates is None:
+            return graph.invoke(value, config=config, context=context), None
+        for mode, chunk in graph.stream(value, config=config, context=context, stream_mode=["updates", "values"]):
+            if mode == "values":
+                state = chunk
+            elif isinstance(chunk, dict):
+                updates(chunk)
+        return state, None
+    except RunCancelledError as e:  # what the run had made so far stays in its result
+        run.root.set_attribute(attrs.SQLCHORUS_ERROR, str(e))
+        return {k: v for k, v in state.items() if k != "answer"}, str(e)
     except ModelAuthError as e:  # configuration, not an answer that failed: say so
         run.root.record_exception(e)
         raise ModelConfigError(str(e)) from e

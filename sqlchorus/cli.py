@@ -668,6 +668,107 @@ def _print_eval(run: Any) -> None:
         out.print(f"{kind}: {path}")
 
 
+# -- servers -----------------------------------------------------------------------------------
+
+_DBS = click.option("--db", "dbs", multiple=True, type=click.Path(dir_okay=False),
+                    help="SQLite database to answer over, known by its file name without extension "
+                         "(repeatable; default: the bundled demo database).")
+_HOST = click.option("--host", default="127.0.0.1", show_default=True,
+                     help="Address to listen on; any but loopback needs a token in SQLCHORUS_TOKEN.")
+_WORKERS = click.option("--workers", type=click.IntRange(1, 256), default=8, show_default=True,
+                        help="Runs answered at once; more wait for a worker.")
+
+
+def _service(dbs: tuple[str, ...], workers: int, options: dict[str, Any], host: str, extra: str) -> tuple[Any, str | None]:
+    """The run service and token of a server command; fails with a clear message."""
+    try:
+        from sqlchorus.access import server_token
+        from sqlchorus.service import RunService
+    except ImportError as e:  # pragma: no cover - depends on the extras installed
+        _fail(f"This command needs the {extra} extra: pip install 'sqlchorus[{extra}]' ({e}).")
+    try:
+        token = server_token(host)
+        settings = typed_settings(options)
+        databases = RunService.database_ids(list(dbs)) if dbs else None
+        return RunService(databases, settings, workers=workers), token
+    except (SqlchorusError, ModelConfigError, SqlError, ValueError, OSError) as e:
+        _fail(str(e))
+    raise AssertionError("unreachable")
+
+
+def _uvicorn(app: Any, host: str, port: int) -> None:
+    """Serve ``app`` until Ctrl-C or SIGTERM; a port in use is a clear error."""
+    import uvicorn
+
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
+    server.run()
+    if not server.started:
+        _fail(f"Could not listen on {host}:{port} (in use, or not an address of this machine).")
+
+
+@cli.command()
+@_DBS
+@_HOST
+@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True, help="Port to listen on.")
+@_WORKERS
+@click.option("--max-body-bytes", type=click.IntRange(1024), default=64 * 1024, show_default=True,
+              help="Largest request body taken (larger ones get 413).")
+@settings_options(*RUN_OPTIONS)
+def serve(dbs: tuple[str, ...], host: str, port: int, workers: int, max_body_bytes: int, **options: Any) -> None:
+    """Serve the REST API: POST /v1/ask, /v1/ask/stream (server-sent events), /v1/runs.
+
+    Runs, their traces and checkpoints go where --trace-dir and --checkpoints say; several
+    servers given the same --checkpoints postgresql://... URL share their runs. The OpenAPI
+    document is at /openapi.json.
+    """
+    try:
+        from sqlchorus.rest import create_app
+    except ImportError as e:  # pragma: no cover - depends on the extras installed
+        _fail(f"sqlchorus serve needs the serve extra: pip install 'sqlchorus[serve]' ({e}).")
+        return
+    service, token = _service(dbs, workers, options, host, "serve")
+    app = create_app(service, token=token, max_body_bytes=max_body_bytes)
+    ids = ", ".join(service.paths)
+    click.echo(f"sqlchorus serves {ids} at http://{host}:{port}/v1 "
+               f"({'bearer token required' if token else 'no token: loopback only'}); Ctrl-C stops it.", err=True)
+    try:
+        _uvicorn(app, host, port)
+    finally:
+        service.close()
+
+
+@cli.command("mcp")
+@_DBS
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True,
+              help="stdio for a client that starts this command; http for streamable HTTP at /mcp.")
+@_HOST
+@click.option("--port", type=click.IntRange(1, 65535), default=8001, show_default=True, help="Port to listen on (http).")
+@_WORKERS
+@settings_options(*RUN_OPTIONS)
+def mcp_command(dbs: tuple[str, ...], transport: str, host: str, port: int, workers: int, **options: Any) -> None:
+    """Serve the databases over MCP: ask, list_databases, search_schema, describe_table,
+    execute_sql and validate_sql (all read-only), and each schema and run trace as a resource."""
+    try:
+        from sqlchorus.mcp_server import build_server, http_app
+    except ImportError as e:  # pragma: no cover - depends on the extras installed
+        _fail(f"sqlchorus mcp needs the mcp extra: pip install 'sqlchorus[mcp]' ({e}).")
+        return
+    service, token = _service(dbs, workers, options, host if transport == "http" else "127.0.0.1", "mcp")
+    server = build_server(service, host=host)
+    try:
+        if transport == "stdio":
+            server.run("stdio")
+        else:
+            click.echo(f"sqlchorus MCP server at http://{host}:{port}/mcp "
+                       f"({'bearer token required' if token else 'no token: loopback only'}); Ctrl-C stops it.", err=True)
+            _uvicorn(http_app(server, host=host, token=token), host, port)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        service.close()
+
+
 def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:g}%"
 

@@ -355,22 +355,8 @@ class Debugger:
     # -- looking back -----------------------------------------------------------------------
 
     def history(self) -> list[dict[str, Any]]:
-        """Every checkpoint of the run, oldest first: step, the nodes that ran to make it,
-        source (input, loop, update, fork), id and parent id."""
-        rows = []
-        items = list(self.graph.get_state_history({"configurable": {"thread_id": self.run_id}}))
-        by_id = {h.config["configurable"]["checkpoint_id"]: h for h in items}
-        for h in reversed(items):
-            parent = h.parent_config["configurable"]["checkpoint_id"] if h.parent_config else None
-            made_by = [n for n in by_id[parent].next] if parent in by_id else []
-            source = h.metadata.get("source")
-            node = "(edit)" if source == "update" else ", ".join(dict.fromkeys(made_by)) or "(input)"
-            rows.append({
-                "step": h.metadata.get("step"), "node": node,
-                "source": h.metadata.get("source"), "id": h.config["configurable"]["checkpoint_id"],
-                "parent": parent, "next": list(h.next),
-            })
-        return rows
+        """Every checkpoint of the run, oldest first (see :func:`checkpoint_history`)."""
+        return checkpoint_history(self.graph, self.run_id)
 
     def diff(self, a: str | None = None, b: str | None = None) -> dict[str, tuple[Any, Any]]:
         """What changed between two checkpoints (the current one and its parent by default):
@@ -441,3 +427,23 @@ def test_the_run_gives_the_same_answer():
     assert result.sql == {sql}
     assert [[str(v) for v in row] for row in result.rows] == [[str(v) for v in row] for row in {rows}]
 '''
+
+
+def checkpoint_history(graph: Any, run_id: str) -> list[dict[str, Any]]:
+    """Every checkpoint of run ``run_id`` in ``graph``'s checkpointer, oldest first: step, the
+    nodes that ran to make it, source (input, loop, update, fork), id, parent id and the nodes
+    due next."""
+    rows = []
+    items = list(graph.get_state_history({"configurable": {"thread_id": run_id}}))
+    by_id = {h.config["configurable"]["checkpoint_id"]: h for h in items}
+    for h in reversed(items):
+        parent = h.parent_config["configurable"]["checkpoint_id"] if h.parent_config else None
+        made_by = [n for n in by_id[parent].next] if parent in by_id else []
+        source = h.metadata.get("source")
+        node = "(edit)" if source == "update" else ", ".join(dict.fromkeys(made_by)) or "(input)"
+        rows.append({
+            "step": h.metadata.get("step"), "node": node,
+            "source": h.metadata.get("source"), "id": h.config["configurable"]["checkpoint_id"],
+            "parent": parent, "next": list(h.next),
+        })
+    return rows

@@ -13,3 +13,7 @@ class EmptyQuestionError(SqlchorusError):
 
 class QuestionTooLongError(SqlchorusError):
     """The question, or its hint, is longer than ``Settings.max_question_chars``."""
+
+
+class RunCancelledError(SqlchorusError):
+    """The run was cancelled (by its caller, or a client that went away) before it ended."""

@@ -228,8 +228,8 @@ class Settings:
     )
     checkpoints: str | None = _field(
         "auto",
-        "SQLite file that keeps every run's checkpoints, to resume, inspect or replay it (auto: "
-        "checkpoints.sqlite in the trace folder; none when no trace is written).",
+        "SQLite file, or PostgreSQL database (postgresql://...), that keeps every run's checkpoints, to "
+        "resume, inspect or replay it (auto: checkpoints.sqlite in the trace folder; none when no trace is written).",
         flag="--checkpoints", path="file", negate=("--no-checkpoints", None, "Keep no checkpoints."),
     )
     otlp_endpoint: str | None = _field(

@@ -39,7 +39,27 @@ CREATE TABLE IF NOT EXISTS sqlchorus_calls (
     messages TEXT NOT NULL, params TEXT NOT NULL, answer TEXT NOT NULL, usage TEXT NOT NULL,
     PRIMARY KEY (thread_id, seq));
 CREATE INDEX IF NOT EXISTS sqlchorus_calls_key ON sqlchorus_calls (thread_id, key);
+CREATE TABLE IF NOT EXISTS sqlchorus_status (
+    thread_id TEXT PRIMARY KEY, status TEXT NOT NULL, owner TEXT NOT NULL, updated TEXT NOT NULL,
+    question TEXT NOT NULL, database TEXT NOT NULL, kind TEXT NOT NULL, parent TEXT,
+    cancel INTEGER NOT NULL DEFAULT 0, result TEXT, trace TEXT);
 """
+TABLES = _TABLES
+"""The tables of :class:`RunRecords`, in SQL that SQLite and PostgreSQL both take."""
+
+RUN_STATUSES = ("queued", "running", "done", "failed", "cancelled")
+"""What a run a server started can be: waiting for a worker, running, answered (``result`` says
+whether there is an answer), ended by a fault, or cancelled."""
+FINISHED = frozenset({"done", "failed", "cancelled"})
+
+
+def is_database_url(target: str | Path | None) -> bool:
+    """Whether ``target`` names a PostgreSQL database rather than a SQLite file."""
+    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 class UnknownRunError(LookupError):
@@ -50,12 +70,156 @@ class CheckpointFileError(RuntimeError):
     """The checkpoint file cannot be opened or read (locked, not SQLite, no permission)."""
 
 
-class RunCheckpoints(SqliteSaver):
+class RunRecords:
+    """What sqlchorus keeps beside LangGraph's checkpoints, in the same database: each run's
+    question, database and settings; its model calls; and for runs a server started, their status,
+    result and trace, so that any server sharing the database can read, cancel or resume them.
+
+    The SQL is the part SQLite and PostgreSQL share; a subclass runs it (``_rows``, ``_write``)
+    and names its driver's errors (``db_errors``).
+    """
+
+    db_errors: tuple[type[BaseException], ...] = ()
+    path: Any = None
+    failed: str | None = None
+    """Why the store stopped taking checkpoints during a run, or None."""
+
+    def _rows(self, sql: str, params: tuple = ()) -> list[tuple]:
+        raise NotImplementedError
+
+    def _write(self, sql: str, params: tuple = ()) -> None:
+        raise NotImplementedError
+
+    def lost(self, error: BaseException) -> None:
+        """Remember the first write the store refused in this run."""
+        if self.failed is None:
+            self.failed = f"{self.path} stopped taking checkpoints ({error}); the run went on without them"
+
+    # -- runs and their model calls -----------------------------------------------------------
+
+    def save_run(self, thread_id: str, *, question: str, evidence: str, db_path: str | None,
+                 db_fingerprint: str | None, settings: dict[str, Any]) -> None:
+        """Keep what a run was asked, over which database, with which settings."""
+        self._write(
+            "INSERT INTO sqlchorus_runs VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (thread_id) DO UPDATE SET "
+            "created = excluded.created, question = excluded.question, evidence = excluded.evidence, "
+            "db_path = excluded.db_path, db_fingerprint = excluded.db_fingerprint, settings = excluded.settings",
+            (thread_id, _now(), question, evidence, db_path, db_fingerprint, json.dumps(settings, default=str)),
+        )
+
+    def run(self, thread_id: str) -> dict[str, Any]:
+        """What :meth:`save_run` kept of ``thread_id``.
+
+        Raises:
+            UnknownRunError: no such run in this store.
+        """
+        rows = self._rows(
+            "SELECT created, question, evidence, db_path, db_fingerprint, settings FROM sqlchorus_runs WHERE thread_id = ?",
+            (thread_id,),
+        )
+        if not rows:
+            raise UnknownRunError(f"No run {thread_id!r} in {self.path}.")
+        created, question, evidence, db_path, fingerprint, settings = rows[0]
+        return {"run_id": thread_id, "created": created, "question": question, "evidence": evidence,
+                "db_path": db_path, "db_fingerprint": fingerprint, "settings": json.loads(settings)}
+
+    def record_call(self, thread_id: str, call: dict[str, Any]) -> None:
+        """Keep one model call of ``thread_id``: its key, role, node, messages, parameters,
+        answer and usage. A run's calls are made by one process, so the next number is its own."""
+        seq = self._rows("SELECT COALESCE(MAX(seq), -1) + 1 FROM sqlchorus_calls WHERE thread_id = ?",
+                         (thread_id,))[0][0]
+        self._write(
+            "INSERT INTO sqlchorus_calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (thread_id, seq, call["key"], call["role"], call["node"], json.dumps(call["messages"], default=str),
+             json.dumps(call["params"], default=str), call["answer"], json.dumps(call["usage"], default=str)),
+        )
+
+    def calls(self, thread_id: str) -> list[dict[str, Any]]:
+        """The model calls kept for ``thread_id``, in the order they were made."""
+        rows = self._rows(
+            "SELECT seq, key, role, node, messages, params, answer, usage FROM sqlchorus_calls WHERE thread_id = ? ORDER BY seq",
+            (thread_id,),
+        )
+        return [
+            {"seq": seq, "key": key, "role": role, "node": node, "messages": json.loads(messages),
+             "params": json.loads(params), "answer": answer, "usage": json.loads(usage)}
+            for seq, key, role, node, messages, params, answer, usage in rows
+        ]
+
+    # -- runs a server started ------------------------------------------------------------------
+
+    def set_status(self, thread_id: str, status: str, *, owner: str | None = None, question: str | None = None,
+                   database: str | None = None, kind: str | None = None, parent: str | None = None,
+                   result: dict[str, Any] | None = None, trace: str | None = None) -> None:
+        """Record that run ``thread_id`` is ``status`` (one of :data:`RUN_STATUSES`); the first
+        record of a run names its owner (the server running it), question, database and kind
+        (``ask`` or ``resume``, with the run it resumes as ``parent``)."""
+        if status not in RUN_STATUSES:
+            raise ValueError(f"Unknown run status {status!r}.")
+        result_text = json.dumps(result, default=str) if result is not None else None
+        if question is not None:
+            self._write(
+                "INSERT INTO sqlchorus_status (thread_id, status, owner, updated, question, database, kind, parent) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (thread_id) DO UPDATE SET status = excluded.status, "
+                "owner = excluded.owner, updated = excluded.updated",
+                (thread_id, status, owner or "", _now(), question, database or "", kind or "ask", parent),
+            )
+            return
+        self._write(
+            "UPDATE sqlchorus_status SET status = ?, updated = ?, result = COALESCE(?, result), "
+            "trace = COALESCE(?, trace) WHERE thread_id = ?",
+            (status, _now(), result_text, trace, thread_id),
+        )
+
+    def status(self, thread_id: str) -> dict[str, Any] | None:
+        """The status record of ``thread_id`` (without its trace), or None when no server ran it."""
+        rows = self._rows(
+            "SELECT status, owner, updated, question, database, kind, parent, cancel, result FROM sqlchorus_status "
+            "WHERE thread_id = ?", (thread_id,),
+        )
+        if not rows:
+            return None
+        status, owner, updated, question, database, kind, parent, cancel, result = rows[0]
+        return {"run_id": thread_id, "status": status, "owner": owner, "updated": updated, "question": question,
+                "database": database, "kind": kind, "parent": parent, "cancel_requested": bool(cancel),
+                "result": json.loads(result) if result else None}
+
+    def request_cancel(self, thread_id: str) -> bool:
+        """Ask the server running ``thread_id`` to stop it; False when it is not running anywhere."""
+        running = self._rows("SELECT status FROM sqlchorus_status WHERE thread_id = ?", (thread_id,))
+        if not running or running[0][0] in FINISHED:
+            return False
+        self._write("UPDATE sqlchorus_status SET cancel = 1 WHERE thread_id = ?", (thread_id,))
+        return True
+
+    def cancel_requested(self, thread_id: str) -> bool:
+        """Whether a server asked for ``thread_id`` to stop."""
+        rows = self._rows("SELECT cancel FROM sqlchorus_status WHERE thread_id = ?", (thread_id,))
+        return bool(rows and rows[0][0])
+
+    def trace(self, thread_id: str) -> str | None:
+        """The trace (JSON lines) kept with ``thread_id`` when it ended, or None."""
+        rows = self._rows("SELECT trace FROM sqlchorus_status WHERE thread_id = ?", (thread_id,))
+        return rows[0][0] if rows else None
+
+    def statuses(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The newest ``limit`` runs any server started, newest first (without results)."""
+        rows = self._rows(
+            "SELECT thread_id, status, owner, updated, question, database, kind, parent FROM sqlchorus_status "
+            "ORDER BY updated DESC, thread_id DESC LIMIT ?", (int(limit),),
+        )
+        return [{"run_id": r[0], "status": r[1], "owner": r[2], "updated": r[3], "question": r[4],
+                 "database": r[5], "kind": r[6], "parent": r[7]} for r in rows]
+
+
+class RunCheckpoints(RunRecords, SqliteSaver):
     """LangGraph's SQLite checkpointer over ``path``, storing each large state value once.
 
     Raises:
         CheckpointFileError: the file cannot be opened as a checkpoint file.
     """
+
+    db_errors = (sqlite3.Error,)
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -69,8 +233,7 @@ class RunCheckpoints(SqliteSaver):
         except (sqlite3.Error, OSError) as e:
             raise CheckpointFileError(f"Cannot open the checkpoint file {self.path}: {e}") from e
         super().__init__(conn)
-        self.failed: str | None = None
-        """Why the file stopped taking checkpoints during a run, or None."""
+        self.failed = None
         try:
             self.setup()
             with self.lock:
@@ -108,10 +271,14 @@ class RunCheckpoints(SqliteSaver):
         except sqlite3.Error as e:
             self.lost(e)
 
-    def lost(self, error: sqlite3.Error) -> None:
-        """Remember the first write the file refused in this run."""
-        if self.failed is None:
-            self.failed = f"{self.path} stopped taking checkpoints ({error}); the run went on without them"
+    def _rows(self, sql: str, params: tuple = ()) -> list[tuple]:
+        with self.lock:
+            return self.conn.execute(sql, params).fetchall()
+
+    def _write(self, sql: str, params: tuple = ()) -> None:
+        with self.lock:
+            self.conn.execute(sql, params)
+            self.conn.commit()
 
     def _store(self, kind: str, data: bytes) -> str:
         digest = hashlib.sha256(kind.encode() + b"\0" + data).hexdigest()
@@ -148,63 +315,6 @@ class RunCheckpoints(SqliteSaver):
         if row is None:
             raise CheckpointFileError(f"{self.path} lost a stored value ({digest[:12]}); the checkpoint cannot be read.")
         return self.serde.loads_typed((row[0], row[1]))
-
-    # -- runs and their model calls -----------------------------------------------------------
-
-    def save_run(self, thread_id: str, *, question: str, evidence: str, db_path: str | None,
-                 db_fingerprint: str | None, settings: dict[str, Any]) -> None:
-        """Keep what a run was asked, over which database, with which settings."""
-        with self.lock:
-            self.conn.execute(
-                "INSERT OR REPLACE INTO sqlchorus_runs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (thread_id, datetime.now(timezone.utc).isoformat(timespec="seconds"), question, evidence,
-                 db_path, db_fingerprint, json.dumps(settings, default=str)),
-            )
-            self.conn.commit()
-
-    def run(self, thread_id: str) -> dict[str, Any]:
-        """What :meth:`save_run` kept of ``thread_id``.
-
-        Raises:
-            UnknownRunError: no such run in this file.
-        """
-        with self.lock:
-            row = self.conn.execute(
-                "SELECT created, question, evidence, db_path, db_fingerprint, settings FROM sqlchorus_runs WHERE thread_id = ?",
-                (thread_id,),
-            ).fetchone()
-        if row is None:
-            raise UnknownRunError(f"No run {thread_id!r} in {self.path}.")
-        created, question, evidence, db_path, fingerprint, settings = row
-        return {"run_id": thread_id, "created": created, "question": question, "evidence": evidence,
-                "db_path": db_path, "db_fingerprint": fingerprint, "settings": json.loads(settings)}
-
-    def record_call(self, thread_id: str, call: dict[str, Any]) -> None:
-        """Keep one model call of ``thread_id``: its key, role, node, messages, parameters,
-        answer and usage."""
-        with self.lock:
-            seq = self.conn.execute(
-                "SELECT COALESCE(MAX(seq), -1) + 1 FROM sqlchorus_calls WHERE thread_id = ?", (thread_id,)
-            ).fetchone()[0]
-            self.conn.execute(
-                "INSERT INTO sqlchorus_calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (thread_id, seq, call["key"], call["role"], call["node"], json.dumps(call["messages"], default=str),
-                 json.dumps(call["params"], default=str), call["answer"], json.dumps(call["usage"], default=str)),
-            )
-            self.conn.commit()
-
-    def calls(self, thread_id: str) -> list[dict[str, Any]]:
-        """The model calls kept for ``thread_id``, in the order they were made."""
-        with self.lock:
-            rows = self.conn.execute(
-                "SELECT seq, key, role, node, messages, params, answer, usage FROM sqlchorus_calls WHERE thread_id = ? ORDER BY seq",
-                (thread_id,),
-            ).fetchall()
-        return [
-            {"seq": seq, "key": key, "role": role, "node": node, "messages": json.loads(messages),
-             "params": json.loads(params), "answer": answer, "usage": json.loads(usage)}
-            for seq, key, role, node, messages, params, answer, usage in rows
-        ]
 
     # -- size -------------------------------------------------------------------------------
 
@@ -278,7 +388,7 @@ class CallLog:
         costs the recording, not the run."""
         try:
             self.store.record_call(self.thread_id, call)
-        except sqlite3.Error:
+        except self.store.db_errors:
             pass
 
 

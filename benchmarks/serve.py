@@ -1,0 +1,203 @@
+"""What the servers add to a question, and how many they answer at once.
+
+With a scripted model that answers instantly (each demo question with its gold SQL), measured in
+one run on the bundled demo database, every run with its trace file and SQLite checkpoints:
+
+* ``inprocess``: ``Session.ask``, one question after another: the baseline.
+* ``rest``: ``POST /v1/ask`` to a ``sqlchorus serve`` process on loopback, one after another.
+* ``mcp``: the ``ask`` tool of ``sqlchorus mcp --transport http``, through the SDK's client.
+* ``rest_50``: 50 clients at once against one server: requests per second, latency.
+* ``inprocess_50``: the same 50-way load on one in-process session (8 threads, as the server's
+  8 workers): the ceiling the server is compared with.
+* ``postgres_1`` and ``postgres_2``: 50 clients against one server, then two servers, sharing
+  runs and checkpoints in a PostgreSQL server the benchmark starts (skipped without PostgreSQL).
+
+Prints one JSON line: p50/p95 latency of each, the added p50/p95 of REST and MCP over in-process,
+and the throughputs.
+
+    python benchmarks/serve.py [--requests 100] [--load 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from servers import PostgresServer, free_port, postgres_bin, running, server_env  # noqa: E402
+
+from sqlchorus import Session  # noqa: E402
+from sqlchorus.config.settings import Settings  # noqa: E402
+from sqlchorus.demo import load_demo_questions  # noqa: E402
+from sqlchorus.testing import oracle_model  # noqa: E402
+
+CLIENTS = 50
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def summary(latencies: list[float], seconds: float | None = None) -> dict[str, Any]:
+    out = {"n": len(latencies), "p50_ms": round(percentile(latencies, 0.5) * 1000, 2),
+           "p95_ms": round(percentile(latencies, 0.95) * 1000, 2),
+           "mean_ms": round(statistics.mean(latencies) * 1000, 2)}
+    if seconds is not None:
+        out["requests_per_s"] = round(len(latencies) / seconds, 2)
+    return out
+
+
+def server_args(kind: str, folder: Path, port: int, checkpoints: str) -> list[str]:
+    common = ["--port", str(port), "--model", "python:server_factories:mixed", "--no-cache",
+              "--trace-dir", str(folder / "traces"), "--checkpoints", checkpoints]
+    return ["serve", *common] if kind == "rest" else ["mcp", "--transport", "http", *common]
+
+
+def load(bases: list[str], questions: list[str], total: int) -> tuple[list[float], float]:
+    """``total`` questions from ``CLIENTS`` clients at once, spread over ``bases``."""
+
+    async def main() -> tuple[list[float], float]:
+        latencies: list[float] = []
+        queue = list(range(total))
+        async with httpx.AsyncClient(timeout=600, limits=httpx.Limits(max_connections=CLIENTS * 2)) as client:
+            async def worker(w: int) -> None:
+                while queue:
+                    i = queue.pop()
+                    start = time.perf_counter()
+                    response = await client.post(f"{bases[i % len(bases)]}/v1/ask",
+                                                 json={"question": questions[i % len(questions)]})
+                    if response.status_code != 200 or response.json().get("error"):
+                        raise RuntimeError(f"request failed: {response.status_code} {response.text[:300]}")
+                    latencies.append(time.perf_counter() - start)
+
+            start = time.perf_counter()
+            await asyncio.gather(*[worker(w) for w in range(CLIENTS)])
+            return latencies, time.perf_counter() - start
+
+    return asyncio.run(main())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=100, help="sequential questions per interface")
+    parser.add_argument("--load", type=int, default=300, help="questions in each 50-client load")
+    args = parser.parse_args()
+    gold = {q["question"]: q["sql"] for q in load_demo_questions()}
+    questions = list(gold)
+    root = Path(tempfile.mkdtemp(prefix="sqlchorus-bench-serve-"))
+    out: dict[str, Any] = {"model": "scripted, zero latency", "database": "demo", "clients": CLIENTS}
+
+    # In process: the baseline, with the same settings the servers run with.
+    settings = Settings(trace_dir=str(root / "inproc" / "traces"), checkpoints=str(root / "inproc" / "cp.sqlite"),
+                        cache=False)
+    with Session(settings, model=oracle_model(gold.get)) as session:
+        session.ask(questions[0])  # the database opened, as a server opens it at start
+        latencies = []
+        for i in range(args.requests):
+            start = time.perf_counter()
+            result = session.ask(questions[i % len(questions)])
+            latencies.append(time.perf_counter() - start)
+            assert result.ok, result.error
+        out["inprocess"] = summary(latencies)
+
+        def one(i: int) -> float:
+            start = time.perf_counter()
+            assert session.ask(questions[i % len(questions)]).ok
+            return time.perf_counter() - start
+
+        start = time.perf_counter()
+        with ThreadPoolExecutor(8) as pool:
+            loaded = list(pool.map(one, range(args.load)))
+        out["inprocess_50"] = summary(loaded, time.perf_counter() - start)
+
+    # REST, one after another, then 50 clients at once.
+    folder = root / "rest"
+    folder.mkdir()
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with running(server_args("rest", folder, port, str(folder / "cp.sqlite")), folder, server_env(folder),
+                 base + "/v1/health"):
+        httpx.post(f"{base}/v1/ask", json={"question": questions[0]}, timeout=60)
+        latencies = []
+        with httpx.Client(timeout=60) as client:
+            for i in range(args.requests):
+                start = time.perf_counter()
+                response = client.post(f"{base}/v1/ask", json={"question": questions[i % len(questions)]})
+                latencies.append(time.perf_counter() - start)
+                assert response.status_code == 200 and response.json()["error"] is None, response.text
+        out["rest"] = summary(latencies)
+        loaded, seconds = load([base], questions, args.load)
+        out["rest_50"] = summary(loaded, seconds)
+
+    # MCP over streamable HTTP, through the SDK's client.
+    folder = root / "mcp"
+    folder.mkdir()
+    port = free_port()
+    with running(server_args("mcp", folder, port, str(folder / "cp.sqlite")), folder, server_env(folder),
+                 f"http://127.0.0.1:{port}/mcp"):
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
+        async def mcp_run() -> list[float]:
+            times = []
+            async with Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp")) as client:
+                await client.call_tool("ask", {"question": questions[0]})
+                for i in range(args.requests):
+                    start = time.perf_counter()
+                    result = await client.call_tool("ask", {"question": questions[i % len(questions)]})
+                    times.append(time.perf_counter() - start)
+                    assert not result.is_error, result.content
+            return times
+
+        out["mcp"] = summary(asyncio.run(mcp_run()))
+
+    for name in ("rest", "mcp"):
+        out[f"{name}_added_p50_ms"] = round(out[name]["p50_ms"] - out["inprocess"]["p50_ms"], 2)
+        out[f"{name}_added_p95_ms"] = round(out[name]["p95_ms"] - out["inprocess"]["p95_ms"], 2)
+
+    # One and two servers sharing PostgreSQL.
+    if postgres_bin() is None:
+        out["postgres"] = "skipped: PostgreSQL's server programs are not installed"
+    else:
+        pg = PostgresServer().start()
+        try:
+            for count in (1, 2):
+                url = pg.new_database()
+                bases, contexts = [], []
+                for n in range(count):
+                    folder = root / f"pg{count}-{n}"
+                    folder.mkdir()
+                    port = free_port()
+                    bases.append(f"http://127.0.0.1:{port}")
+                    contexts.append(running(server_args("rest", folder, port, url), folder, server_env(folder),
+                                            bases[-1] + "/v1/health"))
+                for context in contexts:
+                    context.__enter__()
+                try:
+                    for b in bases:
+                        httpx.post(f"{b}/v1/ask", json={"question": questions[0]}, timeout=60)
+                    loaded, seconds = load(bases, questions, args.load)
+                    out[f"postgres_{count}"] = summary(loaded, seconds)
+                finally:
+                    for context in reversed(contexts):
+                        context.__exit__(None, None, None)
+        finally:
+            pg.stop()
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""Who may call a server, and how much they may send: loopback by default, a bearer token
+otherwise, and a size limit on request bodies. Shared by the REST API and the MCP server."""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.responses import JSONResponse
+
+from sqlchorus.config.errors import SqlchorusError
+
+TOKEN_ENV = "SQLCHORUS_TOKEN"
+"""The environment variable that holds the bearer token."""
+
+
+class UnsafeBindingError(SqlchorusError):
+    """A server asked to listen beyond this machine without a token."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def server_token(host: str, environ: Mapping[str, str] = os.environ) -> str | None:
+    """The token a server on ``host`` requires: ``SQLCHORUS_TOKEN`` when set (on loopback too).
+
+    Raises:
+        UnsafeBindingError: ``host`` is not loopback and no token is set.
+    """
+    token = (environ.get(TOKEN_ENV) or "").strip() or None
+    if token is None and not is_loopback(host):
+        raise UnsafeBindingError(
+            f"Listening on {host} lets other machines in: set a token in {TOKEN_ENV} first "
+            f"(clients then send 'Authorization: Bearer TOKEN'), or listen on 127.0.0.1."
+        )
+    return token
+
+
+def error_response(status: int, kind: str, message: str, **extra: Any) -> JSONResponse:
+    """An error as JSON: ``{"error": {"kind": ..., "message": ...}}``."""
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse({"error": {"kind": kind, "message": message, **extra}}, status_code=status, headers=headers)
+
+
+class Guard:
+    """ASGI middleware: the token, and the size of request bodies.
+
+    A body is read whole (up to ``max_body_bytes``) before the app sees it, so that an oversized
+    one is refused with 413 however it is sent (with a length or in chunks).
+    """
+
+    def __init__(self, app: Any, token: str | None, max_body_bytes: int, *, open_paths: frozenset[str] = frozenset()):
+        self.app = app
+        self.token = token
+        self.max_body_bytes = max_body_bytes
+        self.open_paths = open_paths
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.token and scope["path"] not in self.open_paths and not self._authorised(scope):
+            await error_response(401, "unauthorized", "A valid bearer token is required: Authorization: Bearer TOKEN.")(
+                scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        length = headers.get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
+            await self._too_large(scope, receive, send)
+            return
+        if scope["method"] in ("POST", "PUT", "PATCH"):
+            body = bytearray()
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+                body += message.get("body", b"")
+                if len(body) > self.max_body_bytes:
+                    await self._too_large(scope, receive, send)
+                    return
+                if not message.get("more_body"):
+                    break
+            sent = False
+
+            async def replay() -> dict:
+                nonlocal sent
+                if not sent:
+                    sent = True
+                    return {"type": "http.request", "body": bytes(body), "more_body": False}
+                return await receive()
+
+            await self.app(scope, replay, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _authorised(self, scope: dict) -> bool:
+        for name, value in scope.get("headers") or []:
+            if name == b"authorization":
+                scheme, _, given = value.decode("latin-1").partition(" ")
+                return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.token.encode())
+        return False
+
+    async def _too_large(self, scope: dict, receive: Any, send: Any) -> None:
+        await error_response(413, "payload_too_large",
+                             f"The request body is over {self.max_body_bytes} bytes.")(scope, receive, send)

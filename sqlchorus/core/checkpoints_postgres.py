@@ -1,0 +1,150 @@
+"""Checkpoints and run records in PostgreSQL, shared by every server pointed at the database;
+:func:`open_checkpoints` opens the store a setting names, a SQLite file or a PostgreSQL URL.
+
+LangGraph's Postgres saver keeps the checkpoints (it already stores each channel's value once per
+version); :class:`~sqlchorus.core.checkpoints.RunRecords` keeps the rest in tables of the same
+database. Several ``sqlchorus serve`` processes given the same ``postgresql://`` URL share runs:
+one started on any of them can be read, cancelled or resumed on any other.
+Needs the ``postgres`` extra: ``pip install 'sqlchorus[postgres]'``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from sqlchorus.core.checkpoints import (
+    TABLES,
+    CheckpointFileError,
+    RunCheckpoints,
+    RunRecords,
+    is_database_url,
+)
+
+try:
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+    from psycopg_pool import ConnectionPool
+except ImportError as e:  # pragma: no cover - depends on the extra being installed
+    psycopg = None
+    PostgresSaver = object
+    MISSING: str | None = f"Checkpoints in PostgreSQL need the postgres extra: pip install 'sqlchorus[postgres]' ({e})."
+else:
+    MISSING = None
+
+POOL_SIZE = 8
+"""Connections one process keeps open to the database at most."""
+CONNECT_TIMEOUT_S = 10
+_SETUP_LOCK = 0x5C1C0405
+"""The advisory lock that keeps two servers starting at once from creating the tables together."""
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password, to show in messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = (parts.username or "") + ":***"
+    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
+
+
+class PostgresRunCheckpoints(RunRecords, PostgresSaver):
+    """LangGraph's Postgres checkpointer with sqlchorus's run records, over a connection pool.
+
+    Raises:
+        CheckpointFileError: the database cannot be reached or its tables cannot be made.
+    """
+
+    db_errors = (psycopg.Error,) if psycopg is not None else ()
+
+    def __init__(self, url: str):
+        self.url = url
+        self.path = redacted(url)
+        if MISSING:
+            raise CheckpointFileError(MISSING)
+        try:
+            # One connection first: a server that is not there is one clear error, at once.
+            psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S).close()
+            pool = ConnectionPool(
+                url, min_size=1, max_size=POOL_SIZE, open=True, timeout=CONNECT_TIMEOUT_S,
+                kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row,
+                        "connect_timeout": CONNECT_TIMEOUT_S},
+            )
+            pool.wait(timeout=CONNECT_TIMEOUT_S)
+        except (psycopg.Error, OSError) as e:
+            raise CheckpointFileError(f"Cannot reach the checkpoint database {self.path}: {_first_line(e)}") from e
+        super().__init__(pool)
+        self.failed = None
+        try:
+            with pool.connection() as conn:
+                conn.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK,))
+                try:
+                    self.setup()
+                    for statement in TABLES.split(";"):
+                        if statement.strip():
+                            conn.execute(statement.replace("BLOB", "BYTEA"))
+                finally:
+                    conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
+        except psycopg.Error as e:
+            pool.close()
+            raise CheckpointFileError(f"{self.path} is not a usable checkpoint database: {_first_line(e)}") from e
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # The saver's own methods hold its lock while they use the pool; run records need no lock
+    # of theirs, each statement being one transaction on a connection of its own.
+
+    def _rows(self, sql: str, params: tuple = ()) -> list[tuple]:
+        with self.conn.connection() as conn:
+            return [tuple(row.values()) for row in conn.execute(sql.replace("?", "%s"), params).fetchall()]
+
+    def _write(self, sql: str, params: tuple = ()) -> None:
+        with self.conn.connection() as conn:
+            conn.execute(sql.replace("?", "%s"), params)
+
+    def put(self, config, checkpoint, metadata, new_versions):
+        try:
+            return super().put(config, checkpoint, metadata, new_versions)
+        except psycopg.Error as e:  # the run goes on without its checkpoints, and says so
+            self.lost(e)
+            configurable = config["configurable"]
+            return {"configurable": {"thread_id": configurable["thread_id"],
+                                     "checkpoint_ns": configurable.get("checkpoint_ns", ""),
+                                     "checkpoint_id": checkpoint["id"]}}
+
+    def put_writes(self, config, writes, task_id, task_path=""):
+        try:
+            super().put_writes(config, writes, task_id, task_path)
+        except psycopg.Error as e:
+            self.lost(e)
+
+    def bytes_of(self, thread_id: str) -> int:
+        """Bytes the thread's checkpoints, their values, pending writes and model calls take."""
+        queries = (
+            "SELECT COALESCE(SUM(pg_column_size(checkpoint) + pg_column_size(metadata)), 0) FROM checkpoints WHERE thread_id = ?",
+            "SELECT COALESCE(SUM(pg_column_size(blob)), 0) FROM checkpoint_blobs WHERE thread_id = ?",
+            "SELECT COALESCE(SUM(pg_column_size(blob)), 0) FROM checkpoint_writes WHERE thread_id = ?",
+            "SELECT COALESCE(SUM(LENGTH(messages) + LENGTH(answer) + LENGTH(params) + LENGTH(usage)), 0) "
+            "FROM sqlchorus_calls WHERE thread_id = ?",
+        )
+        return int(sum(self._rows(q, (thread_id,))[0][0] for q in queries))
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def open_checkpoints(target: str | Path) -> RunRecords:
+    """The checkpoint store ``target`` names: a SQLite file, or a PostgreSQL database by its
+    ``postgresql://`` URL (shared by every server pointed at it).
+
+    Raises:
+        CheckpointFileError: the store cannot be opened or used.
+    """
+    if is_database_url(target):
+        return PostgresRunCheckpoints(str(target))
+    return RunCheckpoints(target)

@@ -1,0 +1,259 @@
+"""The MCP server: ``sqlchorus mcp``, on the official ``mcp`` SDK, over a
+:class:`~sqlchorus.service.RunService`.
+
+Tools, each read-only and non-destructive:
+
+* ``ask``: a question in, checked SQL and its rows out, with a progress notification as each
+  node finishes.
+* ``list_databases``; ``search_schema`` (a pattern, and a detail level ``names``, ``summary`` or
+  ``full``, so that an agent can discover a large schema a little at a time); ``describe_table``.
+* ``execute_sql``: one read query through the guard, rows capped, errors with a stable ``code``.
+* ``validate_sql``: parse a query and plan it (SQLite's ``EXPLAIN QUERY PLAN``) without running it.
+
+Resources: each database's schema (``sqlchorus://databases/{database}/schema``) and a run's
+trace (``sqlchorus://runs/{run_id}/trace``). Over stdio, or streamable HTTP on loopback (a
+token, ``SQLCHORUS_TOKEN``, is required to bind anywhere else). Needs the ``mcp`` extra.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+from typing import Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+from rapidfuzz import process
+
+from sqlchorus.access import Guard
+from sqlchorus.config.errors import SqlchorusError
+from sqlchorus.embed import TOOL_ROWS
+from sqlchorus.service import RunService, ServiceError
+from sqlchorus.tools.schema import DatabaseSchema, Table
+from sqlchorus.tools.sql_errors import SqlError
+from sqlchorus.tools.views import render_view
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+"""Every tool only reads: nothing it does changes a database."""
+SEARCH_LIMIT = 100
+"""Tables or columns one ``search_schema`` call returns at most."""
+EXECUTE_ROWS = 100
+"""Rows ``execute_sql`` returns by default."""
+MAX_EXECUTE_ROWS = 1000
+
+
+class AskOutput(BaseModel):
+    sql: str | None = Field(description="The chosen query, or null when none answered.")
+    columns: list[str] = Field(default_factory=list)
+    rows: list[list[Any]] = Field(default_factory=list, description=f"At most {TOOL_ROWS} rows.")
+    truncated: bool = Field(False, description="Whether the result had more rows than these.")
+    confidence: float | None = Field(None, description="How much the candidates agreed on this answer (0 to 1).")
+    run_id: str = Field("", description="The run's id: its trace is sqlchorus://runs/{run_id}/trace.")
+    error: str | None = Field(None, description="Why there is no answer, when there is none.")
+
+
+class QueryOutput(BaseModel):
+    columns: list[str] = Field(default_factory=list)
+    rows: list[list[Any]] = Field(default_factory=list)
+    row_count: int = 0
+    truncated: bool = False
+    elapsed_ms: float = 0.0
+    error: dict[str, str] | None = Field(None, description="{code, message} when the query was refused or failed.")
+
+
+class ValidateOutput(BaseModel):
+    valid: bool
+    plan: list[str] = Field(default_factory=list, description="SQLite's query plan, one step a line.")
+    error: dict[str, str] | None = Field(None, description="{code, message} when the query would not run.")
+
+
+def _plain(value: Any) -> Any:
+    return value if isinstance(value, (str, int, float, bool)) or value is None else str(value)
+
+
+def _failed(output: BaseModel, code: str, message: str) -> CallToolResult:
+    """A tool result marked as an error, with its ``code`` in the structured output."""
+    data = output.model_dump()
+    data["error"] = {"code": code, "message": message}
+    return CallToolResult(content=[TextContent(type="text", text=f"{code}: {message}")],
+                          structured_content=data, is_error=True)
+
+
+def _pattern(pattern: str) -> Any:
+    """A case-insensitive matcher: ``*``/``%`` and ``?``/``_`` are wildcards; no wildcard
+    matches anywhere in the name."""
+    text = (pattern or "").strip().lower().replace("%", "*").replace("_", "?") if any(
+        c in (pattern or "") for c in "*%?") else f"*{(pattern or '').strip().lower()}*"
+    return lambda name: fnmatch.fnmatchcase(name.lower(), text)
+
+
+def table_detail(table: Table, detail: str) -> dict[str, Any]:
+    """A table at a detail level: ``names`` (its columns' names), ``summary`` (types, keys, row
+    count), ``full`` (also foreign keys, descriptions and sample values)."""
+    if detail == "names":
+        return {"table": table.name, "columns": [c.name for c in table.columns]}
+    data: dict[str, Any] = {
+        "table": table.name, "rows": table.row_count, "is_view": table.is_view, "primary_key": table.primary_key,
+        "columns": [{"name": c.name, "type": c.type} for c in table.columns],
+    }
+    if detail == "full":
+        data["description"] = table.description
+        data["columns"] = [
+            {"name": c.name, "type": c.type, "primary_key": c.primary_key, "not_null": c.not_null,
+             "description": c.description or c.full_name, "samples": [_plain(v) for v in c.samples]}
+            for c in table.columns]
+        data["foreign_keys"] = [{"column": f.column, "ref_table": f.ref_table, "ref_column": f.ref_column}
+                                for f in table.foreign_keys]
+    return data
+
+
+def search(schema: DatabaseSchema, pattern: str, detail: str, limit: int = SEARCH_LIMIT) -> dict[str, Any]:
+    """Tables whose name matches ``pattern``, and tables with a column that does (those columns
+    named), at ``detail``; ``truncated`` when more than ``limit`` matched."""
+    matches = _pattern(pattern)
+    found: list[dict[str, Any]] = []
+    total = 0
+    for table in schema.tables:
+        columns = [c.name for c in table.columns if matches(c.name)]
+        if not matches(table.name) and not columns:
+            continue
+        total += 1
+        if len(found) < limit:
+            entry = table_detail(table, detail)
+            entry["matched"] = "table" if matches(table.name) else "columns"
+            if columns:
+                entry["matching_columns"] = columns
+            found.append(entry)
+    return {"tables": found, "matched": total, "truncated": total > limit}
+
+
+def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
+    """The MCP server over ``service``'s databases."""
+    server = MCPServer(
+        "sqlchorus",
+        instructions=(
+            "Answers questions about SQLite databases with checked SQL. Call list_databases first; "
+            "ask answers a question in plain language; search_schema and describe_table show the "
+            "schema a little at a time; execute_sql and validate_sql run or plan a read query. "
+            "Nothing here can change a database."
+        ),
+    )
+
+    @server.tool(annotations=READ_ONLY, structured_output=True)
+    async def ask(question: str, ctx: Context, database: str | None = None, evidence: str = "") -> AskOutput:
+        """Answer a question about a database in plain language: writes SQL, checks it against the
+        database, runs it (read only) and returns the SQL with its rows. `database` may be left
+        out when there is one; `evidence` is a hint that defines the question's terms."""
+        try:
+            live = service.start(question, database, evidence)
+        except (ServiceError, SqlchorusError) as e:
+            return _failed(AskOutput(sql=None), getattr(e, "kind", "invalid_request"), str(e))
+        finished = 0
+        try:
+            async for event in live.listen():
+                if event["event"] == "node" and event["state"] == "finished":
+                    finished += 1
+                    await ctx.report_progress(finished, None, f"{event['node']} finished")
+        finally:
+            if live.status not in ("done", "failed", "cancelled"):
+                live.cancel.set()
+        record = await service.wait(live)
+        result = record.get("result") or {}
+        output = AskOutput(
+            sql=result.get("sql"), columns=result.get("columns") or [],
+            rows=[[_plain(v) for v in row] for row in (result.get("rows") or [])[:TOOL_ROWS]],
+            truncated=bool(result.get("truncated")) or len(result.get("rows") or []) > TOOL_ROWS,
+            confidence=result.get("confidence"), run_id=live.run_id, error=result.get("error"),
+        )
+        if record["status"] != "done" or result.get("kind") == "model_failed":
+            kind = result.get("kind") or record["status"]
+            return _failed(output, kind, result.get("error") or f"The run {record['status']}.")
+        return output
+
+    @server.tool(annotations=READ_ONLY, structured_output=True)
+    async def list_databases() -> dict[str, Any]:
+        """The databases this server answers over: id, file name, number of tables and columns."""
+        return {"databases": await asyncio.to_thread(service.databases)}
+
+    @server.tool(annotations=READ_ONLY, structured_output=True)
+    async def search_schema(pattern: str, database: str | None = None,
+                            detail: Literal["names", "summary", "full"] = "names") -> dict[str, Any]:
+        """Find tables and columns whose names match `pattern` (case-insensitive; `*` or `%`
+        for any text, `?` or `_` for one character; with neither, the text anywhere in the
+        name). `detail`: `names` (column names only), `summary` (types, keys, row counts) or
+        `full` (also foreign keys, descriptions, sample values). At most 100 tables."""
+        return search(await _schema(service, database), pattern, detail)
+
+    @server.tool(annotations=READ_ONLY, structured_output=True)
+    async def describe_table(table: str, database: str | None = None) -> dict[str, Any]:
+        """Everything about one table: columns with types, keys, descriptions and sample
+        values, foreign keys and row count."""
+        schema = await _schema(service, database)
+        found = schema.table(table)
+        if found is None:
+            near = [m[0] for m in process.extract(table, [t.name for t in schema.tables], limit=3)]
+            hint = f" Close names: {', '.join(near)}." if near else ""
+            raise ToolError(f"unknown_table: no table {table!r} in {schema.name}.{hint}")
+        return table_detail(found, "full")
+
+    @server.tool(annotations=READ_ONLY, structured_output=True)
+    async def execute_sql(sql: str, database: str | None = None, max_rows: int = EXECUTE_ROWS) -> QueryOutput:
+        """Run one read query (SQLite) through the guard and return its rows, at most `max_rows`
+        (1000 at most). Anything but a single read query is refused; errors come with a code:
+        not_a_query, forbidden, timeout, resource, execution, too_long, too_deep."""
+        try:
+            db = service.guarded(database)
+            result = await asyncio.to_thread(db.execute, sql, max_rows=max(1, min(int(max_rows), MAX_EXECUTE_ROWS)))
+        except ServiceError as e:
+            return _failed(QueryOutput(), e.kind, str(e))
+        except SqlError as e:
+            return _failed(QueryOutput(), e.kind, str(e))
+        return QueryOutput(columns=result.columns, rows=[[_plain(v) for v in row] for row in result.rows],
+                           row_count=result.row_count, truncated=result.truncated,
+                           elapsed_ms=round(result.elapsed_ms, 3))
+
+    @server.tool(annotations=READ_ONLY, structured_output=True)
+    async def validate_sql(sql: str, database: str | None = None) -> ValidateOutput:
+        """Check one read query without running it: parse it, and have SQLite plan it (unknown
+        tables or columns, syntax errors and refused statements are found). Returns the plan."""
+        try:
+            db = service.guarded(database)
+            plan = await asyncio.to_thread(db.explain_query_plan, sql)
+        except ServiceError as e:
+            return _failed(ValidateOutput(valid=False), e.kind, str(e))
+        except SqlError as e:
+            return _failed(ValidateOutput(valid=False), e.kind, str(e))
+        return ValidateOutput(valid=True, plan=[str(row[-1]) for row in plan.rows])
+
+    @server.resource("sqlchorus://databases/{database}/schema", mime_type="text/plain",
+                     description="A database's schema: tables, columns, keys and sample values.")
+    def database_schema(database: str) -> str:
+        try:
+            return render_view(service.schema(database), "m-schema")
+        except ServiceError as e:
+            raise ResourceNotFoundError(str(e)) from None
+
+    @server.resource("sqlchorus://runs/{run_id}/trace", mime_type="application/x-ndjson",
+                     description="A run's trace: one OpenTelemetry span per line (JSON).")
+    def run_trace(run_id: str) -> str:
+        try:
+            return service.trace(run_id)
+        except ServiceError as e:
+            raise ResourceNotFoundError(str(e)) from None
+
+    return server
+
+
+async def _schema(service: RunService, database: str | None) -> DatabaseSchema:
+    try:
+        return await asyncio.to_thread(service.schema, database)
+    except ServiceError as e:
+        raise ToolError(f"{e.kind}: {e}") from None
+
+
+def http_app(server: MCPServer, *, host: str, token: str | None) -> Any:
+    """The server over streamable HTTP at ``/mcp``, behind the token when there is one."""
+    app = server.streamable_http_app(host=host)
+    return Guard(app, token, max_body_bytes=1024 * 1024) if token else app

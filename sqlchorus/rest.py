@@ -1,0 +1,285 @@
+"""The REST API: ``sqlchorus serve``, on FastAPI, over a :class:`~sqlchorus.service.RunService`.
+
+Endpoints (all under ``/v1``; the OpenAPI document at ``/openapi.json``):
+
+* ``POST /ask`` answers a question and returns the answer; ``POST /ask/stream`` answers it as
+  server-sent events (``run``, ``node``, ``candidate``, ``answer``, ``error``, ``done``).
+* ``POST /runs`` starts a run and returns its id at once; ``GET /runs/{id}`` reads it,
+  ``DELETE /runs/{id}`` cancels it, ``POST /runs/{id}/resume`` goes on from its newest
+  checkpoint, ``GET /runs/{id}/events`` follows it, ``/trace`` and ``/history`` show it.
+* ``GET /databases`` and ``GET /databases/{id}/schema``; ``GET /health``.
+
+Every error is JSON, ``{"error": {"kind": ..., "message": ...}}``, with a ``kind`` that stays the
+same across versions. With a token (``SQLCHORUS_TOKEN``), every request but ``/v1/health`` needs
+``Authorization: Bearer TOKEN``. An incoming W3C ``traceparent`` makes the run's spans part of
+the caller's trace. Needs the ``serve`` extra: ``pip install 'sqlchorus[serve]'``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from pydantic import BaseModel, Field
+from sse_starlette.sse import EventSourceResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from sqlchorus.access import Guard, error_response
+from sqlchorus.config.errors import EmptyQuestionError, QuestionTooLongError, SqlchorusError
+from sqlchorus.core.checkpoints import FINISHED
+from sqlchorus.service import LiveRun, RunService, ServiceError
+
+MAX_BODY_BYTES = 64 * 1024
+"""Largest request body taken; a question is limited by ``--max-question-chars`` besides."""
+OPEN_PATHS = frozenset({"/v1/health"})
+"""Paths that need no token (a load balancer's health check)."""
+
+_KINDS = {400: "invalid_request", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed",
+          413: "payload_too_large", 415: "unsupported_media_type"}
+
+
+class AskRequest(BaseModel):
+    """A question for the server."""
+
+    question: str = Field(description="The question, in plain language.")
+    database: str | None = Field(None, description="The database's id; may be left out when the server has one.")
+    evidence: str = Field("", description="A hint that defines terms the question uses.")
+
+
+class ErrorBody(BaseModel):
+    kind: str
+    message: str
+
+
+def trace_context(request: Request) -> Any:
+    """The caller's trace context from a W3C ``traceparent`` header, or None."""
+    if "traceparent" not in request.headers:
+        return None
+    return TraceContextTextMapPropagator().extract(carrier=dict(request.headers))
+
+
+def create_app(service: RunService, *, token: str | None = None, max_body_bytes: int = MAX_BODY_BYTES) -> Any:
+    """The REST API over ``service``, as an ASGI app (FastAPI inside a token and size guard)."""
+    app = FastAPI(
+        title="sqlchorus", version="1",
+        description="Ask questions about SQLite databases; get checked SQL and its answer.",
+        docs_url=None, redoc_url=None,
+    )
+    app.state.service = service
+
+    @app.exception_handler(ServiceError)
+    async def service_error(request: Request, e: ServiceError) -> JSONResponse:
+        return error_response(e.status, e.kind, str(e))
+
+    @app.exception_handler(EmptyQuestionError)
+    async def empty_question(request: Request, e: EmptyQuestionError) -> JSONResponse:
+        return error_response(422, "empty_question", str(e))
+
+    @app.exception_handler(QuestionTooLongError)
+    async def long_question(request: Request, e: QuestionTooLongError) -> JSONResponse:
+        return error_response(413, "question_too_long", str(e))
+
+    @app.exception_handler(SqlchorusError)
+    async def other_error(request: Request, e: SqlchorusError) -> JSONResponse:
+        return error_response(400, "invalid_request", str(e))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, e: RequestValidationError) -> JSONResponse:
+        errors = e.errors()
+        if any(err.get("type") == "json_invalid" for err in errors):
+            return error_response(400, "invalid_json", "The request body is not valid JSON.")
+        where = "; ".join(f"{'.'.join(str(p) for p in err.get('loc', ())[1:]) or 'body'}: {err.get('msg')}"
+                          for err in errors[:5])
+        return error_response(422, "invalid_request", f"The request does not fit: {where}.")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, e: StarletteHTTPException) -> JSONResponse:
+        return error_response(e.status_code, _KINDS.get(e.status_code, "http_error"), str(e.detail))
+
+    @app.exception_handler(Exception)
+    async def fault(request: Request, e: Exception) -> JSONResponse:
+        return error_response(500, "internal", f"The server failed: {type(e).__name__}.")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        """The endpoints, from the OpenAPI document, as a page that needs nothing from elsewhere."""
+        return HTMLResponse(docs_page(app.openapi()))
+
+    @app.get("/v1/health")
+    async def health() -> dict[str, Any]:
+        """Whether the server is up."""
+        return {"status": "ok"}
+
+    @app.get("/v1/databases")
+    async def databases() -> dict[str, Any]:
+        """The databases this server answers over."""
+        return {"databases": await asyncio.to_thread(service.databases)}
+
+    @app.get("/v1/databases/{database}/schema")
+    async def schema(database: str) -> dict[str, Any]:
+        """A database's tables, columns and foreign keys."""
+        found = await asyncio.to_thread(service.schema, database)
+        return {"database": database, "tables": [
+            {"name": t.name, "rows": t.row_count, "is_view": t.is_view,
+             "columns": [{"name": c.name, "type": c.type, "primary_key": c.primary_key, "not_null": c.not_null,
+                          "description": c.description} for c in t.columns],
+             "foreign_keys": [{"column": f.column, "ref_table": f.ref_table, "ref_column": f.ref_column}
+                              for f in t.foreign_keys]}
+            for t in found.tables]}
+
+    @app.post("/v1/ask", responses={502: {"model": ErrorBody}})
+    async def ask(body: AskRequest, request: Request) -> Any:
+        """Answer a question; the answer comes back when the run ends. A client that goes away
+        cancels its run."""
+        live = service.start(body.question, body.database, body.evidence, trace_context=trace_context(request))
+        record = await _wait_or_cancel(service, live, request)
+        return _answer(record)
+
+    @app.post("/v1/ask/stream")
+    async def ask_stream(body: AskRequest, request: Request) -> EventSourceResponse:
+        """Answer a question as server-sent events: ``run``, ``node`` (started, finished),
+        ``candidate``, ``answer`` or ``error``, and ``done``. A client that goes away cancels
+        its run."""
+        live = service.start(body.question, body.database, body.evidence, trace_context=trace_context(request))
+        return EventSourceResponse(_events(service, live, cancel_on_close=True), ping=15)
+
+    @app.post("/v1/runs", status_code=202)
+    async def start_run(body: AskRequest, request: Request) -> dict[str, Any]:
+        """Start a run; read it with ``GET /v1/runs/{id}``."""
+        live = service.start(body.question, body.database, body.evidence, trace_context=trace_context(request))
+        return _started(live)
+
+    @app.get("/v1/runs/{run_id}")
+    async def get_run(run_id: str) -> dict[str, Any]:
+        """A run's status, and its answer once it has ended."""
+        return await asyncio.to_thread(service.get, run_id)
+
+    @app.delete("/v1/runs/{run_id}", status_code=202)
+    async def cancel_run(run_id: str) -> dict[str, Any]:
+        """Cancel a run, on whichever server runs it: it stops before its next node."""
+        status = await asyncio.to_thread(service.cancel, run_id)
+        return {"run_id": run_id, "status": status}
+
+    @app.post("/v1/runs/{run_id}/resume", status_code=202)
+    async def resume_run(run_id: str, request: Request) -> dict[str, Any]:
+        """Go on with a cancelled or stopped run from its newest checkpoint, as a new run."""
+        live = await asyncio.to_thread(service.resume, run_id, trace_context=trace_context(request))
+        return _started(live)
+
+    @app.get("/v1/runs/{run_id}/events")
+    async def run_events(run_id: str) -> Any:
+        """A run's events as server-sent events, from its first (for a run of this server), or
+        its end (for one that ended elsewhere)."""
+        live = service.live(run_id)
+        if live is None:
+            record = await asyncio.to_thread(service.get, run_id)
+            if record["status"] not in FINISHED:
+                return error_response(409, "run_elsewhere",
+                                      f"Run {run_id} runs on another server; poll GET /v1/runs/{run_id}.")
+            return EventSourceResponse(_ended(record))
+        return EventSourceResponse(_events(service, live, cancel_on_close=False), ping=15)
+
+    @app.get("/v1/runs/{run_id}/trace")
+    async def run_trace(run_id: str) -> PlainTextResponse:
+        """A run's trace: one OpenTelemetry span per line (JSON)."""
+        text = await asyncio.to_thread(service.trace, run_id)
+        return PlainTextResponse(text, media_type="application/x-ndjson")
+
+    @app.get("/v1/runs/{run_id}/history")
+    async def run_history(run_id: str) -> dict[str, Any]:
+        """A run's checkpoints, oldest first."""
+        return {"run_id": run_id, "checkpoints": await asyncio.to_thread(service.history, run_id)}
+
+    return Guard(app, token, max_body_bytes, open_paths=OPEN_PATHS)
+
+
+def docs_page(spec: dict[str, Any]) -> str:
+    """A plain page listing every endpoint of ``spec`` with its summary and description."""
+    rows = []
+    for path, methods in spec.get("paths", {}).items():
+        for method, op in methods.items():
+            text = html.escape(op.get("description") or op.get("summary") or "")
+            rows.append(f"<tr><td><code>{html.escape(method.upper())}</code></td><td><code>{html.escape(path)}</code></td>"
+                        f"<td>{text}</td></tr>")
+    title = html.escape(spec.get("info", {}).get("title", "API"))
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>" + title + " API</title>"
+            "<style>body{font:15px system-ui,sans-serif;margin:2em}td{padding:4px 10px;vertical-align:top}"
+            "tr:nth-child(odd){background:#f4f4f4}</style></head><body>"
+            f"<h1>{title} API</h1><p>The OpenAPI document: <a href='/openapi.json'>/openapi.json</a>.</p>"
+            "<table>" + "".join(rows) + "</table></body></html>")
+
+
+def _started(live: LiveRun) -> dict[str, Any]:
+    return {"run_id": live.run_id, "status": live.status, "links": {
+        "self": f"/v1/runs/{live.run_id}", "events": f"/v1/runs/{live.run_id}/events"}}
+
+
+def _answer(record: dict[str, Any]) -> Any:
+    result = record.get("result") or {}
+    status = record["status"]
+    if status == "cancelled":
+        return error_response(409, "cancelled", "The run was cancelled.", run_id=record["run_id"])
+    if status == "failed":
+        return error_response(500 if result.get("kind") == "internal" else 502, result.get("kind", "internal"),
+                              result.get("error", "The run failed."), run_id=record["run_id"])
+    if result.get("kind") == "model_failed":
+        model_errors = [e["message"] for e in result.get("errors", []) if e.get("kind") == "model"]
+        return error_response(502, "model_failed", f"{result.get('error')} {model_errors[0] if model_errors else ''}".strip(),
+                              run_id=record["run_id"])
+    return result
+
+
+async def _wait_or_cancel(service: RunService, live: LiveRun, request: Request) -> dict[str, Any]:
+    """The run's record once it ends; if the client goes away first, the run is cancelled."""
+    waiting = asyncio.ensure_future(service.wait(live))
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        done, _ = await asyncio.wait({waiting, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if gone in done and waiting not in done:
+            _cancel_quietly(service, live)
+        return await waiting
+    finally:
+        gone.cancel()
+
+
+async def _disconnected(request: Request) -> None:
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+def _cancel_quietly(service: RunService, live: LiveRun) -> None:
+    if live.status not in FINISHED:
+        try:
+            service.cancel(live.run_id)
+        except ServiceError:
+            pass
+
+
+async def _events(service: RunService, live: LiveRun, *, cancel_on_close: bool) -> Any:
+    try:
+        async for event in live.listen():
+            yield {"event": event["event"], "data": json.dumps(event, default=str, ensure_ascii=False)}
+    finally:
+        # The client went away before the run ended: nobody is left to take its answer.
+        if cancel_on_close:
+            _cancel_quietly(service, live)
+
+
+async def _ended(record: dict[str, Any]) -> Any:
+    result = record.get("result") or {}
+    if record["status"] == "done" and result.get("kind") != "model_failed":
+        yield {"event": "answer", "data": json.dumps({"event": "answer", "run_id": record["run_id"], "answer": result},
+                                                     default=str, ensure_ascii=False)}
+    elif record["status"] != "done" or result:
+        yield {"event": "error", "data": json.dumps({"event": "error", "run_id": record["run_id"],
+                                                     "kind": result.get("kind", record["status"]),
+                                                     "message": result.get("error", f"The run {record['status']}.")})}
+    yield {"event": "done", "data": json.dumps({"event": "done", "run_id": record["run_id"], "status": record["status"]})}

@@ -1,0 +1,236 @@
+"""`sqlchorus serve`: the REST API started for real on loopback and talked to over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from servers import BIN, free_port, running, server_env
+from sqlchorus.core.trace_file import load_spans
+
+QUESTION = "How many customers do we have?"
+TOKEN = "s3cret-token"
+
+
+def _serve(folder: Path, *extra: str, env_extra: dict[str, str] | None = None):
+    port = free_port()
+    args = ["serve", "--port", str(port), "--model", "python:server_factories:mixed", "--no-cache",
+            "--trace-dir", str(folder / "traces"), "--checkpoints", str(folder / "checkpoints.sqlite"), *extra]
+    base = f"http://127.0.0.1:{port}"
+    return base, running(args, folder, server_env(folder, **(env_extra or {})), base + "/v1/health")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("serve")
+    base, context = _serve(folder, "--max-question-chars", "500", "--max-body-bytes", "4096")
+    with context:
+        yield base, folder
+
+
+def _events(response: httpx.Response) -> list[dict]:
+    events = []
+    for line in response.iter_lines():
+        if line.startswith("data:"):
+            events.append(json.loads(line[5:].strip()))
+    return events
+
+
+def _poll(base: str, run_id: str, until: set[str], timeout_s: float = 60) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        record = httpx.get(f"{base}/v1/runs/{run_id}").json()
+        if record["status"] in until:
+            return record
+        time.sleep(0.1)
+    raise AssertionError(f"run {run_id} never reached {until}: {record}")
+
+
+def test_ask_answers_with_its_sql_rows_cost_and_a_trace_and_history(server):
+    base, folder = server
+    response = httpx.post(f"{base}/v1/ask", json={"question": QUESTION}, timeout=60)
+    assert response.status_code == 200
+    answer = response.json()
+    assert answer["sql"] == "SELECT COUNT(*) FROM customers"
+    assert answer["rows"] == [[62]] and answer["columns"] == ["COUNT(*)"] and answer["error"] is None
+    assert answer["database"] == "demo" and answer["cost"]["calls"] >= 3
+    assert [c["status"] for c in answer["candidates"]] == ["ok"]
+    run_id = answer["run_id"]
+    spans = [json.loads(line) for line in httpx.get(f"{base}/v1/runs/{run_id}/trace").text.splitlines()]
+    assert {s["name"] for s in spans} >= {"run", "node:generate_divide_conquer", "node:select_candidate"}
+    assert {s["resource"]["attributes"]["sqlchorus.run_id"] for s in spans} == {run_id}
+    history = httpx.get(f"{base}/v1/runs/{run_id}/history").json()["checkpoints"]
+    assert history[0]["source"] == "input" and history[-1]["next"] == []
+    assert httpx.get(f"{base}/v1/runs/{run_id}").json()["status"] == "done"
+
+
+def test_databases_schema_and_openapi(server):
+    base, _ = server
+    assert httpx.get(f"{base}/v1/databases").json()["databases"] == [
+        {"id": "demo", "file": "demo.sqlite", "tables": 7, "columns": 39}]
+    schema = httpx.get(f"{base}/v1/databases/demo/schema").json()
+    customers = next(t for t in schema["tables"] if t["name"] == "customers")
+    assert customers["rows"] == 62 and customers["columns"][0] == {
+        "name": "customer_id", "type": "INTEGER", "primary_key": True, "not_null": False, "description": None}
+    missing = httpx.get(f"{base}/v1/databases/nope/schema")
+    assert missing.status_code == 404 and missing.json()["error"]["kind"] == "unknown_database"
+    paths = httpx.get(f"{base}/openapi.json").json()["paths"]
+    assert {"/v1/ask", "/v1/ask/stream", "/v1/runs", "/v1/runs/{run_id}", "/v1/databases"} <= set(paths)
+    assert "delete" in paths["/v1/runs/{run_id}"]
+    docs = httpx.get(f"{base}/docs")
+    assert docs.status_code == 200 and "<code>/v1/ask/stream</code>" in docs.text
+    assert "http://" not in docs.text and "https://" not in docs.text  # nothing fetched from elsewhere
+
+
+def test_the_stream_tells_nodes_candidates_and_the_answer_in_order(server):
+    base, _ = server
+    with httpx.stream("POST", f"{base}/v1/ask/stream", json={"question": QUESTION}, timeout=60) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = _events(response)
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "run" and kinds[-2:] == ["answer", "done"]
+    nodes = [(e["node"], e["state"]) for e in events if e["event"] == "node"]
+    assert nodes.index(("generate_divide_conquer", "started")) < nodes.index(("generate_divide_conquer", "finished"))
+    assert nodes.index(("check_candidates", "finished")) < nodes.index(("select_candidate", "started"))
+    candidates = [e["candidate"] for e in events if e["event"] == "candidate"]
+    assert candidates and candidates[-1]["sql"] == "SELECT COUNT(*) FROM customers"
+    assert kinds.index("candidate") < kinds.index("answer")
+    assert events[-2]["answer"]["rows"] == [[62]] and events[-1]["status"] == "done"
+    assert len({e["run_id"] for e in events}) == 1
+
+
+def test_a_run_in_the_background_is_read_cancelled_and_resumed(server):
+    base, folder = server
+    started = httpx.post(f"{base}/v1/runs", json={"question": "[slow] " + QUESTION})
+    assert started.status_code == 202
+    run_id = started.json()["run_id"]
+    _poll(base, run_id, {"running"})
+    time.sleep(0.5)  # a call or two in
+    cancelled = httpx.delete(f"{base}/v1/runs/{run_id}")
+    assert cancelled.status_code == 202 and cancelled.json()["status"] in ("cancelling", "cancelled")
+    record = _poll(base, run_id, {"cancelled", "done", "failed"})
+    assert record["status"] == "cancelled", record
+    again = httpx.delete(f"{base}/v1/runs/{run_id}")
+    assert again.status_code == 409 and again.json()["error"]["kind"] == "run_finished"
+    # Resumed from its newest checkpoint, the run goes on to its answer.
+    resumed = httpx.post(f"{base}/v1/runs/{run_id}/resume")
+    assert resumed.status_code == 202
+    new_id = resumed.json()["run_id"]
+    record = _poll(base, new_id, {"done", "failed", "cancelled"})
+    assert record["status"] == "done" and record["parent"] == run_id and record["kind"] == "resume"
+    assert record["result"]["sql"] == "SELECT COUNT(*) FROM customers"
+
+
+def test_bad_requests_get_json_errors_and_the_server_goes_on(server):
+    base, _ = server
+
+    def error(response, status, kind):
+        assert response.status_code == status, response.text
+        assert response.json()["error"]["kind"] == kind
+        assert response.json()["error"]["message"]
+
+    post = f"{base}/v1/ask"
+    error(httpx.post(post, content=b"{not json", headers={"content-type": "application/json"}), 400, "invalid_json")
+    error(httpx.post(post, json={"questio": QUESTION}), 422, "invalid_request")
+    error(httpx.post(post, json={"question": "   "}), 422, "empty_question")
+    error(httpx.post(post, json={"question": "why " * 200}), 413, "question_too_long")
+    error(httpx.post(post, json={"question": "x" * 5000}), 413, "payload_too_large")
+    chunks = (b'{"question": "' + b"y" * 1000 + b'", ' for _ in range(6))
+    error(httpx.post(post, content=chunks, headers={"content-type": "application/json"}), 413, "payload_too_large")
+    error(httpx.post(post, json={"question": QUESTION, "database": "nope"}), 404, "unknown_database")
+    error(httpx.get(f"{base}/v1/runs/20990101T000000-00000000"), 404, "unknown_run")
+    error(httpx.get(f"{base}/v1/nothing"), 404, "not_found")
+    error(httpx.put(f"{base}/v1/ask", json={}), 405, "method_not_allowed")
+    failed = httpx.post(post, json={"question": "[fail] " + QUESTION}, timeout=60)
+    error(failed, 502, "model_failed")
+    assert "provider is down" in failed.json()["error"]["message"]
+    assert httpx.post(post, json={"question": QUESTION}, timeout=60).json()["rows"] == [[62]]
+
+
+def test_a_client_that_leaves_mid_stream_cancels_its_run(server):
+    base, _ = server
+    with httpx.stream("POST", f"{base}/v1/ask/stream", json={"question": "[slow] " + QUESTION}, timeout=60) as response:
+        for line in response.iter_lines():
+            if line.startswith("data:"):
+                run_id = json.loads(line[5:])["run_id"]
+                break
+    record = _poll(base, run_id, {"cancelled", "done", "failed"}, timeout_s=30)
+    assert record["status"] == "cancelled"
+
+
+def test_an_incoming_traceparent_puts_the_run_in_the_callers_trace(server):
+    base, folder = server
+    trace_id, parent_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    response = httpx.post(f"{base}/v1/ask", json={"question": QUESTION}, timeout=60,
+                          headers={"traceparent": f"00-{trace_id}-{parent_id}-01"})
+    run_id = response.json()["run_id"]
+    roots = load_spans(folder / "traces" / f"{run_id}.jsonl")
+    spans = [json.loads(line) for line in (folder / "traces" / f"{run_id}.jsonl").read_text().splitlines()]
+    assert {s["context"]["trace_id"] for s in spans} == {"0x" + trace_id}
+    run_span = next(s for s in spans if s["name"] == "run")
+    assert run_span["parent_id"] == "0x" + parent_id
+    assert roots  # the file still reads as one run
+
+
+def test_fifty_clients_at_once_each_get_their_own_complete_run(server):
+    base, folder = server
+    questions = [q for q in _demo_questions()][:10]
+
+    async def main():
+        limits = httpx.Limits(max_connections=50)
+        async with httpx.AsyncClient(base_url=base, timeout=300, limits=limits) as client:
+            return await asyncio.gather(*[
+                client.post("/v1/ask", json={"question": questions[i % len(questions)]}) for i in range(50)])
+
+    responses = asyncio.run(main())
+    assert [r.status_code for r in responses] == [200] * 50
+    answers = [r.json() for r in responses]
+    assert len({a["run_id"] for a in answers}) == 50
+    gold = {q: sql for q, sql in _demo_gold().items()}
+    for answer in answers:
+        assert answer["sql"] == gold[answer["question"]], answer
+        spans = [json.loads(line) for line in (folder / "traces" / f"{answer['run_id']}.jsonl").read_text().splitlines()]
+        assert {s["resource"]["attributes"]["sqlchorus.run_id"] for s in spans} == {answer["run_id"]}
+        assert len({s["context"]["trace_id"] for s in spans}) == 1
+        names = {s["name"] for s in spans}
+        assert {"run", "node:extract_keywords", "node:check_candidates", "node:select_candidate"} <= names
+    with sqlite3.connect(folder / "checkpoints.sqlite") as conn:
+        kept = {row[0] for row in conn.execute("SELECT DISTINCT thread_id FROM checkpoints")}
+        statuses = dict(conn.execute("SELECT thread_id, status FROM sqlchorus_status"))
+    assert {a["run_id"] for a in answers} <= kept
+    assert all(statuses[a["run_id"]] == "done" for a in answers)
+
+
+def _demo_questions() -> list[str]:
+    return list(_demo_gold())
+
+
+def _demo_gold() -> dict[str, str]:
+    from sqlchorus.demo import load_demo_questions
+
+    return {q["question"]: q["sql"] for q in load_demo_questions()}
+
+
+def test_a_token_is_required_when_set_and_to_listen_beyond_loopback(tmp_path):
+    refused = subprocess.run([str(BIN), "serve", "--host", "0.0.0.0", "--port", str(free_port())],
+                             capture_output=True, text=True, timeout=60, env=server_env(tmp_path))
+    assert refused.returncode == 2
+    assert "SQLCHORUS_TOKEN" in refused.stderr and "Traceback" not in refused.stderr
+    base, context = _serve(tmp_path, env_extra={"SQLCHORUS_TOKEN": TOKEN})
+    with context:
+        assert httpx.get(f"{base}/v1/health").status_code == 200  # a load balancer's check needs none
+        missing = httpx.get(f"{base}/v1/databases")
+        assert missing.status_code == 401 and missing.json()["error"]["kind"] == "unauthorized"
+        assert missing.headers["www-authenticate"] == "Bearer"
+        wrong = httpx.get(f"{base}/v1/databases", headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401
+        right = httpx.post(f"{base}/v1/ask", json={"question": QUESTION}, timeout=60,
+                           headers={"Authorization": f"Bearer {TOKEN}"})
+        assert right.status_code == 200 and right.json()["rows"] == [[62]]
