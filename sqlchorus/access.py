@@ -8,6 +8,7 @@ import ipaddress
 import os
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import parse_qs
 
 from starlette.responses import JSONResponse
 
@@ -15,6 +16,8 @@ from sqlchorus.config.errors import SqlchorusError
 
 TOKEN_ENV = "SQLCHORUS_TOKEN"
 """The environment variable that holds the bearer token."""
+COOKIE = "sqlchorus_token"
+"""The cookie a browser page keeps the token in (see :class:`Guard`)."""
 
 
 class UnsafeBindingError(SqlchorusError):
@@ -56,23 +59,30 @@ class Guard:
     """ASGI middleware: the token, and the size of request bodies.
 
     A body is read whole (up to ``max_body_bytes``) before the app sees it, so that an oversized
-    one is refused with 413 however it is sent (with a length or in chunks).
+    one is refused with 413 however it is sent (with a length or in chunks). With ``browser``, a
+    page opened once as ``/?token=TOKEN`` gets the token as a same-site, script-proof cookie,
+    which its later requests carry instead of the header a browser cannot add.
     """
 
-    def __init__(self, app: Any, token: str | None, max_body_bytes: int, *, open_paths: frozenset[str] = frozenset()):
+    def __init__(self, app: Any, token: str | None, max_body_bytes: int, *, open_paths: frozenset[str] = frozenset(),
+                 browser: bool = False):
         self.app = app
         self.token = token
         self.max_body_bytes = max_body_bytes
         self.open_paths = open_paths
+        self.browser = browser
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         if self.token and scope["path"] not in self.open_paths and not self._authorised(scope):
-            await error_response(401, "unauthorized", "A valid bearer token is required: Authorization: Bearer TOKEN.")(
-                scope, receive, send)
-            return
+            if self.browser and self._query_token(scope):
+                send = self._setting_cookie(send)
+            else:
+                await error_response(401, "unauthorized",
+                                     "A valid bearer token is required: Authorization: Bearer TOKEN.")(scope, receive, send)
+                return
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
@@ -107,8 +117,28 @@ class Guard:
         for name, value in scope.get("headers") or []:
             if name == b"authorization":
                 scheme, _, given = value.decode("latin-1").partition(" ")
-                return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.token.encode())
+                return scheme.lower() == "bearer" and self._matches(given.strip())
+            if name == b"cookie" and self.browser:
+                for part in value.decode("latin-1").split(";"):
+                    key, _, given = part.strip().partition("=")
+                    if key == COOKIE and self._matches(given):
+                        return True
         return False
+
+    def _matches(self, given: str) -> bool:
+        return hmac.compare_digest(given.encode(), self.token.encode())
+
+    def _query_token(self, scope: dict) -> bool:
+        given = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token", [""])[0]
+        return scope["method"] == "GET" and bool(given) and self._matches(given)
+
+    def _setting_cookie(self, send: Any) -> Any:
+        async def sending(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                cookie = f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"
+                message = {**message, "headers": [*message.get("headers", []), (b"set-cookie", cookie.encode("latin-1"))]}
+            await send(message)
+        return sending
 
     async def _too_large(self, scope: dict, receive: Any, send: Any) -> None:
         await error_response(413, "payload_too_large",

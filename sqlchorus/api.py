@@ -337,9 +337,7 @@ class Session:
                 more = f" ({len(notes) - 1} other views were narrowed too; see the trace.)" if len(notes) > 1 else ""
                 result.errors.append({"node": "schema", "kind": "narrowed", "message": notes[0] + more})
                 run.root.set_attribute(attrs.SQLCHORUS_SCHEMA_NARROWED, notes[0])
-            if result.error:
-                run.root.set_attribute(attrs.SQLCHORUS_ERROR, result.error)
-            run.root.set_attribute(attrs.SQLCHORUS_COST_USD, result.cost["cost_usd"])
+            _mark_outcome(run, result)
         result.trace_path = str(run.path) if run.path and run.file_written else None
         result.errors += [{"node": "trace", "kind": "trace", "message": p} for p in run.problems]
         result.seconds = time.perf_counter() - start
@@ -412,6 +410,7 @@ class Session:
             result.run_id = run.run_id
             result.errors.extend(notes)
             result.checkpoint_path = str(store.path)
+            _mark_outcome(run, result)
         result.trace_path = str(run.path) if run.path and run.file_written else None
         result.seconds = time.perf_counter() - start
         return result
@@ -540,6 +539,45 @@ def _invoke(graph: Any, value: Any, config: dict[str, Any], context: Any, run: R
     except Exception as e:  # a failure no node handled: report it, keep it in the trace
         run.root.record_exception(e)
         return {}, f"The {what} failed: {type(e).__name__}: {e}"
+
+
+FAILURE_KINDS = ("cancelled", "step_limit", "model", "no_sql", "timeout", "fixer_gave_up", "execution_error",
+                 "empty", "no_answer")
+"""Why a run has no answer, most telling first (see :func:`failure_kind`)."""
+
+
+def failure_kind(result: Result) -> str | None:
+    """Why ``result`` has no answer, as one of :data:`FAILURE_KINDS`, or None when it has one."""
+    if result.ok:
+        return None
+    error = result.error or ""
+    if error == "The run was cancelled.":
+        return "cancelled"
+    if "step limit" in error:
+        return "step_limit"
+    candidates = result.candidates
+    if not any(c.get("sql") for c in candidates):
+        return "model" if any(e.get("kind") == "model" for e in result.errors) else "no_sql"
+    if any(c.get("error_kind") == "timeout" for c in candidates):
+        return "timeout"
+    failed = [c for c in candidates if c.get("status") == "error"]
+    if failed and any(c.get("fix_attempts") for c in failed):
+        return "fixer_gave_up"
+    if failed:
+        return "execution_error"
+    if candidates and all(c.get("status") == "empty" for c in candidates):
+        return "empty"
+    return "no_answer"
+
+
+def _mark_outcome(run: RunTracer, result: Result) -> None:
+    """Put on the run's span what it chose, what it cost, and why it has no answer."""
+    if result.sql:
+        run.root.set_attribute(attrs.SQLCHORUS_SQL, result.sql)
+    if result.error:
+        run.root.set_attribute(attrs.SQLCHORUS_ERROR, result.error)
+        run.root.set_attribute(attrs.SQLCHORUS_FAILURE, failure_kind(result) or "no_answer")
+    run.root.set_attribute(attrs.SQLCHORUS_COST_USD, result.cost["cost_usd"])
 
 
 def _result(question: str, state: dict[str, Any], error: str | None) -> Result:

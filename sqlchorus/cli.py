@@ -769,6 +769,38 @@ def mcp_command(dbs: tuple[str, ...], transport: str, host: str, port: int, work
         service.close()
 
 
+@cli.command("ui")
+@_DBS
+@_HOST
+@click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True, help="Port to listen on.")
+@click.option("--evals-dir", default="evals", show_default=True, type=click.Path(file_okay=False),
+              help="Folder of evaluation runs, whose traces are listed by evaluation.")
+@_WORKERS
+@settings_options(*RUN_OPTIONS)
+def ui_command(dbs: tuple[str, ...], host: str, port: int, evals_dir: str, workers: int, **options: Any) -> None:
+    """Open the viewer: every run on disk (its path through the graph, spans, model calls,
+    candidates, cost), step-through from the page, live runs, plots across runs.
+
+    Reads the traces in --trace-dir and the evaluations in --evals-dir; step-through and model
+    calls need the checkpoints (--checkpoints). Asked questions run over --db.
+    """
+    try:
+        from sqlchorus.runs_index import RunIndex
+        from sqlchorus.viewer import create_app as create_viewer
+    except ImportError as e:  # pragma: no cover - depends on the extras installed
+        _fail(f"sqlchorus ui needs the serve extra: pip install 'sqlchorus[serve]' ({e}).")
+        return
+    service, token = _service(dbs, workers, options, host, "serve")
+    index = RunIndex(service.settings.trace_dir, evals_dir)
+    app = create_viewer(service, index, token=token)
+    click.echo(f"sqlchorus viewer at http://{host}:{port}/ "
+               f"({'bearer token required' if token else 'no token: loopback only'}); Ctrl-C stops it.", err=True)
+    try:
+        _uvicorn(app, host, port)
+    finally:
+        service.close()
+
+
 def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:g}%"
 

@@ -1,0 +1,315 @@
+"""The runs on disk, read for the viewer: trace files and what the checkpoint store kept.
+
+A run is found by its id only: ``<id>.jsonl`` in a trace folder (the main one, or an evaluation
+run's ``traces/``). :class:`RunIndex` reads each trace file once (again when it changes) into a
+:class:`RunSummary`; :func:`run_detail` gathers everything a run's page shows: its spans as a
+waterfall, the path it took through the graph, its model calls, candidates, selection and answer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlchorus.core import attributes as attrs
+
+RUN_ID = re.compile(r"^[0-9]{8}T[0-9]{6}-[0-9a-f]{8}$")
+"""What a run id looks like; anything else is refused before a path is made of it."""
+MAX_SPANS = 20_000
+"""Spans of one run the viewer reads at most."""
+
+
+def valid_run_id(run_id: str) -> bool:
+    return bool(RUN_ID.match(run_id or ""))
+
+
+@dataclass
+class RunSummary:
+    """One line of the runs list."""
+
+    run_id: str
+    group: str
+    question: str = ""
+    database: str = ""
+    status: str = "ok"
+    failure: str | None = None
+    error: str | None = None
+    sql: str | None = None
+    calls: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+    started: str = ""
+    replay_of: str | None = None
+    spans: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class _Cached:
+    key: tuple[float, int]
+    summary: RunSummary
+
+
+def _time(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def read_spans(path: Path, limit: int = MAX_SPANS) -> list[dict[str, Any]]:
+    """The spans of a trace file, each as its JSON; a torn last line is left out."""
+    spans = []
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if len(spans) >= limit:
+                break
+            try:
+                spans.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return spans
+
+
+def summarise(run_id: str, group: str, spans: list[dict[str, Any]]) -> RunSummary:
+    summary = RunSummary(run_id=run_id, group=group, spans=len(spans))
+    root = next((s for s in spans if s["name"] == attrs.RUN_SPAN and not _has_parent_in(s, spans)), None)
+    if root is None:
+        root = next((s for s in spans if s["name"] == attrs.RUN_SPAN), None)
+    for span in spans:
+        a = span.get("attributes") or {}
+        if a.get(attrs.GEN_AI_OPERATION) == "chat":
+            summary.calls += 1
+            summary.tokens += int(a.get(attrs.GEN_AI_USAGE_INPUT) or 0) + int(a.get(attrs.GEN_AI_USAGE_OUTPUT) or 0)
+    if root is not None:
+        a = root.get("attributes") or {}
+        summary.question = str(a.get(attrs.SQLCHORUS_QUESTION, ""))
+        summary.database = str(a.get(attrs.DB_NAMESPACE, ""))
+        summary.error = a.get(attrs.SQLCHORUS_ERROR)
+        summary.sql = a.get(attrs.SQLCHORUS_SQL)
+        summary.failure = a.get(attrs.SQLCHORUS_FAILURE)
+        summary.cost_usd = float(a.get(attrs.SQLCHORUS_COST_USD) or 0.0)
+        summary.replay_of = a.get(attrs.SQLCHORUS_REPLAY_OF)
+        summary.started = root["start_time"]
+        if root.get("end_time"):
+            summary.seconds = round(_time(root["end_time"]) - _time(root["start_time"]), 4)
+        summary.status = "ok" if not summary.error else ("cancelled" if summary.failure == "cancelled" else "no answer")
+    else:
+        summary.status = "incomplete"
+        summary.started = min((s["start_time"] for s in spans), default="")
+    return summary
+
+
+def _has_parent_in(span: dict[str, Any], spans: list[dict[str, Any]]) -> bool:
+    parent = span.get("parent_id")
+    return bool(parent) and any(s["context"]["span_id"] == parent for s in spans)
+
+
+class RunIndex:
+    """The runs in ``trace_dir`` and in every evaluation run under ``evals_dir``.
+
+    Args:
+        trace_dir: the main trace folder.
+        evals_dir: the folder of evaluation runs (each with ``traces/`` and ``report.html``).
+    """
+
+    def __init__(self, trace_dir: str | Path | None, evals_dir: str | Path | None = None):
+        self.trace_dir = Path(trace_dir) if trace_dir else None
+        self.evals_dir = Path(evals_dir) if evals_dir else None
+        self._cache: dict[Path, _Cached] = {}
+        self._lock = threading.Lock()
+
+    def folders(self) -> list[tuple[str, Path]]:
+        """(group, folder) of every trace folder: group "" for the main one, else the evaluation's name."""
+        found = []
+        if self.trace_dir is not None and self.trace_dir.is_dir():
+            found.append(("", self.trace_dir))
+        if self.evals_dir is not None and self.evals_dir.is_dir():
+            for run in sorted(self.evals_dir.iterdir()):
+                if (run / "traces").is_dir():
+                    found.append((run.name, run / "traces"))
+        return found
+
+    def report(self, group: str) -> Path | None:
+        """An evaluation's report file, by its name only."""
+        if self.evals_dir is None or not group or "/" in group or "\\" in group or group.startswith("."):
+            return None
+        path = self.evals_dir / group / "report.html"
+        return path if path.is_file() else None
+
+    def path_of(self, run_id: str) -> tuple[str, Path] | None:
+        """The group and trace file of ``run_id``, found by id only."""
+        if not valid_run_id(run_id):
+            return None
+        for group, folder in self.folders():
+            path = folder / f"{run_id}.jsonl"
+            if path.is_file():
+                return group, path
+        return None
+
+    def runs(self) -> list[RunSummary]:
+        """Every run, newest first."""
+        found = []
+        for group, folder in self.folders():
+            for path in folder.glob("*.jsonl"):
+                if valid_run_id(path.stem):
+                    summary = self._summary(group, path)
+                    if summary is not None:
+                        found.append(summary)
+        found.sort(key=lambda s: (s.started, s.run_id), reverse=True)
+        return found
+
+    def _summary(self, group: str, path: Path) -> RunSummary | None:
+        try:
+            stat = path.stat()
+        except OSError:
+            return None
+        key = (stat.st_mtime, stat.st_size)
+        with self._lock:
+            cached = self._cache.get(path)
+            if cached is not None and cached.key == key:
+                return cached.summary
+        try:
+            summary = summarise(path.stem, group, read_spans(path))
+        except OSError:
+            return None
+        with self._lock:
+            self._cache[path] = _Cached(key, summary)
+        return summary
+
+    def stats(self, last: int = 50) -> dict[str, Any]:
+        """Over the newest ``last`` runs: each node's seconds and cost per run, and the failure
+        kinds counted."""
+        runs = self.runs()[:last]
+        per_node: dict[str, dict[str, list]] = defaultdict(lambda: {"seconds": [], "cost_usd": [], "runs": []})
+        for summary in reversed(runs):  # oldest first, as a plot reads
+            found = self.path_of(summary.run_id)
+            if found is None:
+                continue
+            spans = read_spans(found[1])
+            by_node: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+            for span in spans:
+                if span["name"].startswith(attrs.NODE_SPAN_PREFIX) and span.get("end_time"):
+                    node = span["name"][len(attrs.NODE_SPAN_PREFIX):]
+                    a = span.get("attributes") or {}
+                    by_node[node][0] += _time(span["end_time"]) - _time(span["start_time"])
+                    by_node[node][1] += float(a.get(attrs.SQLCHORUS_COST_USD) or 0.0)
+            for node, (seconds, cost) in by_node.items():
+                per_node[node]["seconds"].append(round(seconds, 4))
+                per_node[node]["cost_usd"].append(round(cost, 8))
+                per_node[node]["runs"].append(summary.run_id)
+        failures = Counter(s.failure or s.status for s in runs if s.status != "ok")
+        return {"runs": len(runs), "ok": sum(1 for s in runs if s.status == "ok"),
+                "nodes": dict(per_node), "failures": dict(failures)}
+
+
+# -- one run ------------------------------------------------------------------------------------
+
+
+def waterfall(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Spans as rows of a waterfall: start offset and duration in ms, depth, kind, what it did."""
+    if not spans:
+        return []
+    by_id = {s["context"]["span_id"]: s for s in spans}
+    t0 = min(_time(s["start_time"]) for s in spans)
+
+    def depth(span: dict[str, Any]) -> int:
+        d, seen = 0, set()
+        while span.get("parent_id") in by_id and span["context"]["span_id"] not in seen and d < 64:
+            seen.add(span["context"]["span_id"])
+            span = by_id[span["parent_id"]]
+            d += 1
+        return d
+
+    rows = []
+    for span in sorted(spans, key=lambda s: s["start_time"]):
+        a = span.get("attributes") or {}
+        start = _time(span["start_time"])
+        end = _time(span["end_time"]) if span.get("end_time") else start
+        rows.append({
+            "span_id": span["context"]["span_id"], "parent_id": span.get("parent_id"),
+            "trace_id": span["context"]["trace_id"], "name": span["name"],
+            "kind": a.get(attrs.OPENINFERENCE_KIND) or "", "start_ms": round((start - t0) * 1000, 3),
+            "ms": round((end - start) * 1000, 3), "depth": depth(span),
+            "status": (span.get("status") or {}).get("status_code", "UNSET"), "detail": _detail(span["name"], a),
+            "node": a.get(attrs.SQLCHORUS_NODE), "tokens_in": a.get(attrs.GEN_AI_USAGE_INPUT),
+            "tokens_out": a.get(attrs.GEN_AI_USAGE_OUTPUT), "cost_usd": a.get(attrs.SQLCHORUS_COST_USD),
+        })
+    return rows
+
+
+def _detail(name: str, a: dict[str, Any]) -> str:
+    if a.get(attrs.GEN_AI_OPERATION) == "chat":
+        return f"{a.get(attrs.SQLCHORUS_ROLE, '?')}: {a.get(attrs.GEN_AI_USAGE_INPUT, 0)} in / " \
+               f"{a.get(attrs.GEN_AI_USAGE_OUTPUT, 0)} out" + (f" — {a[attrs.SQLCHORUS_ERROR]}" if attrs.SQLCHORUS_ERROR in a else "")
+    if name == "sql":
+        text = " ".join(str(a.get(attrs.DB_QUERY_TEXT, "")).split())
+        return text + (f" — {a['sql.error']}" if "sql.error" in a else f" — {a.get('sql.rows', '?')} rows")
+    return str(a.get(attrs.SQLCHORUS_ERROR) or "")
+
+
+def path_taken(spans: list[dict[str, Any]]) -> dict[str, Any]:
+    """Visits per node and per edge, with the reasons the routes gave."""
+    visits: Counter = Counter()
+    edges: dict[tuple[str, str], dict[str, Any]] = {}
+    for span in sorted(spans, key=lambda s: s["start_time"]):
+        if not span["name"].startswith(attrs.NODE_SPAN_PREFIX):
+            continue
+        node = span["name"][len(attrs.NODE_SPAN_PREFIX):]
+        visits[node] += 1
+        for event in span.get("events") or []:
+            if event.get("name") != attrs.ROUTE_EVENT:
+                continue
+            ea = event.get("attributes") or {}
+            key = (str(ea.get("from", node)), str(ea.get("to", "")))
+            entry = edges.setdefault(key, {"from": key[0], "to": key[1], "count": 0, "reasons": []})
+            entry["count"] += 1
+            reason = str(ea.get("reason", ""))
+            if reason and reason not in entry["reasons"] and len(entry["reasons"]) < 20:
+                entry["reasons"].append(reason)
+    return {"visits": dict(visits), "edges": list(edges.values())}
+
+
+def layout(nodes: list[str], edges: list[tuple[str, str]]) -> dict[str, Any]:
+    """Layers for drawing a graph top to bottom: each node one below the longest path to it,
+    back edges (loops) left out of the layering."""
+    order = {n: i for i, n in enumerate(nodes)}
+    succ: dict[str, list[str]] = defaultdict(list)
+    for a, b in edges:
+        succ[a].append(b)
+    back: set[tuple[str, str]] = set()
+    state: dict[str, int] = {}
+
+    def visit(n: str, depth: int = 0) -> None:
+        state[n] = 1
+        for m in succ[n]:
+            if state.get(m) == 1:
+                back.add((n, m))
+            elif m not in state and depth < 1000:
+                visit(m, depth + 1)
+        state[n] = 2
+
+    for n in nodes:
+        if n not in state:
+            visit(n)
+    layer = {n: 0 for n in nodes}
+    for _ in range(len(nodes)):  # longest path, bounded by the number of nodes
+        changed = False
+        for a, b in edges:
+            if (a, b) not in back and a in layer and b in layer and layer[b] < layer[a] + 1:
+                layer[b] = layer[a] + 1
+                changed = True
+        if not changed:
+            break
+    rows: dict[int, list[str]] = defaultdict(list)
+    for n in sorted(nodes, key=lambda n: order[n]):
+        rows[layer[n]].append(n)
+    return {"nodes": [{"id": n, "layer": layer[n], "index": rows[layer[n]].index(n), "width": len(rows[layer[n]])}
+                      for n in nodes],
+            "edges": [{"from": a, "to": b, "back": (a, b) in back} for a, b in edges]}

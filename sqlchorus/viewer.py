@@ -1,0 +1,372 @@
+"""The viewer: ``sqlchorus ui``, a web app over the runs on disk, made for text-to-SQL.
+
+Pages (one app, its assets in ``sqlchorus/ui/``, nothing fetched from elsewhere): the runs list;
+a run — the graph with the path it took, a waterfall of its spans, its model calls, candidates,
+selection, answer and cost per node; step-through with the debugger (timeline and fork tree,
+state and diff at any checkpoint, edit and resume or fork, breakpoints); a live run whose nodes
+light up as they run; and plots across runs. The JSON API under ``/api`` is what the page uses.
+
+Runs are addressed by id only. Every value reaches the page as JSON and is put into it as text,
+never as markup. The app never writes to a database: edits go to the checkpoint store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from pydantic import BaseModel
+from sse_starlette.sse import EventSourceResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from sqlchorus.access import Guard, error_response
+from sqlchorus.config.errors import SqlchorusError
+from sqlchorus.config.settings import Settings
+from sqlchorus.core.checkpoints import CheckpointFileError, UnknownRunError
+from sqlchorus.debugger import DebugError, Debugger
+from sqlchorus.graph.build import build_graph
+from sqlchorus.runs_index import RunIndex, layout, path_taken, read_spans, valid_run_id, waterfall
+from sqlchorus.service import RunService, ServiceError
+
+ASSETS = Path(__file__).parent / "ui"
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+       "font-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+"""Everything the page loads comes from its own origin."""
+REPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'"
+"""An evaluation's report is a page of its own, shown with no scripts at all."""
+
+
+class Question(BaseModel):
+    question: str
+    database: str | None = None
+    evidence: str = ""
+
+
+class Edit(BaseModel):
+    key: str
+    value: Any = None
+
+
+class Breakpoint(BaseModel):
+    node: str
+    condition: str | None = None
+
+
+def _safe(value: Any) -> Any:
+    """``value`` as JSON can carry it (bytes and other objects as text)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+class Viewer:
+    """What the app reads and drives: the runs index, the run service (live runs, databases),
+    and the debuggers opened from the page."""
+
+    def __init__(self, service: RunService, index: RunIndex):
+        self.service = service
+        self.index = index
+        self.settings = service.settings
+        self._debuggers: dict[str, Debugger] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+        self._graphs: dict[tuple, dict[str, Any]] = {}
+
+    # -- a run ----------------------------------------------------------------------------------
+
+    def detail(self, run_id: str) -> dict[str, Any]:
+        found = self.index.path_of(run_id)
+        if found is None:
+            raise UnknownRunError(f"No run {run_id!r}.")
+        group, path = found
+        spans = read_spans(path)
+        summary = self.index._summary(group, path)
+        detail: dict[str, Any] = {"summary": summary.to_dict() if summary else {"run_id": run_id}}
+        detail["spans"] = waterfall(spans)
+        detail["path"] = path_taken(spans)
+        record, state, calls = self._kept(run_id)
+        detail["graph"] = self.graph_of(record)
+        detail["checkpoints"] = record is not None
+        detail["calls"] = calls
+        if state is not None:
+            detail["answer"] = state.get("answer")
+            detail["candidates"] = state.get("candidates") or []
+            detail["selection"] = state.get("selection") or {}
+            detail["errors"] = state.get("errors") or []
+        by_node: dict[str, dict[str, float]] = {}
+        for row in detail["spans"]:
+            if row["tokens_in"] is not None and row.get("node"):
+                entry = by_node.setdefault(row["node"], {"calls": 0, "tokens": 0, "cost_usd": 0.0, "ms": 0.0})
+                entry["calls"] += 1
+                entry["tokens"] += (row["tokens_in"] or 0) + (row["tokens_out"] or 0)
+                entry["cost_usd"] += float(row["cost_usd"] or 0.0)
+                entry["ms"] += row["ms"]
+        detail["cost_by_node"] = by_node
+        return _safe(detail)
+
+    def _kept(self, run_id: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None, list[dict[str, Any]]]:
+        """The run's record, its newest state and its model calls, from the checkpoint store."""
+        store = self.service.store
+        if store is None:
+            return None, None, []
+        try:
+            record = store.run(run_id)
+        except UnknownRunError:
+            return None, None, []
+        item = store.get_tuple({"configurable": {"thread_id": run_id, "checkpoint_ns": ""}})
+        state = dict(item.checkpoint.get("channel_values") or {}) if item is not None else None
+        calls = store.calls(run_id)
+        return record, state, calls
+
+    def graph_of(self, record: dict[str, Any] | None) -> dict[str, Any]:
+        """The drawing of the graph a run ran (its generators; the viewer's own for a run with no
+        record), laid out in layers."""
+        generators = (record or {}).get("settings", {}).get("generators") or self.settings.generators
+        key = tuple(sorted((str(k), int(v)) for k, v in generators.items()))
+        with self._lock:
+            if key not in self._graphs:
+                drawn = build_graph(Settings(generators=dict(key))).get_graph()
+                self._graphs[key] = layout(list(drawn.nodes), [(e.source, e.target) for e in drawn.edges])
+            return self._graphs[key]
+
+    # -- step-through -----------------------------------------------------------------------
+
+    def _debugger(self, run_id: str, at: str | None = None, reopen: bool = False) -> Debugger:
+        with self._lock:
+            debugger = self._debuggers.get(run_id)
+            if debugger is not None and not reopen:
+                return debugger
+        if debugger is not None:
+            debugger.close()
+        opened = Debugger.open(run_id, at=at, settings=self.settings, session=self.service.session)
+        with self._lock:
+            self._debuggers[run_id] = opened
+            self._locks.setdefault(run_id, threading.Lock())
+        return opened
+
+    def debug_start(self, question: str, database: str | None, evidence: str) -> dict[str, Any]:
+        _, path = self.service.resolve(database)
+        debugger = Debugger.start(question, path, evidence=evidence, settings=self.settings, session=self.service.session)
+        with self._lock:
+            self._debuggers[debugger.run_id] = debugger
+            self._locks.setdefault(debugger.run_id, threading.Lock())
+        return self.position(debugger.run_id)
+
+    def position(self, run_id: str, checkpoint: str | None = None) -> dict[str, Any]:
+        debugger = self._debugger(run_id)
+        with self._locks[run_id]:
+            history = debugger.history()
+            current = debugger.checkpoint_id
+            shown = checkpoint or current
+            by_id = {h["id"]: h for h in history}
+            if shown not in by_id:
+                shown = next((h["id"] for h in history if checkpoint and checkpoint in h["id"]), current)
+            snap = debugger.snapshot(shown)
+            values = dict(snap.values) if snap is not None else {}
+            parent = by_id.get(shown, {}).get("parent")
+            diff = debugger.diff(parent, shown) if parent else {}
+            return _safe({
+                "run_id": run_id, "checkpoint": current, "shown": shown, "next": list(debugger.next_nodes),
+                "finished": debugger.finished, "history": history, "state": values,
+                "diff": {k: {"before": b, "after": a} for k, (b, a) in diff.items()},
+                "breakpoints": {n: (str(c) if c is not None else None) for n, c in debugger.breakpoints.items()},
+                "notes": debugger.notes,
+            })
+
+    def act(self, run_id: str, action: str, **kw: Any) -> dict[str, Any]:
+        debugger = self._debugger(run_id)
+        with self._locks[run_id]:
+            said: Any = None
+            if action == "step":
+                said = debugger.step()
+            elif action == "cont":
+                said = debugger.cont()
+            elif action == "set":
+                said = debugger.set(kw["key"], kw["value"])
+            elif action == "fork":
+                debugger.goto(kw["checkpoint"])
+            elif action == "break":
+                debugger.add_break(kw["node"], kw.get("condition"))
+            elif action == "clear":
+                debugger.clear(kw.get("node"))
+            else:
+                raise DebugError(f"Unknown action {action!r}.")
+        position = self.position(run_id)
+        position["said"] = _safe(said)
+        return position
+
+    def close(self) -> None:
+        with self._lock:
+            debuggers, self._debuggers = list(self._debuggers.values()), {}
+        for debugger in debuggers:
+            debugger.close()
+
+
+def create_app(service: RunService, index: RunIndex, *, token: str | None = None) -> Any:
+    """The viewer over ``service`` (databases, live runs, checkpoints) and ``index`` (traces)."""
+    viewer = Viewer(service, index)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> Any:
+        yield
+        viewer.close()  # the debuggers opened from the page finish their traces
+
+    app = FastAPI(title="sqlchorus viewer", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    app.state.viewer = viewer
+
+    @app.middleware("http")
+    async def headers(request: Request, call_next: Any) -> Any:
+        response = await call_next(request)
+        response.headers.setdefault("Content-Security-Policy", CSP)
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "no-referrer"
+        response.headers["Cache-Control"] = "no-store"
+        return response
+
+    for error, status, kind in ((UnknownRunError, 404, "unknown_run"), (CheckpointFileError, 409, "no_checkpoints"),
+                                (DebugError, 409, "debug")):
+        app.add_exception_handler(error, _handler(status, kind))
+
+    @app.exception_handler(ServiceError)
+    async def service_error(request: Request, e: ServiceError) -> JSONResponse:
+        return error_response(e.status, e.kind, str(e))
+
+    @app.exception_handler(SqlchorusError)
+    async def bad_input(request: Request, e: SqlchorusError) -> JSONResponse:
+        return error_response(422, "invalid_request", str(e))
+
+    @app.exception_handler(ValueError)
+    async def bad_value(request: Request, e: ValueError) -> JSONResponse:
+        return error_response(422, "invalid_request", str(e))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, e: RequestValidationError) -> JSONResponse:
+        return error_response(422, "invalid_request", "The request does not fit: " + "; ".join(
+            str(err.get("msg")) for err in e.errors()[:3]))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, e: StarletteHTTPException) -> JSONResponse:
+        return error_response(e.status_code, "not_found" if e.status_code == 404 else "http_error", str(e.detail))
+
+    @app.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(ASSETS / "index.html", media_type="text/html; charset=utf-8")
+
+    @app.get("/assets/{name}", include_in_schema=False)
+    async def asset(name: str) -> FileResponse:
+        files = {p.name: p for p in ASSETS.iterdir() if p.is_file() and p.name != "index.html"}
+        if name not in files:
+            raise StarletteHTTPException(404, f"No asset {name!r}.")
+        types = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
+        return FileResponse(files[name], media_type=types.get(files[name].suffix, "application/octet-stream"))
+
+    @app.get("/api/runs")
+    async def runs() -> dict[str, Any]:
+        found = await asyncio.to_thread(index.runs)
+        groups = sorted({s.group for s in found if s.group})
+        return {"runs": [s.to_dict() for s in found],
+                "groups": [{"name": g, "report": index.report(g) is not None} for g in groups]}
+
+    @app.get("/api/runs/{run_id}")
+    async def run(run_id: str) -> dict[str, Any]:
+        _check(run_id)
+        return await asyncio.to_thread(viewer.detail, run_id)
+
+    @app.get("/api/stats")
+    async def stats(last: int = 50) -> dict[str, Any]:
+        return await asyncio.to_thread(index.stats, max(1, min(last, 1000)))
+
+    @app.get("/api/graph")
+    async def graph() -> dict[str, Any]:
+        """The graph new runs from the page run, laid out."""
+        return {"graph": await asyncio.to_thread(viewer.graph_of, None)}
+
+    @app.get("/api/databases")
+    async def databases() -> dict[str, Any]:
+        return {"databases": await asyncio.to_thread(service.databases)}
+
+    @app.get("/evals/{name}/report", include_in_schema=False)
+    async def report(name: str) -> Any:
+        path = index.report(name)
+        if path is None:
+            raise StarletteHTTPException(404, f"No report for {name!r}.")
+        return HTMLResponse(path.read_text(encoding="utf-8"), headers={"Content-Security-Policy": REPORT_CSP})
+
+    # -- live runs ------------------------------------------------------------------------------
+
+    @app.post("/api/live")
+    async def live(body: Question) -> dict[str, Any]:
+        started = service.start(body.question, body.database, body.evidence)
+        return {"run_id": started.run_id}
+
+    @app.get("/api/live/{run_id}/events")
+    async def live_events(run_id: str) -> Any:
+        _check(run_id)
+        started = service.live(run_id)
+        if started is None:
+            raise UnknownRunError(f"Run {run_id} is not running here.")
+
+        async def events() -> Any:
+            async for event in started.listen():
+                yield {"event": event["event"], "data": json.dumps(_safe(event))}
+
+        return EventSourceResponse(events(), ping=15)
+
+    # -- step-through ---------------------------------------------------------------------------
+
+    @app.post("/api/debug")
+    async def debug_start(body: Question) -> dict[str, Any]:
+        return await asyncio.to_thread(viewer.debug_start, body.question, body.database, body.evidence)
+
+    @app.get("/api/debug/{run_id}")
+    async def debug_position(run_id: str, checkpoint: str | None = None) -> dict[str, Any]:
+        _check(run_id)
+        return await asyncio.to_thread(viewer.position, run_id, checkpoint)
+
+    @app.post("/api/debug/{run_id}/step")
+    async def debug_step(run_id: str) -> dict[str, Any]:
+        _check(run_id)
+        return await asyncio.to_thread(viewer.act, run_id, "step")
+
+    @app.post("/api/debug/{run_id}/continue")
+    async def debug_cont(run_id: str) -> dict[str, Any]:
+        _check(run_id)
+        return await asyncio.to_thread(viewer.act, run_id, "cont")
+
+    @app.post("/api/debug/{run_id}/set")
+    async def debug_set(run_id: str, body: Edit) -> dict[str, Any]:
+        _check(run_id)
+        return await asyncio.to_thread(viewer.act, run_id, "set", key=body.key, value=body.value)
+
+    @app.post("/api/debug/{run_id}/fork/{checkpoint}")
+    async def debug_fork(run_id: str, checkpoint: str) -> dict[str, Any]:
+        _check(run_id)
+        return await asyncio.to_thread(viewer.act, run_id, "fork", checkpoint=checkpoint)
+
+    @app.post("/api/debug/{run_id}/breakpoints")
+    async def debug_break(run_id: str, body: Breakpoint) -> dict[str, Any]:
+        _check(run_id)
+        return await asyncio.to_thread(viewer.act, run_id, "break", node=body.node, condition=body.condition)
+
+    @app.delete("/api/debug/{run_id}/breakpoints/{node}")
+    async def debug_clear(run_id: str, node: str) -> dict[str, Any]:
+        _check(run_id)
+        return await asyncio.to_thread(viewer.act, run_id, "clear", node=node)
+
+    return Guard(app, token, 256 * 1024, browser=True)
+
+
+def _check(run_id: str) -> None:
+    if not valid_run_id(run_id):
+        raise UnknownRunError(f"{run_id!r} is not a run id.")
+
+
+def _handler(status: int, kind: str) -> Any:
+    async def handle(request: Request, e: Exception) -> JSONResponse:
+        return error_response(status, kind, str(e))
+    return handle
