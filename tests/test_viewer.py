@@ -3,6 +3,7 @@ through Playwright; no browser is downloaded)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -58,6 +59,7 @@ def viewer(tmp_path_factory):
         pytest.skip("Chromium is not installed: apt-get install chromium")
     folder = tmp_path_factory.mktemp("viewer")
     ids = _runs(folder)
+    ids["sha256"] = hashlib.sha256((folder / "shop.sqlite").read_bytes()).hexdigest()
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     args = ["ui", "--port", str(port), "--db", str(folder / "shop.sqlite"), "--model", "python:server_factories:mixed",
@@ -158,6 +160,8 @@ def test_edit_a_state_value_and_resume_shows_the_new_answer(page, viewer, tmp_pa
     assert '"sql": "SELECT COUNT(*) FROM orders"' in answer
     orders = sqlite3.connect(folder / "shop.sqlite").execute("SELECT COUNT(*) FROM orders").fetchone()[0]
     assert f"{orders}" in answer
+    # The edit went to the checkpoints; the database is byte for byte what it was.
+    assert hashlib.sha256((folder / "shop.sqlite").read_bytes()).hexdigest() == ids["sha256"]
     _shot(page, "debug", tmp_path)
 
 
