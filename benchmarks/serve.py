@@ -3,9 +3,11 @@
 With a scripted model that answers instantly (each demo question with its gold SQL), measured in
 one run on the bundled demo database, every run with its trace file and SQLite checkpoints:
 
-* ``inprocess``: ``Session.ask``, one question after another: the baseline.
-* ``rest``: ``POST /v1/ask`` to a ``sqlchorus serve`` process on loopback, one after another.
+* ``inprocess``: ``Session.ask``, one question at a time: the baseline.
+* ``rest``: ``POST /v1/ask`` to a ``sqlchorus serve`` process on loopback.
 * ``mcp``: the ``ask`` tool of ``sqlchorus mcp --transport http``, through the SDK's client.
+  The three take turns, question by question, so that the machine's other work falls on all
+  three alike.
 * ``rest_50``: 50 clients at once against one server: requests per second, latency.
 * ``inprocess_50``: the same 50-way load on one in-process session (8 threads, as the server's
   8 workers): the ceiling the server is compared with.
@@ -35,7 +37,6 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from servers import PostgresServer, free_port, postgres_bin, running, server_env  # noqa: E402
-
 from sqlchorus import Session  # noqa: E402
 from sqlchorus.config.settings import Settings  # noqa: E402
 from sqlchorus.demo import load_demo_questions  # noqa: E402
@@ -100,18 +101,49 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="sqlchorus-bench-serve-"))
     out: dict[str, Any] = {"model": "scripted, zero latency", "database": "demo", "clients": CLIENTS}
 
-    # In process: the baseline, with the same settings the servers run with.
+    # One question at a time through each interface, taken in turn (in process, REST, MCP) so
+    # that whatever else the machine does falls on all three alike.
     settings = Settings(trace_dir=str(root / "inproc" / "traces"), checkpoints=str(root / "inproc" / "cp.sqlite"),
                         cache=False)
-    with Session(settings, model=oracle_model(gold.get)) as session:
-        session.ask(questions[0])  # the database opened, as a server opens it at start
-        latencies = []
-        for i in range(args.requests):
-            start = time.perf_counter()
-            result = session.ask(questions[i % len(questions)])
-            latencies.append(time.perf_counter() - start)
-            assert result.ok, result.error
-        out["inprocess"] = summary(latencies)
+    folders = {name: root / name for name in ("rest", "mcp")}
+    for folder in folders.values():
+        folder.mkdir()
+    ports = {name: free_port() for name in folders}
+    base = f"http://127.0.0.1:{ports['rest']}"
+    mcp_url = f"http://127.0.0.1:{ports['mcp']}/mcp"
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    with Session(settings, model=oracle_model(gold.get)) as session, \
+            running(server_args("rest", folders["rest"], ports["rest"], str(folders["rest"] / "cp.sqlite")),
+                    folders["rest"], server_env(folders["rest"]), base + "/v1/health"), \
+            running(server_args("mcp", folders["mcp"], ports["mcp"], str(folders["mcp"] / "cp.sqlite")),
+                    folders["mcp"], server_env(folders["mcp"]), mcp_url):
+
+        async def in_turn() -> dict[str, list[float]]:
+            times: dict[str, list[float]] = {"inprocess": [], "rest": [], "mcp": []}
+            async with httpx.AsyncClient(timeout=60) as http, Client(streamable_http_client(mcp_url)) as mcp:
+                for i in range(args.requests + 1):  # the first round opens everything: not counted
+                    question = questions[i % len(questions)]
+                    start = time.perf_counter()
+                    result = await asyncio.to_thread(session.ask, question)
+                    lap = [time.perf_counter() - start]
+                    assert result.ok, result.error
+                    start = time.perf_counter()
+                    response = await http.post(f"{base}/v1/ask", json={"question": question})
+                    lap.append(time.perf_counter() - start)
+                    assert response.status_code == 200 and response.json()["error"] is None, response.text
+                    start = time.perf_counter()
+                    called = await mcp.call_tool("ask", {"question": question})
+                    lap.append(time.perf_counter() - start)
+                    assert not called.is_error, called.content
+                    if i:
+                        for name, seconds in zip(times, lap):
+                            times[name].append(seconds)
+            return times
+
+        for name, seconds in asyncio.run(in_turn()).items():
+            out[name] = summary(seconds)
 
         def one(i: int) -> float:
             start = time.perf_counter()
@@ -122,47 +154,8 @@ def main() -> None:
         with ThreadPoolExecutor(8) as pool:
             loaded = list(pool.map(one, range(args.load)))
         out["inprocess_50"] = summary(loaded, time.perf_counter() - start)
-
-    # REST, one after another, then 50 clients at once.
-    folder = root / "rest"
-    folder.mkdir()
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    with running(server_args("rest", folder, port, str(folder / "cp.sqlite")), folder, server_env(folder),
-                 base + "/v1/health"):
-        httpx.post(f"{base}/v1/ask", json={"question": questions[0]}, timeout=60)
-        latencies = []
-        with httpx.Client(timeout=60) as client:
-            for i in range(args.requests):
-                start = time.perf_counter()
-                response = client.post(f"{base}/v1/ask", json={"question": questions[i % len(questions)]})
-                latencies.append(time.perf_counter() - start)
-                assert response.status_code == 200 and response.json()["error"] is None, response.text
-        out["rest"] = summary(latencies)
         loaded, seconds = load([base], questions, args.load)
         out["rest_50"] = summary(loaded, seconds)
-
-    # MCP over streamable HTTP, through the SDK's client.
-    folder = root / "mcp"
-    folder.mkdir()
-    port = free_port()
-    with running(server_args("mcp", folder, port, str(folder / "cp.sqlite")), folder, server_env(folder),
-                 f"http://127.0.0.1:{port}/mcp"):
-        from mcp import Client
-        from mcp.client.streamable_http import streamable_http_client
-
-        async def mcp_run() -> list[float]:
-            times = []
-            async with Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp")) as client:
-                await client.call_tool("ask", {"question": questions[0]})
-                for i in range(args.requests):
-                    start = time.perf_counter()
-                    result = await client.call_tool("ask", {"question": questions[i % len(questions)]})
-                    times.append(time.perf_counter() - start)
-                    assert not result.is_error, result.content
-            return times
-
-        out["mcp"] = summary(asyncio.run(mcp_run()))
 
     for name in ("rest", "mcp"):
         out[f"{name}_added_p50_ms"] = round(out[name]["p50_ms"] - out["inprocess"]["p50_ms"], 2)
