@@ -7,9 +7,12 @@ encoding (GPT-4o's). Presets run whatever generators are registered; the JSON sa
 
 Prints one JSON line per preset: ``preset``, ``generators``, ``calls_median``, ``calls_mean``,
 ``tokens_median``, ``tokens_mean``, ``calls_max``, ``tokens_max`` and ``by_node`` (calls and
-tokens per question, median and mean, per node), with the number of questions.
+tokens per question, median and mean, per node), with the number of questions, and
+``expected_calls``: what ``sqlchorus ask --explain-preset`` says the preset costs (``typical``,
+when every candidate runs and agrees, which is what a gold-answering model measures; ``most``,
+with every fixer round and every pairwise comparison).
 
-    python benchmarks/cost.py [--preset fast|balanced|full ...] [--limit 100]
+    python benchmarks/cost.py [--preset fast|balanced|full|paper|tiny ...] [--limit 100]
 
 The count is :func:`sqlchorus.tools.tokens.tiktoken_counter`'s: without a network, the
 ``o200k_base`` file shipped in the ``bpe-openai`` package seeds tiktoken's cache.
@@ -29,6 +32,7 @@ from typing import Any
 import sqlchorus
 from sqlchorus.config.presets import PRESET_NAMES
 from sqlchorus.config.settings import Settings
+from sqlchorus.graph.expected_calls import expected_calls
 from sqlchorus.testing import ScriptedChatModel, oracle_model
 from sqlchorus.tools.tokens import tiktoken_counter
 
@@ -111,6 +115,7 @@ def measure(preset: str, chosen: list[dict], root: Path, model: ScriptedChatMode
         "tokens_max": max(tokens, default=0),
         "tokenizer": f"tiktoken {ENCODING}",
         "by_node": by_node,
+        "expected_calls": {k: expected_calls(settings)[k] for k in ("typical", "selection_max", "most")},
     }
 
 

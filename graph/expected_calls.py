@@ -6,11 +6,77 @@ from typing import Any
 
 from sqlchorus.config.presets import preset
 from sqlchorus.config.settings import Settings
-from sqlchorus.graph.generators import enabled
+from sqlchorus.graph.generators import GENERATORS, enabled
+from sqlchorus.tools.selection import tournament, tournament_calls
 
 FIXED_CALLS: dict[str, int] = {"extract_keywords": 1, "link_schema": 1}
 """Nodes before the generators: one call each (none when the settings take keywords from the
 question and link lexically)."""
+
+SAMPLING = (
+    "CHASE-SQL's generators: of several samples, the first is greedy over link_schema's view in its own "
+    "order and later ones are drawn at sample_temperature over a schema shuffled per sample; the paper "
+    "diversifies its samples the same two ways but says neither whether any stays greedy nor at what "
+    "temperature its 21-candidate pool was drawn (its Table 6 compares 0.5 and 1.8)"
+)
+SAMPLED = frozenset({"divide_conquer", "query_plan", "synthetic"})
+"""CHASE-SQL's generators, whose samples differ as the paper's do (the note on sampling is theirs)."""
+
+DIFFERS_FROM_PAPER: dict[str, str] = {
+    "generate_divide_conquer": (
+        "CHASE-SQL: the few-shot examples are the project's own two, over small databases of its own "
+        "(the paper shows one of its demonstrations, not the set)"
+    ),
+    "generate_query_plan": (
+        "CHASE-SQL: the few-shot examples are the project's own three, their plans worded by rule from "
+        "SQLite's EXPLAIN QUERY PLAN of their SQL (the paper turns EXPLAIN output into readable steps "
+        "without publishing how)"
+    ),
+    "generate_synthetic": (
+        "CHASE-SQL: 12 examples by SQL feature and 12 over the linked columns (synthetic_feature_examples, "
+        "synthetic_schema_examples; the paper's ablations generate 75 per set, and its Table 9 is within "
+        "0.4 points of its best at 25); every sample writes its own examples, three calls a sample; "
+        "examples whose SQL does not run on the database are dropped (the paper does not say it checks them)"
+    ),
+    "generate_din": (
+        "DIN-SQL: the links come from link_schema's call, whose prompt has three examples and shows the "
+        "retrieved values and the hint; retrieved values go in beside the links as a separate hint; "
+        "schemas are shown in the run's schema format"
+    ),
+    "generate_nrep": (
+        "N-rep: the three examples per candidate are the most similar questions of a small shipped file "
+        "by word overlap, not retrieved from a train set by embeddings; views in the run's schema format "
+        "reuse link_schema's links instead of a linking call of their own"
+    ),
+    "generate_list": (
+        "LIST: the plan examples are natural-language back-translations written by hand for four "
+        "questions over the demo database, not by a model over train-set queries; a re-plan is shown "
+        "the plan that failed and why"
+    ),
+    "generate_direct": "no paper: the project's own short prompt for small local models",
+    "fix_candidates": (
+        "CHASE-SQL: the few-shot examples are the project's own, over the demo database (the paper does "
+        "not print its examples); the prompt also shows the retrieved values; schemas are in the run's "
+        "schema format rather than table creation statements"
+    ),
+    "select_candidate": (
+        "CHASE-SQL: one representative per result cluster (its earliest member) is compared for all its "
+        "members, in both orders, and the scores are Algorithm 3's sums; with max_pairwise_calls set and "
+        "more clusters than every pair allows, a tournament replaces comparing every pair; the selection "
+        "model is not fine-tuned unless you name one (the paper's Table 5: 60.21% and 63.98% binary "
+        "accuracy for untuned Claude-3.5-sonnet and Gemini-1.5-pro, 71.01% for its tuned Gemini-1.5-flash)"
+    ),
+}
+"""Where each node departs from the paper it implements, by node name: ``--explain-preset`` prints
+the notes of the nodes a preset runs, and README.md's table of nodes says the same at length."""
+
+UNTUNED = (
+    "selection model: the selection role's model (--role-model selection=MODEL, else --model), used "
+    "as is, not fine-tuned as CHASE-SQL's is; to tune one, run sqlchorus eval --export-pairs pairs.jsonl "
+    "on questions you do not evaluate on (a training set): each line is a labelled pair of result "
+    "clusters in the selection prompt, in the chat fine-tuning JSON Lines format, and the tuned model "
+    "is named as the selection role's model"
+)
 
 
 def expected_calls(settings: Settings) -> dict[str, Any]:
@@ -19,8 +85,9 @@ def expected_calls(settings: Settings) -> dict[str, Any]:
     Returns:
         ``by_node`` (calls per node when every candidate runs), ``typical`` (their sum),
         ``candidates``, ``fixer_max`` (beta times candidates), ``selection_max`` (pairwise
-        comparisons, both orders, of at most ``pairwise_max_clusters`` clusters when every
-        candidate disagrees) and ``most`` (everything at once).
+        comparisons, both orders, of at most ``pairwise_max_clusters`` clusters within
+        ``max_pairwise_calls``, for the number of clusters that costs most) and ``most``
+        (everything at once).
 
     Raises:
         ValueError: a generator name that is not registered.
@@ -35,8 +102,11 @@ def expected_calls(settings: Settings) -> dict[str, Any]:
         candidates += samples * generator.candidates(settings)
     typical = sum(by_node.values())
     fixer_max = settings.fix_rounds * candidates
-    clusters = min(candidates, settings.pairwise_max_clusters)
-    selection_max = 0 if settings.pairwise == "never" or clusters < 2 else clusters * (clusters - 1)
+    selection_max = 0 if settings.pairwise == "never" else max(
+        (tournament_calls(n, settings.pairwise_max_clusters, settings.max_pairwise_calls)
+         for n in range(2, candidates + 1)),
+        default=0,
+    )
     return {
         "by_node": by_node,
         "typical": typical,
@@ -64,13 +134,43 @@ def explain_preset(name: str) -> str:
         elif gen == "din":
             extra = f" (self-correction: {settings.din_correction})"
         lines.append(f"  {gen} x{samples}{extra}")
+    if any(n > 1 for n in settings.generators.values()):
+        lines.append(f"samples after each generator's first: temperature {settings.sample_temperature}"
+                     f"{', schema shuffled per sample' if settings.shuffle_schema else ''}")
     lines.append(f"fixer: up to {settings.fix_rounds} round(s) per candidate that fails or returns no rows")
     lines.append(f"selection: {chosen.selection_summary}")
+    if settings.pairwise != "never":
+        lines.append(f"  {_pairwise_plan(settings, cost['candidates'])}")
+        lines.append(f"  {UNTUNED}")
     lines.append("expected model calls per question:")
     for node, calls in cost["by_node"].items():
         lines.append(f"  {node}: {calls}")
-    lines.append(f"  typical: {cost['typical']} (every candidate runs, the vote is confident)")
+    typical = {"never": "every candidate runs", "low-confidence": "every candidate runs, the vote is confident",
+               "always": "every candidate runs, all with one result"}[settings.pairwise]
+    lines.append(f"  typical: {cost['typical']} ({typical})")
     lines.append(
         f"  at most: {cost['most']} (fixer {cost['fixer_max']}, pairwise selection {cost['selection_max']})"
     )
+    nodes = [GENERATORS[gen].node for gen in settings.generators]
+    nodes += ["fix_candidates"] * (settings.fix_rounds > 0) + ["select_candidate"] * (settings.pairwise != "never")
+    lines.append("where it differs from the papers:")
+    lines += [f"  {node}: {DIFFERS_FROM_PAPER[node]}" for node in nodes]
+    if any(n > 1 for gen, n in settings.generators.items() if gen in SAMPLED):
+        lines.append(f"  sampling: {SAMPLING}")
     return "\n".join(lines)
+
+
+def _pairwise_plan(settings: Settings, candidates: int) -> str:
+    """How many clusters pairwise selection compares, in words, with its call bound."""
+    budget = settings.max_pairwise_calls
+    when = "when the vote is not confident" if settings.pairwise == "low-confidence" else "whenever results disagree"
+    most = min(candidates, settings.pairwise_max_clusters)
+    if not budget:
+        return (f"pairwise: {when}, every pair of the {settings.pairwise_max_clusters} largest result clusters, "
+                f"in both orders ({most * (most - 1)} calls at most)")
+    entrants, finalists = tournament(candidates, settings.pairwise_max_clusters, budget)
+    full = max((n for n in range(2, most + 1) if n * (n - 1) <= budget), default=1)
+    return (f"pairwise: {when}, within {budget} calls (max_pairwise_calls): every pair, in both orders, of up to "
+            f"{full} clusters; with more, the largest meet in a round robin and the others climb a ladder for "
+            f"its last place (with {candidates} clusters: {entrants} compared, {finalists} in the final, "
+            f"{tournament_calls(candidates, settings.pairwise_max_clusters, budget)} calls)")

@@ -13,7 +13,7 @@ from typing import Any
 from langgraph.graph import END
 from langgraph.types import Send
 
-from sqlchorus.core.candidates import UNFIXABLE_KINDS, is_broken
+from sqlchorus.core.candidates import UNFIXABLE_KINDS, can_fix, fix_record, is_broken
 from sqlchorus.core.state import GeneratorInput
 
 Route = list[tuple[Any, str]]
@@ -49,7 +49,7 @@ def after_check(state: dict, runtime: Any) -> Route:
     beta = runtime.context.settings.fix_rounds
     rounds = state.get("fix_round") or 0
     candidates = state.get("candidates") or []
-    fixable = [c for c in candidates if is_broken(c) and c["fix_attempts"] < beta]
+    fixable = [c for c in candidates if can_fix(c, beta)]
     if fixable and rounds < beta:
         ids = ", ".join(f"{c['id']} ({c['status']}: {c['error'] or 'no rows'})" for c in fixable)
         return [("fix_candidates", f"round {rounds + 1} of {beta}: fixing {ids}")]
@@ -57,7 +57,9 @@ def after_check(state: dict, runtime: Any) -> Route:
         return [("select_candidate", f"fixer rounds spent ({rounds} of {beta})")]
     broken = [c for c in candidates if is_broken(c)]
     if broken:
-        return [("select_candidate", f"{len(broken)} candidate(s) still broken after {beta} attempts each")]
+        stopped = [f"{c['id']} ({fix_record(c)['stopped']})" for c in broken if fix_record(c)["stopped"]]
+        note = f"; stopped early: {', '.join(stopped)}" if stopped else ""
+        return [("select_candidate", f"{len(broken)} candidate(s) still broken after at most {beta} fixer round(s) each{note}")]
     damaged = [c for c in candidates if c.get("error_kind") in UNFIXABLE_KINDS]
     if damaged:
         return [("select_candidate", f"{len(damaged)} candidate(s) failed on the database itself "

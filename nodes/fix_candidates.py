@@ -1,10 +1,19 @@
 """fix_candidates: CHASE-SQL's query fixer, one round.
 
-Every candidate that failed or returned no rows, and has fixer attempts left (beta, from
-settings), is shown to the fixing model with its error or empty result; the corrected query
-replaces it and goes back to ``check_candidates``. A fixer that fails, or answers without SQL,
-uses up the attempt and the candidate keeps its last query. Candidates with the same query and
-the same error make one call between them: they get the same prompt, so they share its answer.
+Every candidate that failed or returned no rows, and has fixer rounds left (beta, from
+settings), is shown to the fixing model with its error or empty result, and with every earlier
+attempt of that candidate and its error (``history``, oldest first); the corrected query
+replaces it and goes back to ``check_candidates``. So no two rounds of one candidate send the
+same prompt. The first round samples as the run does; later rounds are retries and sample with
+:func:`~sqlchorus.core.diversity.retry_sampling` (LIST's temperature 0.8 and top-p 0.95 by
+default), which the response cache never answers.
+
+``fix_attempts`` counts the rounds that produced a new query. A round whose answer is a query
+the candidate already tried stops the fixer for that candidate (it would only fail again); one
+that fails, or answers without SQL, uses up the round and the candidate keeps its last query
+(the next prompt says how many answers had no SQL). ``meta["fix"]`` keeps the rounds spent and
+why the fixer stopped (:func:`~sqlchorus.core.candidates.fix_record`). Candidates with the same
+prompt in a round make one call between them and share its answer.
 
 As CHASE-SQL's fixer prompt does, the prompt opens with few-shot examples
 (``prompts/fix_candidates_examples.json``, replaceable through ``Settings.examples_dir``): a
@@ -20,8 +29,9 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from sqlchorus import prompts
-from sqlchorus.core.candidates import is_broken, updated
+from sqlchorus.core.candidates import can_fix, fix_record, tried, updated
 from sqlchorus.core.context import Context
+from sqlchorus.core.diversity import retry_sampling
 from sqlchorus.core.llm import ModelCallError, call_model
 from sqlchorus.core.state import SqlchorusState
 from sqlchorus.tools import fewshot
@@ -37,6 +47,22 @@ def result_text(candidate: dict) -> str:
     if candidate["status"] == "empty":
         return "The query ran but returned no rows (an empty result)."
     return f"Error: {candidate.get('error') or 'unknown error'}"
+
+
+def earlier_text(candidate: dict, no_sql: int = 0) -> str:
+    """The candidate's earlier attempts and their results, oldest first, and how many of the
+    fixer's answers had no SQL: empty before the first round of a candidate with no history."""
+    lines = []
+    if candidate["history"]:
+        lines.append("Earlier attempts at this query also failed (oldest first); do not write any of them again:")
+        for n, attempt in enumerate(candidate["history"], 1):
+            lines.append(f"Attempt {n}:\n{attempt.get('sql') or '(no query was produced)'}\nIts result: {result_text(attempt)}")
+    if no_sql:
+        lines.append(
+            f"{no_sql} earlier answer(s) to this task contained no SQL query: end the answer with "
+            "Final Answer: and the query on one line."
+        )
+    return "".join(f"{line}\n" for line in lines)
 
 
 def examples_text(settings: Any) -> str:
@@ -59,11 +85,14 @@ def fix_candidates(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
     context = runtime.context
     beta = context.settings.fix_rounds
     changed, usage, errors = [], [], []
-    answers: dict[str, str | ModelCallError] = {}  # one call per distinct prompt in a round
+    answers: dict[tuple[str, bool], str | ModelCallError] = {}  # one call per distinct request in a round
     examples = examples_text(context.settings)
     for candidate in state.get("candidates") or []:
-        if not is_broken(candidate) or candidate["fix_attempts"] >= beta:
+        if not can_fix(candidate, beta):
             continue
+        record = fix_record(candidate)
+        round_ = record["rounds"] + 1
+        retry = round_ > 1
         prompt = prompts.render(
             NODE,
             examples=examples,
@@ -71,29 +100,38 @@ def fix_candidates(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
             values=values_text(state.get("values")),
             question=state["question"],
             evidence=state.get("evidence") or "(none)",
+            earlier=earlier_text(candidate, record["no_sql"]),
             sql=candidate["sql"] or "(no query was produced)",
             result=result_text(candidate),
         )
-        history = [*candidate["history"], {"sql": candidate["sql"], "status": candidate["status"], "error": candidate["error"]}]
-        attempts = candidate["fix_attempts"] + 1
-        if prompt not in answers:
+        meta = dict(candidate.get("meta") or {})
+        fix = {"rounds": round_, "no_sql": record["no_sql"], "stopped": None}
+        if (prompt, retry) not in answers:
             try:
-                answers[prompt], record = call_model(context, role="fixing", node=NODE, prompt=prompt)
-                usage.append(record)
+                answers[prompt, retry], call = call_model(
+                    context, role="fixing", node=NODE, prompt=prompt, **(retry_sampling(context) if retry else {}),
+                )
+                usage.append(call)
             except ModelCallError as e:
-                answers[prompt] = e
+                answers[prompt, retry] = e
                 if e.usage:
                     usage.append(e.usage)
-        text = answers[prompt]
+        text = answers[prompt, retry]
         if isinstance(text, ModelCallError):
             errors.append({"node": NODE, "kind": "model", "message": f"{candidate['id']}: {text}"})
-            changed.append(updated(candidate, fix_attempts=attempts))
+            changed.append(updated(candidate, meta={**meta, "fix": fix}))
             continue
         sql = extract_sql(text)
         if sql is None:
             errors.append({"node": NODE, "kind": "parse", "message": f"{candidate['id']}: the fixer's answer contained no SQL."})
-            changed.append(updated(candidate, fix_attempts=attempts))
+            changed.append(updated(candidate, meta={**meta, "fix": {**fix, "no_sql": fix["no_sql"] + 1}}))
             continue
+        if tried(candidate, sql):
+            # The model repeated a query that already failed: another round would only repeat it.
+            fix["stopped"] = f"round {round_} answered with a query already tried"
+            changed.append(updated(candidate, meta={**meta, "fix": fix}))
+            continue
+        history = [*candidate["history"], {"sql": candidate["sql"], "status": candidate["status"], "error": candidate["error"]}]
         changed.append(
             updated(
                 candidate,
@@ -101,8 +139,9 @@ def fix_candidates(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
                 status="unchecked",
                 error=None,
                 error_kind=None,
-                fix_attempts=attempts,
+                fix_attempts=candidate["fix_attempts"] + 1,
                 history=history,
+                meta={**meta, "fix": fix},
             )
         )
     return {

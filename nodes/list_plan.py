@@ -7,8 +7,9 @@ as its prompt asks of the model (``prompts/list_plan_examples.json``, built by
 answer without them falls back to its numbered lines, and an answer with neither to a single
 step (write the whole query), so a model that ignores the format still gets one verified try.
 
-A re-plan (after the first step failed every local attempt) shows the model the plan that failed
-and why, so that the new plan can take another route.
+A re-plan (after the first step failed every local attempt) shows the model every plan that
+failed and why, so that the new plan can take another route, and samples as a retry
+(:func:`~sqlchorus.core.list_search.sampling`).
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ from langgraph.runtime import Runtime
 
 from sqlchorus import prompts
 from sqlchorus.core.context import Context
-from sqlchorus.core.diversity import sample_temperature
 from sqlchorus.core.generation import model_error_update
-from sqlchorus.core.list_search import GENERATOR, numbered, shared_values
+from sqlchorus.core.list_search import numbered, sampling, shared_values
 from sqlchorus.core.llm import ModelCallError, call_model
 from sqlchorus.tools.fewshot import examples
 from sqlchorus.tools.parsing import parse_plan
@@ -42,12 +42,14 @@ def examples_text(settings: Any = None) -> str:
 
 
 def _feedback(state: dict) -> str:
-    failed = state.get("failed_plan")
+    failed = state.get("failed_plans") or []
     if not failed:
         return ""
-    return (
-        "## A previous plan failed at its first step, so do not repeat it:\n"
-        f"{numbered(failed['plan'])}\nIts first step could not be written: {failed['error']}\n"
+    head = "## A previous plan failed at its first step, so do not repeat it:\n" if len(failed) == 1 else (
+        f"## {len(failed)} previous plans failed at their first step, so do not repeat them (oldest first):\n"
+    )
+    return head + "".join(
+        f"{numbered(plan['plan'])}\nIts first step could not be written: {plan['error']}\n" for plan in failed
     )
 
 
@@ -60,11 +62,11 @@ def list_plan(state: dict, runtime: Runtime[Context]) -> dict:
         feedback=_feedback(state),
         **shared_values(state),
     )
-    base = {"plan_round": round_, "step": 0, "verified": [], "local_attempts": 0, "attempt": {}, "check": {}, "dead_end": {}}
+    base = {"plan_round": round_, "step": 0, "verified": [], "local_attempts": 0, "attempt": {}, "check": {},
+            "failures": [], "dead_ends": []}
     try:
         text, usage = call_model(
-            context, role="generation", node=NODE, prompt=prompt,
-            temperature=sample_temperature(context, GENERATOR, state.get("sample", 0)),
+            context, role="generation", node=NODE, prompt=prompt, **sampling(context, state, NODE),
             constrain_sql=False,  # a plan in words, not a query
         )
     except ModelCallError as e:

@@ -2,8 +2,11 @@
 
 As in the paper's reprompt, the prompt carries the schema, the question, the plan and the
 verified query so far, the query that failed, the sub-queries of it that ran ("SQLs that run
-well"), the one that did not and its error. An empty result or a join without a condition is a
-warning: the model may keep its query by answering with it again (see
+well"), the one that did not and its error. Before them come the earlier failed attempts at the
+same step with what happened to each, so every reprompt of a step sends a longer prompt than the
+last; and every reprompt samples as a retry (LIST's temperature 0.8 and top-p 0.95 by default,
+:func:`~sqlchorus.core.list_search.sampling`). An empty result or a join without a condition is
+a warning: the model may keep its query by answering with it again (see
 :mod:`sqlchorus.nodes.list_verify_step`).
 """
 
@@ -15,9 +18,8 @@ from langgraph.runtime import Runtime
 
 from sqlchorus import prompts
 from sqlchorus.core.context import Context
-from sqlchorus.core.diversity import sample_temperature
 from sqlchorus.core.generation import model_error_update
-from sqlchorus.core.list_search import GENERATOR, shared_values, step_values
+from sqlchorus.core.list_search import earlier_text, sampling, shared_values, step_values
 from sqlchorus.core.llm import ModelCallError, call_model
 from sqlchorus.tools.parsing import extract_sql
 
@@ -54,6 +56,7 @@ def list_reprompt(state: dict, runtime: Runtime[Context]) -> dict:
         runnable="\n".join(f"{q};" for q in runnable) or "-- (none)",
         failing=check.get("failing") or check.get("sql") or "-- (no SQL in the answer)",
         error=error_text(check),
+        earlier=earlier_text(list(state.get("failures") or [])[:-1]),
         **shared_values(state),
         **step_values(state),
     )
@@ -62,10 +65,7 @@ def list_reprompt(state: dict, runtime: Runtime[Context]) -> dict:
         "local_attempts": (state.get("local_attempts") or 0) + 1,
     }
     try:
-        text, usage = call_model(
-            context, role="generation", node=NODE, prompt=prompt,
-            temperature=sample_temperature(context, GENERATOR, state.get("sample", 0)),
-        )
+        text, usage = call_model(context, role="generation", node=NODE, prompt=prompt, **sampling(context, state, NODE))
     except ModelCallError as e:
         return {**update, "halt": f"generation failed: {e}", **model_error_update(NODE, e)}
     update["attempt"] = {"step": state.get("step", 0), "kind": "reprompt", "sql": extract_sql(text)}

@@ -3,8 +3,10 @@
 The verdict comes from :func:`sqlchorus.tools.verify.verify_sql` (strong: every LIST sub-query
 runs; weak: the whole query only). An empty result or a join without a condition is a warning:
 when the model's repaired query is the same query again, the verdict is accepted, recorded, and
-not reported again for that sub-query. On success the query is pushed on the verified path and
-the deepest verified state is kept as the best one.
+not reported again for that sub-query. On success the query is pushed on the verified path
+(with the step's failed attempts before it) and the deepest verified state is kept as the best
+one; on failure the attempt joins the step's ``failures``, which the next retry of the step
+shows. Every query the search has not written before counts in ``new_queries``.
 """
 
 from __future__ import annotations
@@ -27,15 +29,19 @@ def list_verify_step(state: dict, runtime: Runtime[Context]) -> dict:
     step = attempt.get("step", state.get("step", 0))
     previous = state.get("check") or {}
     accepted = set(state.get("accepted") or [])
+    sql = attempt.get("sql")
+    written = list(state.get("written") or [])
+    update: dict[str, Any] = {}
+    if sql and not any(same_query(sql, w) for w in written):
+        update.update(written=[*written, sql], new_queries=(state.get("new_queries") or 0) + 1)
     check = verify_sql(
-        attempt.get("sql"),
+        sql,
         context.db,
         schema=context.schema,
         verifier=settings.list_verifier,
         growth=settings.list_join_growth,
         accepted=accepted,
     )
-    update: dict[str, Any] = {}
     if (
         check["kind"] in SOFT_KINDS
         and attempt.get("kind") == "reprompt"
@@ -57,10 +63,13 @@ def list_verify_step(state: dict, runtime: Runtime[Context]) -> dict:
         "verdict": check["kind"],
         "error": (check.get("error") or check.get("warning") or "")[:200] or None,
     }]
-    if check["ok"]:
+    if not check["ok"]:
+        failure = {k: check.get(k) for k in ("sql", "kind", "error", "failing")}
+        update["failures"] = [*(state.get("failures") or []), failure]
+    else:
         verified = list(state.get("verified") or [])[:step]
-        verified.append({"step": step, "sql": check["sql"]})
-        update.update(verified=verified, step=step + 1, local_attempts=0)
+        verified.append({"step": step, "sql": check["sql"], "failures": list(state.get("failures") or [])})
+        update.update(verified=verified, step=step + 1, local_attempts=0, failures=[])
         best = state.get("best")
         if best is None or len(verified) >= best["verified"]:
             update["best"] = {

@@ -21,6 +21,7 @@ from langgraph.errors import GraphRecursionError
 from sqlchorus.config.errors import EmptyQuestionError, QuestionTooLongError, RunCancelledError
 from sqlchorus.config.settings import Settings
 from sqlchorus.core import attributes as attrs
+from sqlchorus.core.candidates import fix_record
 from sqlchorus.core.checkpoints import (
     CallLog,
     CheckpointFileError,
@@ -561,7 +562,9 @@ def failure_kind(result: Result) -> str | None:
     if any(c.get("error_kind") == "timeout" for c in candidates):
         return "timeout"
     failed = [c for c in candidates if c.get("status") == "error"]
-    if failed and any(c.get("fix_attempts") for c in failed):
+    # Rounds the fixer spent count, not only those that gave a new query: a fixer that only
+    # repeated a query, or answered without one, gave up as well.
+    if failed and any(fix_record({"fix_attempts": 0, **c})["rounds"] for c in failed):
         return "fixer_gave_up"
     if failed:
         return "execution_error"

@@ -199,6 +199,57 @@ def spans() -> InMemorySpanExporter:
     return InMemorySpanExporter()
 
 
+NAMED_MODEL = "scripted:oracle"
+
+
+def sampled_model(responses, **kw):
+    """A scripted model whose API takes a per-call top-p, and that keeps each call's sampling
+    arguments in ``sampling``: ``(node, temperature, top_p)``, None where the call left the
+    model's own."""
+    from pydantic import Field
+
+    from sqlchorus.core.llm import NODE_KEY
+    from sqlchorus.testing import ScriptedChatModel
+
+    class Sampled(ScriptedChatModel):
+        accepts_top_p: bool = True
+        sampling: list = Field(default_factory=list)
+
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            node = (getattr(run_manager, "metadata", None) or {}).get(NODE_KEY)
+            self.sampling.append((node, kwargs.get("temperature"), kwargs.get("top_p")))
+            return super()._generate(messages, stop, run_manager, **kwargs)
+
+    return Sampled(responses, **kw)
+
+
+def chat_calls(spans, node=None):
+    """Each model call's span, in order (of ``node`` only, when given), as ``(node,
+    temperature, top_p, cache hit)``."""
+    calls = [s for s in sorted(spans.get_finished_spans(), key=lambda s: s.start_time)
+             if s.attributes.get("gen_ai.operation.name") == "chat"]
+    return [
+        (s.attributes.get("sqlchorus.node"), s.attributes["gen_ai.request.temperature"],
+         s.attributes.get("gen_ai.request.top_p"), s.attributes["sqlchorus.cache_hit"])
+        for s in calls if node is None or s.attributes.get("sqlchorus.node") == node
+    ]
+
+
+@pytest.fixture
+def named(monkeypatch):
+    """Give a scripted model a provider:model name (the kind the response cache keeps): settings
+    name it, and resolving that name gives the scripted model."""
+    from sqlchorus.core import models
+
+    real = models.resolve_model
+
+    def name(model):
+        monkeypatch.setattr(models, "resolve_model", lambda spec, **kw: model if spec == NAMED_MODEL else real(spec, **kw))
+        return NAMED_MODEL
+
+    return name
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _private_cache(tmp_path_factory):
     # Value indexes go to a cache folder; tests must not write into the user's own.

@@ -89,8 +89,10 @@ def test_model_that_returns_no_sql(use_model, tmp_path):
     answer = json.loads(out.output)
     assert answer["ok"] is False
     assert "contained no SQL" in answer["error"]
-    # The fixer tried its beta rounds and each answer had no SQL either.
-    assert answer["candidates"][0]["fix_attempts"] == 3
+    # The fixer tried its beta rounds and each answer had no SQL either: no round produced a
+    # new query, so none counts as a fix.
+    assert answer["candidates"][0]["fix_attempts"] == 0
+    assert [e["node"] for e in answer["errors"] if "contained no SQL" in e["message"]].count("fix_candidates") == 3
 
 
 def test_python_api_errors_are_typed(tmp_path):

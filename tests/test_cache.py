@@ -14,23 +14,6 @@ from sqlchorus.config.settings import Settings
 from sqlchorus.testing import ScriptedChatModel, oracle_model
 from sqlchorus.tools.cache import ResponseCache, default_cache_dir, model_identity, request_key
 
-NAME = "scripted:oracle"
-
-
-@pytest.fixture
-def named(monkeypatch):
-    """Give a scripted model a provider:model name (the cached kind): settings name it, and
-    resolving that name gives the scripted model."""
-    from sqlchorus.core import models
-
-    real = models.resolve_model
-
-    def name(model):
-        monkeypatch.setattr(models, "resolve_model", lambda spec, **kw: model if spec == NAME else real(spec, **kw))
-        return NAME
-
-    return name
-
 
 def demo_oracle(name="oracle"):
     from sqlchorus.demo import load_demo_questions

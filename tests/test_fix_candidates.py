@@ -1,19 +1,23 @@
 """CHASE-SQL's query fixer: its few-shot examples, true on the demo database, shown to the model
-before the task, and small enough to leave the schema its share of the prompt."""
+before the task, and small enough to leave the schema its share of the prompt; and its retries,
+each with a new prompt, sampled, never answered from the response cache, counted only when they
+produce a new query."""
 
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import sqlchorus
-from conftest import Recorder
+from conftest import Recorder, chat_calls, sampled_model
 from sqlchorus import prompts
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.budget import PROMPT_RESERVE
 from sqlchorus.nodes.fix_candidates import NODE, examples_text, result_text
-from sqlchorus.testing import ScriptedChatModel, sql_of
+from sqlchorus.testing import ScriptedChatModel, role_of_call, sql_of
 from sqlchorus.tools.database import GuardedDatabase
 from sqlchorus.tools.parsing import extract_sql
 from sqlchorus.tools.results import check_sql
@@ -93,3 +97,117 @@ def test_a_users_examples_file_replaces_the_shipped_one(tmp_path):
     text = examples_text(Settings(examples_dir=str(tmp_path)))
     assert "Which suppliers are in France?" in text and "Example 2" not in text
     assert EXAMPLES[1]["question"] not in text
+
+
+# -- retries that differ ---------------------------------------------------------------------
+
+X = "SELECT COUNT(*) FROM supplier"  # the generator's broken query
+Y = "SELECT COUNT(*) FROM supplier_list"  # the fixer's broken answers
+Z = "SELECT COUNT(*) FROM all_suppliers"
+
+
+def _fixer_answers(*fixes):
+    """The oracle's answers with ``X`` from the generator and ``fixes`` in turn from the fixer
+    (the last one again once they run out)."""
+    queue = list(fixes)
+
+    def answer(question):
+        if role_of_call() != "fixing":
+            return fixes[0]
+        return queue.pop(0) if len(queue) > 1 else queue[0]
+
+    return SimpleNamespace(get=answer)
+
+
+def _fixer_calls(spans):
+    return [call[1:] for call in chat_calls(spans, NODE)]
+
+
+def _ask(demo_db, tmp_path, named, spans, model, **settings):
+    return sqlchorus.ask(
+        QUESTION, db=demo_db, exporters=[spans],
+        settings=Settings(model=named(model), cache_path=str(tmp_path / "responses.sqlite"), trace_dir=None, **settings),
+    )
+
+
+def test_a_model_that_repeats_itself_gets_distinct_prompts_and_counts_one_fix(demo_db, tmp_path, named, spans):
+    """The fixer answers with the same broken query every time. Round 2 shows round 1's query
+    and its error, samples at the retry temperature and top-p, does not come from the response
+    cache, and, answered with the same query again, stops the fixer: one fix, not three."""
+    recorder = Recorder(_fixer_answers(Y), first_answer=lambda q: X)
+    model = sampled_model(recorder)
+    result = _ask(demo_db, tmp_path, named, spans, model, fix_rounds=3)
+    assert not result.ok
+    first, second = recorder.of("fixing")
+    assert first != second
+    assert sql_of(first) == X and "Earlier attempts" not in first
+    assert sql_of(second) == Y
+    assert f"Attempt 1:\n{X}\nIts result: Error: no such table: supplier\n" in second.split("======= Your task =======")[1]
+    (candidate,) = result.candidates
+    assert candidate["fix_attempts"] == 1 and candidate["sql"] == Y
+    assert candidate["meta"]["fix"] == {"rounds": 2, "no_sql": 0, "stopped": "round 2 answered with a query already tried"}
+    # Round 1 samples as the run does (greedy); round 2 as LIST's self-correction does.
+    assert _fixer_calls(spans) == [(0.0, None, False), (0.8, 0.95, False)]
+    assert [s[1:] for s in model.sampling if s[0] == NODE] == [(None, None), (0.8, 0.95)]
+    assert [bool(u.get("cached")) for u in result.usage if u["node"] == NODE] == [False, False]
+
+    # The same question again, with the same cache: greedy calls come from the cache, the retry
+    # goes to the model again.
+    calls, spans = model.calls, InMemorySpanExporter()
+    again = _ask(demo_db, tmp_path, named, spans, model, fix_rounds=3)
+    assert [bool(u.get("cached")) for u in again.usage if u["node"] == NODE] == [True, False]
+    assert _fixer_calls(spans) == [(0.0, None, True), (0.8, 0.95, False)]
+    assert model.calls == calls + 1
+    assert again.candidates[0]["fix_attempts"] == 1
+
+
+def test_each_round_shows_every_earlier_attempt_and_its_error(demo_db, tmp_path, named, spans):
+    """Three rounds, each with a new broken query: every prompt is new, round 3 lists the two
+    queries before the one it fixes, and every new query counts."""
+    recorder = Recorder(_fixer_answers(Y, Z, "SELECT COUNT(*) FROM suppliers_all"), first_answer=lambda q: X)
+    result = _ask(demo_db, tmp_path, named, spans, sampled_model(recorder), fix_rounds=3)
+    prompts_sent = recorder.of("fixing")
+    assert len(prompts_sent) == len(set(prompts_sent)) == 3
+    assert [sql_of(p) for p in prompts_sent] == [X, Y, Z]
+    third = prompts_sent[2].split("======= Your task =======")[1]
+    assert third.index(f"Attempt 1:\n{X}\n") < third.index(f"Attempt 2:\n{Y}\nIts result: Error: no such table: supplier_list") < third.index(f"The SQL query executed was:\n{Z}")
+    assert "Attempt 3" not in third
+    (candidate,) = result.candidates
+    assert candidate["fix_attempts"] == 3
+    assert candidate["meta"]["fix"] == {"rounds": 3, "no_sql": 0, "stopped": None}
+    assert [t for t, _, _ in _fixer_calls(spans)] == [0.0, 0.8, 0.8]
+
+
+def test_the_first_round_repeating_the_generators_query_counts_no_fix(demo_db, tmp_path, named, spans):
+    recorder = Recorder(_fixer_answers(X), first_answer=lambda q: X)
+    result = _ask(demo_db, tmp_path, named, spans, sampled_model(recorder), fix_rounds=3)
+    assert len(recorder.of("fixing")) == 1
+    assert result.candidates[0]["fix_attempts"] == 0
+    assert result.candidates[0]["meta"]["fix"]["stopped"] == "round 1 answered with a query already tried"
+
+
+def test_retry_settings_reach_the_fixer(demo_db, tmp_path, named, spans):
+    recorder = Recorder(_fixer_answers(Y), first_answer=lambda q: X)
+    result = _ask(demo_db, tmp_path, named, spans, sampled_model(recorder), fix_rounds=3,
+                  retry_temperature=0.5, retry_top_p=0.9)
+    assert _fixer_calls(spans) == [(0.0, None, False), (0.5, 0.9, False)]
+    assert result.candidates[0]["fix_attempts"] == 1
+
+
+def test_a_run_with_retries_replays_its_recorded_answers(demo_db, tmp_path):
+    """The call log serves a replay each round's answer in order, with no model call."""
+    recorder = Recorder(_fixer_answers(Y, Z), first_answer=lambda q: X)
+    session = sqlchorus.Session(Settings(model=ScriptedChatModel(recorder), trace_dir=str(tmp_path), fix_rounds=3))
+    first = session.ask(QUESTION, db=demo_db)
+    session.close()
+
+    def refuse(messages):
+        raise AssertionError("a replay must not call the model")
+
+    again = sqlchorus.Session(Settings(model=ScriptedChatModel(refuse), trace_dir=str(tmp_path), fix_rounds=3))
+    replayed = again.replay(first.run_id)
+    again.close()
+    assert replayed.cost["replayed_calls"] == replayed.cost["calls"] == len(first.usage)
+    assert [u["node"] for u in replayed.usage].count(NODE) == 3
+    assert replayed.candidates == first.candidates
+    assert replayed.candidates[0]["fix_attempts"] == 2  # Y and Z; round 3 repeated Z

@@ -19,7 +19,7 @@ from sqlglot import exp
 
 import sqlchorus
 from build_list_examples import build_examples, render
-from conftest import FIXTURES, spider_examples
+from conftest import FIXTURES, chat_calls, sampled_model, spider_examples
 from sqlchorus import prompts
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.context import Context
@@ -564,3 +564,90 @@ def test_runs_inside_a_checkpointed_graph(demo_db):
     assert state["answer"]["sql"] == q["sql"]
     # Only the candidate comes back: none of the search's working state reaches the parent.
     assert not {"plan", "verified", "check", "trail"} & set(state)
+
+
+# -- retries that differ -----------------------------------------------------------------------
+
+BROKEN_JOIN = FROM + " JOIN categories AS c ON p.categoryid = c.category_id"
+
+
+def run_sampled_search(answers: dict, cache_path, settings: Settings | None = None):
+    """A search with a named model (the kind the response cache keeps) that records each call's
+    sampling; returns the update, every prompt sent in order, the model and ``chat_calls``."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from sqlchorus.demo import demo_db_path
+    from sqlchorus.tools.cache import ResponseCache
+
+    script = Script(answers)
+    sent = []
+
+    def respond(messages):
+        sent.append(prompt_text(messages))
+        return script(messages)
+
+    model = sampled_model(respond)
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    settings = settings or Settings(trace_dir=None, model="scripted:list")
+    cache = ResponseCache(cache_path)
+    with GuardedDatabase(demo_db_path()) as db:
+        context = Context(db=db, models={"generation": model}, settings=settings, cache=cache,
+                          schema=introspect(db, sample_values=0), tracer=provider.get_tracer("test"))
+        update = generate_list(
+            {"question": QUESTION, "evidence": "", "schema_view": "(schema)", "values": {}, "generator": "list",
+             "sample": 0},
+            Runtime(context=context), search=build_list_graph(),
+        )
+    cache.close()
+    return update, sent, model, chat_calls(spans)
+
+
+def test_a_model_that_repeats_itself_gets_a_new_prompt_every_retry(tmp_path):
+    """Step 2's query fails, and every repair is the same query again. Each reprompt shows every
+    earlier attempt, so no two prompts of the search are the same; every retry (the reprompts,
+    and the writes after the traceback) samples at LIST's temperature 0.8 and top-p 0.95 and is
+    never answered from the response cache; only the two distinct queries count as new."""
+    answers = {"plan": [PLAN], ("write", 1): [FROM], ("write", 2): [BROKEN_JOIN], ("repair", 2): [BROKEN_JOIN]}
+    update, sent, model, calls = run_sampled_search(answers, tmp_path / "responses.sqlite")
+    assert len(sent) == 16 and len(set(sent)) == 16  # a plan and the 15 queries of the search
+    nodes = [c[0] for c in calls]
+    reprompts = [p.split("======= Your task =======")[1] for p, n in zip(sent, nodes) if n == "list_reprompt"]
+    assert "Earlier attempts" not in reprompts[0]
+    assert "Attempt 1:\n```sql\n" + BROKEN_JOIN + "\n```\nthis happened: execution: no such column: p.categoryid" in reprompts[1]
+    assert "Attempt 2: the same query as attempt 1\nthis happened: execution: no such column: p.categoryid" in reprompts[2]
+    assert "Attempt 3:" not in reprompts[2]
+    # The first pass samples greedily; everything after the first failure is a retry.
+    first_pass = nodes.index("list_reprompt")
+    assert nodes[:first_pass] == ["list_plan", "list_write_step", "list_write_step"]
+    assert {c[1:] for c in calls[:first_pass]} == {(0.0, None, False)}
+    assert {c[1:] for c in calls[first_pass:]} == {(0.8, 0.95, False)}
+    assert {s[1:] for s in model.sampling[first_pass:]} == {(0.8, 0.95)}
+    # After the traceback, step 1 is written again (the same query), and step 2's write is shown
+    # the failed attempts at it on that same verified query.
+    rewrite_2 = [p for p, n in zip(sent, nodes) if n == "list_write_step" and "write step 2" in p][1]
+    assert "Earlier attempts at this step, on the same verified query, that failed" in rewrite_2
+    assert "Attempt 4: the same query as attempt 1" in rewrite_2
+    meta = update["candidates"][0]["meta"]["list"]
+    assert (meta["global_attempts"], meta["new_queries"], meta["tracebacks"]) == (15, 2, 2)
+
+    # The same search again over the same cache: only the greedy first pass comes from it.
+    again, sent_again, model_again, calls_again = run_sampled_search(answers, tmp_path / "responses.sqlite")
+    assert [c[3] for c in calls_again] == [True] * first_pass + [False] * (16 - first_pass)
+    assert model_again.calls == 16 - first_pass
+    assert sent_again == sent[first_pass:]  # the model saw only the retries, with the same prompts
+
+
+def test_a_replan_shows_every_plan_that_failed(tmp_path):
+    settings = Settings(trace_dir=None, model="scripted:list", list_max_local_attempts=0, list_max_global_attempts=3)
+    plans = [["Take the rows of product."], ["Take the rows of produce."], PLAN]
+    answers = {"plan": plans, ("write", 1): ["SELECT * FROM product", "SELECT * FROM produce", FROM]}
+    _, sent, _, calls = run_sampled_search(answers, tmp_path / "responses.sqlite", settings)
+    plan_prompts = [p for p, c in zip(sent, calls) if c[0] == "list_plan"]
+    assert len(plan_prompts) == 3 and [c[1] for c in calls if c[0] == "list_plan"] == [0.0, 0.8, 0.8]
+    assert "previous plan" not in plan_prompts[0]
+    assert "Step 1: Take the rows of product.\nIts first step could not be written: no such table: product" in plan_prompts[1]
+    third = plan_prompts[2]
+    assert "2 previous plans failed" in third
+    assert third.index("no such table: product") < third.index("no such table: produce")

@@ -9,7 +9,7 @@ import pytest
 import sqlchorus
 from conftest import spider_examples
 from sqlchorus.config.settings import Settings
-from sqlchorus.testing import ScriptedChatModel, oracle_model
+from sqlchorus.testing import ScriptedChatModel, oracle_model, role_of_call
 
 
 def gold_model(examples, **kw):
@@ -83,13 +83,18 @@ def test_fixer_repairs_a_broken_first_candidate(spider):
 
 
 def test_fixer_gives_up_after_beta_rounds(spider):
+    """Every round writes another broken query: beta rounds, each a new query, then selection."""
     examples = spider_examples("concert_singer")[:1]
-    model = oracle_model(lambda q: "SELECT nme FROM singer")
+    fixes = iter(["SELECT nam FROM singer", "SELECT nm FROM singer", "SELECT n FROM singer"])
+    model = oracle_model(lambda q: next(fixes) if role_of_call() == "fixing" else "SELECT nme FROM singer")
     result = sqlchorus.ask(examples[0]["question"], db=spider("concert_singer"), model=model,
                            settings=Settings(fix_rounds=3))
     assert not result.ok
     assert "no such column" in result.error
-    assert result.candidates[0]["fix_attempts"] == 3
+    (candidate,) = result.candidates
+    assert candidate["fix_attempts"] == 3 and candidate["sql"] == "SELECT n FROM singer"
+    assert [h["sql"] for h in candidate["history"]] == ["SELECT nme FROM singer", "SELECT nam FROM singer", "SELECT nm FROM singer"]
+    assert candidate["meta"]["fix"] == {"rounds": 3, "no_sql": 0, "stopped": None}
     assert [u["node"] for u in result.usage].count("fix_candidates") == 3
 
 

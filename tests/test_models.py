@@ -294,3 +294,32 @@ def test_a_model_from_python_code_drives_the_cli(factory_module, demo_db):
 def test_a_model_from_python_code_that_cannot_be_used_says_why(factory_module, spec, message):
     with pytest.raises(ModelConfigError, match=message):
         resolve_model(spec)
+
+
+def test_retry_sampling_reaches_openai_models_but_not_reasoning_ones(monkeypatch, demo_db):
+    """A retry's temperature and top-p go to an OpenAI chat model with the request; an OpenAI
+    reasoning model, which refuses both, gets neither; a scripted model, whose API takes no
+    top-p, gets only the temperature."""
+    from langchain_core.messages import AIMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+    from langchain_openai import ChatOpenAI
+
+    sent = []
+
+    def fake_generate(self, messages, stop=None, run_manager=None, **kwargs):
+        sent.append({k: kwargs[k] for k in ("temperature", "top_p") if k in kwargs})
+        return ChatResult(generations=[ChatGeneration(message=AIMessage("SELECT 1"))])
+
+    monkeypatch.setattr(ChatOpenAI, "_generate", fake_generate)
+    for name in ("gpt-4o-mini", "gpt-5", "o3-mini"):
+        ctx = _context(demo_db, ChatOpenAI(model=name, api_key="sk-test", max_retries=0))
+        assert call_model(ctx, role="fixing", node="n", prompt="p", temperature=0.8, top_p=0.95)[0] == "SELECT 1"
+    assert sent == [{"temperature": 0.8, "top_p": 0.95}, {}, {}]
+
+    class Keeps(ScriptedChatModel):
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            sent.append({k: kwargs[k] for k in ("temperature", "top_p") if k in kwargs})
+            return super()._generate(messages, stop, run_manager, **kwargs)
+
+    call_model(_context(demo_db, Keeps(["SELECT 1"])), role="fixing", node="n", prompt="p", temperature=0.8, top_p=0.95)
+    assert sent[-1] == {"temperature": 0.8}

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 from click.testing import CliRunner
 
 import sqlchorus
-from conftest import FIXTURES, spider_examples
+from conftest import FIXTURES, REPO, spider_examples
 from sqlchorus.cli import cli
 from sqlchorus.config.presets import PRESET_NAMES
 from sqlchorus.config.settings import NREP_VIEWS, Settings
-from sqlchorus.graph.expected_calls import expected_calls, explain_preset
+from sqlchorus.graph.expected_calls import DIFFERS_FROM_PAPER, expected_calls, explain_preset
 from sqlchorus.graph.generators import GENERATORS
 from sqlchorus.testing import oracle_model
 
@@ -102,7 +103,7 @@ def test_cli_explain_preset_needs_no_question():
     assert bad.exit_code == 2
 
 
-@pytest.mark.parametrize("name,calls", [("fast", 3), ("balanced", 8)])
+@pytest.mark.parametrize("name,calls", [("fast", 3), ("balanced", 8), ("paper", 37)])
 def test_preset_runs_match_their_expected_calls(spider, name, calls):
     examples = spider_examples("concert_singer")[:3]
     gold = {ex["question"]: ex["query"] for ex in examples}
@@ -112,3 +113,68 @@ def test_preset_runs_match_their_expected_calls(spider, name, calls):
                                settings=Settings(model=model, preset=name, trace_dir=None))
         assert result.ok, result.error
         assert len(result.usage) == calls == expected_calls(Settings(preset=name))["typical"]
+
+
+def test_paper_preset_is_chase_sqls_pool_and_compares_every_cluster():
+    settings = Settings(preset="paper")
+    cost = expected_calls(settings)
+    assert set(settings.generators) == {"divide_conquer", "query_plan", "synthetic"}
+    assert cost["candidates"] == 21 == settings.pairwise_max_clusters
+    assert settings.shuffle_schema and settings.sample_temperature > settings.temperature
+    # every pair of up to 7 clusters fits the budget; 21 clusters still all meet, in a ladder
+    assert cost["selection_max"] == settings.max_pairwise_calls
+    assert f"at most: {cost['most']} (fixer {cost['fixer_max']}, pairwise selection {cost['selection_max']})" in explain_preset("paper")
+
+
+def test_paper_run_with_21_different_results_matches_its_explained_calls(spider):
+    """A run whose 21 candidates all disagree makes exactly the selection calls --explain-preset
+    gives, compares every cluster, and finds the one right candidate among them."""
+    ex = spider_examples("concert_singer")[0]
+    lock, drawn = threading.Lock(), []
+
+    def first(question):
+        with lock:
+            drawn.append(question)
+            n = len(drawn)
+        return ex["query"] if n == 17 else f"SELECT count(*) * 100 + {n} FROM singer"
+
+    model = oracle_model(lambda q: ex["query"], first_answer=first)
+    settings = Settings(model=model, preset="paper", trace_dir=None)
+    cost = expected_calls(settings)
+    result = sqlchorus.ask(ex["question"], db=spider("concert_singer"), settings=settings)
+    assert result.ok, result.error
+    selection = result.selection
+    assert len(result.candidates) == cost["candidates"] == len(selection["votes"])  # 21 clusters of one
+    assert selection["model_calls"] == cost["selection_max"] == result.cost["by_node"]["select_candidate"]["calls"]
+    assert len(result.usage) == cost["typical"] + cost["selection_max"]
+    compared = {v["a"] for v in selection["pairwise"]} | {v["b"] for v in selection["pairwise"]}
+    assert compared == {c["members"][0] for c in selection["clusters"]}
+    assert result.sql == ex["query"]
+
+
+@pytest.mark.parametrize("name", PRESET_NAMES)
+def test_explain_preset_says_where_each_method_differs_from_its_paper(name):
+    text = explain_preset(name)
+    settings = Settings().with_preset(name)
+    for generator in settings.generators:
+        node = GENERATORS[generator].node
+        assert f"  {node}: {DIFFERS_FROM_PAPER[node]}" in text
+    if settings.pairwise == "never":
+        assert "select_candidate:" not in text.split("where it differs")[-1]
+    else:
+        assert f"  select_candidate: {DIFFERS_FROM_PAPER['select_candidate']}" in text
+        assert "not fine-tuned" in text and "--export-pairs" in text and "--role-model selection=" in text
+
+
+README_ROWS = {"generate_list": "list_plan"}  # LIST's note sits on its plan node's row
+
+
+def test_readme_notes_where_each_method_differs_from_its_paper():
+    readme = (REPO / "README.md").read_text()
+    rows = {line.split("`")[1]: line for line in readme.splitlines() if line.startswith("| `")}
+    for node in DIFFERS_FROM_PAPER:
+        if node == "generate_direct":
+            continue
+        row = rows[README_ROWS.get(node, node)]
+        assert "Where it differs from the paper" in row, node
+    assert "not fine-tuned" in rows["select_candidate"] and "--export-pairs" in rows["select_candidate"]

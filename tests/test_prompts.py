@@ -14,7 +14,7 @@ EXPECTED_VARIABLES = {
     "link_schema": {"examples", "schema", "values", "question", "evidence"},
     "generate_divide_conquer": {"examples", "schema", "values", "question", "evidence"},
     "generate_direct": {"examples", "schema", "question", "evidence"},
-    "fix_candidates": {"examples", "schema", "values", "question", "evidence", "sql", "result"},
+    "fix_candidates": {"examples", "schema", "values", "question", "evidence", "earlier", "sql", "result"},
     "din_classify": {"examples", "schema", "values", "schema_links", "question", "evidence"},
     "din_easy": {"examples", "schema", "values", "schema_links", "question", "evidence"},
     "din_medium": {"examples", "schema", "values", "schema_links", "question", "evidence"},
@@ -34,7 +34,7 @@ EXPECTED_VARIABLES = {
     "list_write_step": {"examples", "schema", "values", "question", "evidence", "steps", "step_number",
                         "step_count", "step", "verified", "feedback"},
     "list_reprompt": {"schema", "values", "question", "evidence", "steps", "step_number", "step_count",
-                      "step", "verified", "sql", "runnable", "failing", "error"},
+                      "step", "verified", "earlier", "sql", "runnable", "failing", "error"},
 }
 
 

@@ -67,7 +67,7 @@ def test_oracle_answers_each_role():
 
     gen = prompts.render("generate_divide_conquer", examples="", schema="", values="", question="Who sings?", evidence="")
     assert ask(gen).endswith("SELECT name FROM singer")
-    fix = prompts.render("fix_candidates", examples="", schema="", values="", question="Who sings?", evidence="",
+    fix = prompts.render("fix_candidates", examples="", schema="", values="", question="Who sings?", evidence="", earlier="",
                          sql="SELECT nme FROM singer", result="no such column")
     assert ask(fix) == "Final Answer: SELECT name FROM singer"
     other = prompts.render("generate_divide_conquer", examples="", schema="", values="", question="Unknown?", evidence="")

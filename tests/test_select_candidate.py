@@ -139,3 +139,96 @@ def test_graph_records_selection_in_state_and_trace(spider, spans):
     events = [e.name for e in node.events]
     assert events.count("pairwise") == 2 and "vote" in events
     assert node.attributes["sqlchorus.selection.method"] == "pairwise"
+
+
+# -- the bounded tournament (max_pairwise_calls) ---------------------------------------------------
+
+
+def _play(sizes, max_clusters, budget, judge):
+    asked = []
+
+    def compare(first, second):
+        asked.append((first, second))
+        return judge(first, second)
+
+    return sel.play(sizes, max_clusters, budget, compare), asked
+
+
+@pytest.mark.parametrize("budget", [0, 1, 2, 3, 6, 12, 13, 20, 42, 100])
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 13, 21, 25])
+def test_tournament_compares_every_cluster_within_the_budget(n, budget):
+    sizes = sorted(((i * 7) % 4 + 1 for i in range(n)), reverse=True)
+    entrants = min(n, 21)
+    if budget:
+        entrants = min(entrants, budget // 2 + 1)
+    for strongest in sorted({0, entrants // 2, max(entrants - 1, 0)}):
+        # a judge with a hidden order of strength: the lower rank wins, whichever order it is shown
+        strength = {i: (i - strongest) % n for i in range(n)}
+        played, asked = _play(sizes, 21, budget, lambda a, b: a if strength[a] < strength[b] else b)
+        if budget:
+            assert len(asked) <= budget
+        assert len(asked) == sel.tournament_calls(n, 21, budget)
+        assert played["entrants"] == entrants
+        if entrants >= 2:
+            # every entrant is shown to the judge, each pair in both orders, one right after the other
+            assert {i for pair in asked for i in pair} == set(range(entrants))
+            assert asked[1::2] == [(b, a) for a, b in asked[0::2]]
+            assert played["winner"] == strongest  # the strongest entrant wins, wherever it is seeded
+        else:
+            assert asked == [] and played["winner"] == 0
+        if not budget or budget >= entrants * (entrants - 1):
+            assert played["ladder"] == [] and played["finalists"] == list(range(entrants))
+
+
+def test_tournament_with_a_position_biased_judge_keeps_the_largest_cluster():
+    played, asked = _play([5, 3, 2, 1, 1, 1, 1, 1], 21, 12, lambda a, b: a)
+    assert len(asked) == sel.tournament_calls(8, 21, 12) <= 12
+    assert {i for pair in asked for i in pair} == set(range(7))  # 12 calls reach 7 clusters
+    assert played["winner"] == 0 and 0 in played["tied"]
+
+
+def test_expected_selection_calls_follow_the_budget():
+    from sqlchorus.graph.expected_calls import expected_calls
+
+    unbounded = Settings(generators={"divide_conquer": 9}, pairwise="always", pairwise_max_clusters=9)
+    assert expected_calls(unbounded)["selection_max"] == 9 * 8
+    bounded = unbounded.replace(max_pairwise_calls=20)
+    assert expected_calls(bounded)["selection_max"] == 20
+    assert max(sel.tournament_calls(n, 9, 20) for n in range(2, 10)) == 20
+
+
+GOLD = "SELECT count(*) FROM singer"
+WRONG = [f"SELECT count(*) + {k} FROM singer" for k in range(1, 12)]
+
+
+@pytest.mark.parametrize("budget", [8, 14, 20, 30])
+def test_select_tournament_reaches_a_lone_gold_in_the_smallest_cluster(spider, budget):
+    # Eight clusters of sizes 3, 2, 2, 1, 1, 1, 1 and the gold alone, last: comparing only the four
+    # largest clusters can never choose it; a tournament over all of them within the budget does.
+    candidates = WRONG[:1] * 3 + WRONG[1:2] * 2 + WRONG[2:3] * 2 + WRONG[3:8] + [GOLD]
+    model = oracle_model(lambda q: GOLD)
+    settings = Settings(trace_dir=None, cache=False, pairwise="always", pairwise_max_clusters=21,
+                        max_pairwise_calls=budget)
+    out = select(spider("concert_singer"), "How many singers do we have?", candidates, model=model, settings=settings)
+    assert out["votes"] == [3, 2, 2, 1, 1, 1, 1, 1, 1]
+    clusters = len(out["votes"])
+    assert model.calls == out["model_calls"] == sel.tournament_calls(clusters, 21, budget) <= budget
+    compared = {v["a"] for v in out["pairwise"]} | {v["b"] for v in out["pairwise"]}
+    reps = {c[0] for c in out["clusters"]}
+    if budget >= 2 * (clusters - 1):
+        assert compared == reps
+        assert out["sql"] == GOLD and out["method"] == "pairwise", out["reason"]
+    else:
+        assert len(compared) == budget // 2 + 1 and "not compared" in out["reason"]
+    if budget < clusters * (clusters - 1):
+        assert "ladder" in out["reason"]
+        assert {v["stage"] for v in out["pairwise"]} == {"ladder", "final"}
+
+
+def test_select_without_a_budget_compares_only_the_largest_clusters(spider):
+    candidates = WRONG[:1] * 3 + WRONG[1:2] * 2 + WRONG[2:3] * 2 + WRONG[3:8] + [GOLD]
+    model = oracle_model(lambda q: GOLD)
+    settings = Settings(trace_dir=None, cache=False, pairwise="always")  # 4 clusters, no call bound
+    out = select(spider("concert_singer"), "How many singers do we have?", candidates, model=model, settings=settings)
+    assert out["model_calls"] == 12 == 4 * 3
+    assert out["sql"] != GOLD and "5 smaller cluster(s) not compared" in out["reason"]

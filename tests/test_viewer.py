@@ -239,4 +239,6 @@ def test_a_run_without_an_answer_says_why_on_its_span():
     assert failure_kind(result([{"sql": "x", "status": "error", "error_kind": "timeout"}])) == "timeout"
     assert failure_kind(result([{"sql": "x", "status": "error", "fix_attempts": 2}])) == "fixer_gave_up"
     assert failure_kind(result([{"sql": "x", "status": "error", "fix_attempts": 0}])) == "execution_error"
+    repeated = {"sql": "x", "status": "error", "fix_attempts": 0, "meta": {"fix": {"rounds": 2, "stopped": "repeat"}}}
+    assert failure_kind(result([repeated])) == "fixer_gave_up"
     assert failure_kind(result([{"sql": "x", "status": "empty"}])) == "empty"

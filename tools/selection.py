@@ -21,13 +21,20 @@ Everything here is deterministic and works on plain dicts, so it serves the grap
   ``wins`` counts the two orders in which the pair is shown (0, 1 or 2). This is the algorithm's
   sum, with one model comparison per pair of clusters and order instead of one per pair of
   candidates.
+* **Tournament.** Which clusters meet, within a budget of model calls (two calls a pair, one
+  per order). Without a budget, every pair of the largest ``max_clusters`` clusters meets: a round
+  robin, the algorithm itself. With one, as many of the largest clusters enter as a ladder can
+  reach (two calls per entrant after the first), so every entrant is compared at least once; the
+  largest of them go straight to a final round robin and the others climb a ladder, smallest
+  first, each match won by the algorithm's sum over its two orders, whose winner takes the last
+  final place. The final round robin decides (:func:`play`).
 * **Schema union.** The tables and columns two queries use (sqlglot), which is the schema the
   selection model sees for that pair.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sqlglot import exp
@@ -105,15 +112,90 @@ def vote(
             "runner_up_share": round(runner, 4), "reason": reason}
 
 
-def pairs(n_clusters: int, max_clusters: int) -> list[tuple[int, int]]:
-    """The ordered pairs of cluster indices to compare: both orders of every pair among the first
-    ``max_clusters`` clusters, each unordered pair's two orders next to each other."""
-    k = min(n_clusters, max(max_clusters, 0))
-    out: list[tuple[int, int]] = []
-    for i in range(k):
-        for j in range(i + 1, k):
-            out += [(i, j), (j, i)]
-    return out
+def tournament(n_clusters: int, max_clusters: int, budget: int = 0) -> tuple[int, int]:
+    """How many clusters enter the pairwise comparison and how many reach its final round robin.
+
+    Args:
+        n_clusters: clusters to choose from, largest first.
+        max_clusters: the most clusters that may enter.
+        budget: model calls at most; 0 sets no bound.
+
+    Returns:
+        ``(entrants, finalists)``: the first ``entrants`` clusters are compared; when
+        ``finalists`` is less, the first ``finalists - 1`` go straight to the final and the
+        others play a ladder for its last place. With fewer than two entrants nothing is compared.
+    """
+    entrants = min(n_clusters, max(max_clusters, 0))
+    if budget <= 0 or entrants * (entrants - 1) <= budget:
+        return entrants, entrants
+    entrants = min(entrants, budget // 2 + 1)  # a ladder of e entrants costs 2 * (e - 1)
+    if entrants < 2:
+        return entrants, entrants
+    finalists = 2
+    while finalists < entrants and tournament_calls_of(entrants, finalists + 1) <= budget:
+        finalists += 1
+    return entrants, finalists
+
+
+def tournament_calls_of(entrants: int, finalists: int) -> int:
+    """Model calls of a tournament: two per ladder match, two per pair of the final."""
+    return 2 * (entrants - finalists) + finalists * (finalists - 1)
+
+
+def tournament_calls(n_clusters: int, max_clusters: int, budget: int = 0) -> int:
+    """Model calls the comparison of ``n_clusters`` clusters makes, whatever the verdicts."""
+    return tournament_calls_of(*tournament(n_clusters, max_clusters, budget))
+
+
+def play(
+    sizes: Sequence[int], max_clusters: int, budget: int, compare: Callable[[int, int], int | None],
+) -> dict[str, Any]:
+    """Play the tournament over clusters of these ``sizes`` (largest first).
+
+    ``compare(first, second)`` asks for one verdict, the pair shown in that order, and returns
+    the index of the winning cluster, or None for no usable verdict. Every pair is asked in both
+    orders, one right after the other, the larger cluster (lower index) first. A ladder match is
+    won by the higher of :func:`pairwise_scores` over its two clusters, a tie going to the larger
+    cluster; the final is a round robin scored the same way, and its best finalist wins.
+
+    Returns:
+        ``verdicts`` (``{"first", "second", "winner", "stage"}``, stage ``ladder`` or ``final``,
+        in the order asked), ``ladder`` (``{"a", "b", "winner"}`` per match), ``finalists``,
+        ``entrants``, ``scores`` (the final's scores; clusters not in it keep their own-cluster
+        points), ``winner`` and ``tied`` (the finalists sharing the best score).
+    """
+    entrants, finalists = tournament(len(sizes), max_clusters, budget)
+    verdicts: list[dict[str, Any]] = []
+
+    def meet(i: int, j: int, stage: str) -> list[dict[str, Any]]:
+        both = [{"first": a, "second": b, "winner": compare(a, b), "stage": stage} for a, b in ((i, j), (j, i))]
+        verdicts.extend(both)
+        return both
+
+    ladder: list[dict[str, int]] = []
+    seats = list(range(finalists))
+    if finalists < entrants:
+        champion = entrants - 1
+        for challenger in range(entrants - 2, finalists - 2, -1):
+            match = meet(challenger, champion, "ladder")
+            pair = [sizes[challenger], sizes[champion]]
+            local = [{**v, "first": int(v["first"] == champion), "second": int(v["second"] == champion),
+                      "winner": None if v["winner"] is None else int(v["winner"] == champion)} for v in match]
+            won, _ = best(pairwise_scores([{"size": s} for s in pair], local))
+            ladder.append({"a": challenger, "b": champion, "winner": (challenger, champion)[won]})
+            champion = (challenger, champion)[won]
+        seats = [*range(finalists - 1), champion]
+    final: list[dict[str, Any]] = []
+    for x in range(len(seats)):
+        for y in range(x + 1, len(seats)):
+            final += meet(seats[x], seats[y], "final")
+    scores = pairwise_scores([{"size": s} for s in sizes], final)
+    top = max((scores[i] for i in seats), default=0)
+    tied = [i for i in sorted(seats) if scores[i] == top]
+    return {
+        "verdicts": verdicts, "ladder": ladder, "finalists": sorted(seats), "entrants": entrants,
+        "scores": scores, "winner": tied[0] if tied else 0, "tied": tied,
+    }
 
 
 def pairwise_scores(

@@ -11,6 +11,15 @@
   with a second model for diversity. That leaves one N-rep linking call (MAC-Schema). The
   fixer, which N-rep does not have, sees the linked tables with all their columns.
 * ``full``: every generator of the graph, CHASE-SQL's pairwise selection of the final answer.
+* ``paper``: CHASE-SQL's candidate pool: its three generators (divide-and-conquer, query plan,
+  online synthetic examples), seven samples each, 21 candidates in all (the paper's Section 4.4).
+  Samples after each generator's first are drawn at ``sample_temperature`` over a schema shuffled
+  per sample, as the paper diversifies them; 0.5 is the lower of the two temperatures its
+  Table 6 compares (0.5 and 1.8), the one at which plain self-consistency did better for all
+  three generators, which matters while the selector is not fine-tuned. Pairwise selection
+  always runs, over every result cluster, in a tournament bounded by ``max_pairwise_calls``:
+  42 calls, two per candidate, which is every pair of up to 7 clusters (the paper's Algorithm 3
+  in full) and, past that, a ladder that still compares each of up to 21 clusters.
 * ``tiny``: for small local models (the offline demo's SmolLM2-135M): keywords from the question
   and lexical linking with no model call, one short direct prompt over the linked columns, and a
   grammar that admits only columns of the tables in FROM; one call per question when it runs.
@@ -33,6 +42,11 @@ BALANCED_VIEWS: tuple[str, ...] = (
     "m-schema:columns",
     "ddl:columns@m-schema",
 )
+
+PAPER_SAMPLES = 7
+"""CHASE-SQL's samples per generator: seven from each of three, 21 candidates."""
+PAPER_GENERATORS: tuple[str, ...] = ("divide_conquer", "query_plan", "synthetic")
+PAPER_CANDIDATES = PAPER_SAMPLES * len(PAPER_GENERATORS)
 
 
 @dataclass(frozen=True)
@@ -84,6 +98,23 @@ PRESETS: dict[str, Preset] = {
             "fix_rounds": 1, "schema_level": "columns", "pairwise": "never", "max_tokens": 96,
         },
         selection_summary="the single candidate; no selection call",
+    ),
+    "paper": Preset(
+        name="paper",
+        summary="CHASE-SQL's candidate pool: its three generators, seven samples each, diversified by "
+                "temperature and a shuffled schema",
+        fields={
+            "generators": {name: PAPER_SAMPLES for name in PAPER_GENERATORS},
+            "sample_temperature": 0.5,
+            "shuffle_schema": True,
+            "fix_rounds": 3,
+            "pairwise": "always",
+            "pairwise_max_clusters": PAPER_CANDIDATES,
+            "max_pairwise_calls": 2 * PAPER_CANDIDATES,
+        },
+        selection_summary="CHASE-SQL pairwise selection over every result cluster, a round robin when it fits "
+                          "the call budget, else a tournament (a ladder of the smaller clusters for the last "
+                          "place of the largest ones' round robin)",
     ),
 }
 PRESET_NAMES: tuple[str, ...] = tuple(PRESETS)

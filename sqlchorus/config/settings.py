@@ -128,8 +128,8 @@ class Settings:
     )
     preset: str | None = _field(
         None,
-        "Generators, selection and fixing chosen by cost: fast, balanced, full, or tiny for small local models "
-        "(options you give win over it).",
+        "Generators, selection and fixing chosen by cost: fast, balanced, full, paper (CHASE-SQL's pool of 21 "
+        "candidates), or tiny for small local models (options you give win over it).",
         flag="--preset", choices=PRESET_NAMES,
     )
     keywords: str = _field(
@@ -171,6 +171,18 @@ class Settings:
     fix_rounds: int = _field(
         3, "Fixer rounds per broken candidate at most (CHASE-SQL's beta).",
         flag="--fix-rounds", range=(0, 10),
+    )
+    retry_temperature: float = _field(
+        0.8,
+        "Sampling temperature of every retry after a first attempt failed: fixer rounds after the "
+        "first, LIST's reprompts, rewrites and re-plans (LIST's self-correction setting).",
+        flag="--retry-temperature", range=(0.0, 2.0),
+    )
+    retry_top_p: float = _field(
+        0.95,
+        "Top-p of those retries (LIST's setting), sent to models whose API takes it per call "
+        "(OpenAI and OpenAI-compatible; OpenAI reasoning models keep their own sampling).",
+        flag="--retry-top-p", range=(0.01, 1.0),
     )
     schema_format: str = _field(
         "m-schema", "Schema view shown to linking and generation.",
@@ -303,6 +315,14 @@ class Settings:
         4, "Result clusters compared pairwise at most (the largest ones).",
         flag="--max-clusters", range=(0, 50),
     )
+    max_pairwise_calls: int = _field(
+        0,
+        "Selection model calls per question at most, two per pair of clusters (one per order); 0 sets "
+        "no bound, so every pair of the compared clusters meets. When every pair would exceed it, the "
+        "largest clusters meet in a round robin and the smaller ones climb a ladder, one match each, "
+        "for its last place: every cluster is compared while the budget allows two calls per cluster.",
+        flag="--max-pairwise-calls", range=(0, 100_000),
+    )
     synthetic_feature_examples: int = _field(
         12, "CHASE-SQL's n_f: synthetic examples generated over the whole schema, by SQL feature.",
     )
@@ -356,8 +376,13 @@ class Settings:
             parse_view(view)  # raises ValueError naming the bad part
         if self.fix_rounds < 0:
             raise ValueError("fix_rounds must be 0 or more.")
-        if self.pairwise_max_clusters < 0 or self.synthetic_feature_examples < 0 or self.synthetic_schema_examples < 0:
-            raise ValueError("pairwise_max_clusters and the synthetic example counts must be 0 or more.")
+        if not 0.0 <= self.retry_temperature <= 2.0 or not 0.0 < self.retry_top_p <= 1.0:
+            raise ValueError("retry_temperature must be within 0 to 2, retry_top_p more than 0 and at most 1.")
+        if (self.pairwise_max_clusters < 0 or self.max_pairwise_calls < 0 or self.synthetic_feature_examples < 0
+                or self.synthetic_schema_examples < 0):
+            raise ValueError(
+                "pairwise_max_clusters, max_pairwise_calls and the synthetic example counts must be 0 or more."
+            )
         if self.list_max_local_attempts < 0 or self.list_max_global_attempts < 1:
             raise ValueError("list_max_local_attempts must be 0 or more, list_max_global_attempts 1 or more.")
         if self.list_join_growth <= 1:

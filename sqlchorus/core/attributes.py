@@ -12,6 +12,8 @@ ROUTE_EVENT = "route"
 GEN_AI_OPERATION = "gen_ai.operation.name"
 GEN_AI_PROVIDER = "gen_ai.provider.name"
 GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_REQUEST_TEMPERATURE = "gen_ai.request.temperature"
+GEN_AI_REQUEST_TOP_P = "gen_ai.request.top_p"
 GEN_AI_USAGE_INPUT = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT = "gen_ai.usage.output_tokens"
 

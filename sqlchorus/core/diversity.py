@@ -2,7 +2,8 @@
 
 CHASE-SQL raises the sampling temperature and shuffles the order of tables and columns in the
 prompt so that samples of one generator differ. The first sample stays greedy and unshuffled, so
-a single-sample run is deterministic.
+a single-sample run is deterministic. Retries (fixer rounds after the first, LIST's reprompts,
+rewrites and re-plans) sample as LIST does for its self-correction.
 """
 
 from __future__ import annotations
@@ -21,6 +22,16 @@ def sample_temperature(context: Context, generator: str, sample: int) -> float:
     if sample == 0:
         return settings.temperature
     return float(settings.generator_temperatures.get(generator, settings.sample_temperature))
+
+
+def retry_sampling(context: Context) -> dict[str, float]:
+    """The sampling of a retry, any call made because an earlier attempt failed: LIST's
+    self-correction setting (temperature 0.8, top-p 0.95) unless the settings say otherwise, so
+    that a retry is a fresh draw rather than the greedy answer that failed (and, at a temperature
+    above 0, never a response cache hit). Keyword arguments of
+    :func:`~sqlchorus.core.llm.call_model`."""
+    settings = context.settings
+    return {"temperature": settings.retry_temperature, "top_p": settings.retry_top_p}
 
 
 def shuffle_seed(context: Context, sample: int) -> int | None:

@@ -3,6 +3,12 @@
 The LIST subgraph (:mod:`sqlchorus.graph.list_graph`) runs ``list_plan``, ``list_write_step``,
 ``list_verify_step``, ``list_reprompt`` and ``list_traceback`` over :class:`ListState`; only the
 candidate it stands for reaches the parent graph.
+
+Retries sample as LIST does for its self-correction (:func:`retrying`,
+:func:`~sqlchorus.core.diversity.retry_sampling`): every reprompt, every re-plan, and every step
+written after the first traceback, when the search goes over ground it has covered. Each retry's
+prompt shows every earlier failure it answers (the step's failed attempts, the versions of a step
+that led to dead ends, the plans that failed), so no retry repeats an earlier prompt.
 """
 
 from __future__ import annotations
@@ -12,8 +18,10 @@ from typing import Annotated, Any
 
 from typing_extensions import TypedDict
 
+from sqlchorus.core.diversity import retry_sampling, sample_temperature
 from sqlchorus.core.state import ErrorRecord, UsageRecord
 from sqlchorus.tools.values import values_text
+from sqlchorus.tools.verify import same_query
 
 GENERATOR = "list"
 NOTHING_VERIFIED = "-- nothing is verified yet: this step starts the query"
@@ -30,10 +38,18 @@ class ListState(TypedDict, total=False):
         verified: the verified path: ``{"step", "sql"}`` for steps ``0 .. step-1``.
         attempt: the query just written (``step``, ``kind`` write/reprompt, ``sql``).
         check: the verifier's verdict on it (see ``list_verify_step.verify_sql``).
-        local_attempts: reprompts of the current step; ``global_attempts``: queries written.
+        failures: the failed attempts at the current step, oldest first (``sql``, ``kind``,
+            ``error``, ``failing``), every one shown to the next retry of the step. A verified
+            step keeps its own (``verified[i]["failures"]``), so that a rewrite after a traceback
+            sees them again.
+        local_attempts: reprompts of the current step; ``global_attempts``: queries written (the
+            paper's bound, every model answer counts); ``new_queries``: those answers that were a
+            query the search had not written before (``written`` keeps them).
         best: the deepest verified state seen, the candidate if the search gives up.
-        dead_end: a verified step set aside by traceback, shown when it is rewritten.
-        failed_plan: the plan a re-plan replaces, and why it failed.
+        dead_ends: verified steps set aside by traceback (``step``, ``sql``, ``error``, and the
+            ``failures`` of the step after it), shown when their step is rewritten; when the
+            rewrite is the same query, the next step starts from those failures.
+        failed_plans: the plans re-plans replaced, and why each failed.
         last_traceback: what the last traceback did: ``to`` ``step`` (and which) or ``plan``.
         accepted: sub-queries whose soft verdict (empty, join without a condition) the model
             confirmed.
@@ -54,12 +70,15 @@ class ListState(TypedDict, total=False):
     verified: list[dict[str, Any]]
     attempt: dict[str, Any]
     check: dict[str, Any]
+    failures: list[dict[str, Any]]
     local_attempts: int
     global_attempts: int
+    new_queries: int
+    written: list[str]
     tracebacks: int
     best: dict[str, Any] | None
-    dead_end: dict[str, Any]
-    failed_plan: dict[str, Any]
+    dead_ends: list[dict[str, Any]]
+    failed_plans: list[dict[str, Any]]
     accepted: list[str]
     last_traceback: dict[str, Any]
     trail: Annotated[list[dict[str, Any]], operator.add]
@@ -103,3 +122,35 @@ def step_values(state: dict) -> dict[str, Any]:
         "step": plan[step] if step < len(plan) else "",
         "verified": "\n".join(f"-- step {v['step'] + 1}\n{v['sql']};" for v in verified) or NOTHING_VERIFIED,
     }
+
+
+def retrying(state: dict, node: str) -> bool:
+    """Whether ``node``'s call is a retry (see the module's docstring): a reprompt, a re-plan,
+    or a step written after a traceback."""
+    if node == "list_reprompt":
+        return True
+    if node == "list_plan":
+        return bool(state.get("plan_round"))
+    return bool(state.get("tracebacks"))
+
+
+def sampling(context: Any, state: dict, node: str) -> dict[str, float]:
+    """``call_model``'s sampling arguments for ``node``: the sample's temperature on a first
+    attempt, the retry sampling on a retry."""
+    if retrying(state, node):
+        return retry_sampling(context)
+    return {"temperature": sample_temperature(context, GENERATOR, state.get("sample", 0))}
+
+
+def earlier_text(failures: list[dict[str, Any]], title: str = "Earlier attempts at this step") -> str:
+    """Failed attempts at a step, oldest first, each with what happened (a repeated query is
+    named, not shown again), under a ``##`` heading; empty when there are none."""
+    if not failures:
+        return ""
+    lines = [f"## {title} (oldest first), each with what happened"]
+    for n, attempt in enumerate(failures, 1):
+        sql = attempt.get("sql")
+        same = next((k for k, other in enumerate(failures[: n - 1], 1) if same_query(sql, other.get("sql"))), None)
+        shown = f" the same query as attempt {same}" if same else f"\n```sql\n{sql or '-- (no SQL in the answer)'}\n```"
+        lines.append(f"Attempt {n}:{shown}\nthis happened: {attempt.get('kind') or 'error'}: {attempt.get('error') or 'failed'}")
+    return "\n".join(lines) + "\n"

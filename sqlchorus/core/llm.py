@@ -115,6 +115,7 @@ def call_model(
     prompt: str | list[BaseMessage],
     system: str | None = None,
     temperature: float | None = None,
+    top_p: float | None = None,
     sample: int | None = None,
     constrain_sql: bool | None = None,
     grammar_tables: Collection[str] | None = None,
@@ -128,6 +129,8 @@ def call_model(
         prompt: the prompt text, or a list of messages.
         system: a system message put first.
         temperature: this call's temperature, when not the run's.
+        top_p: this call's nucleus-sampling bound, sent to models whose API takes it per call
+            (:func:`takes_top_p`); None leaves the model's own.
         sample: which of several draws of the same prompt this is. At a temperature above 0,
             only calls that give it are cached (as separate entries), so that repeated samples
             are not collapsed into one.
@@ -151,15 +154,21 @@ def call_model(
     if system:
         messages.insert(0, SystemMessage(system))
     kwargs: dict[str, Any] = {}
-    if temperature is not None and temperature != settings.temperature:
+    fixed = fixed_sampling(model)
+    if temperature is not None and temperature != settings.temperature and not fixed:
         kwargs["temperature"] = temperature
     effective_temperature = settings.temperature if temperature is None else temperature
+    if top_p is not None and takes_top_p(model) and not fixed:
+        kwargs["top_p"] = top_p
     grammar = _grammar_for(context, model, role, constrain_sql, grammar_tables)
     if grammar:
         kwargs["grammar"] = grammar
-    cache, key = _cache_entry(context, role, model, messages, effective_temperature, sample, grammar)
+    cache, key = _cache_entry(context, role, model, messages, effective_temperature, sample, grammar, top_p)
     log = context.calls
-    recorded = _recorded_request(role, node, messages, context.settings, effective_temperature, sample, grammar) if log else None
+    recorded = (
+        _recorded_request(role, node, messages, context.settings, effective_temperature, sample, grammar, top_p)
+        if log else None
+    )
     node_span = trace.get_current_span()
     # The GenAI conventions' name and kind for a call to a model: "chat {model}", a client span.
     with context.tracer.start_as_current_span(f"chat {name}", kind=trace.SpanKind.CLIENT) as span:
@@ -167,6 +176,10 @@ def call_model(
         span.set_attribute(attrs.GEN_AI_PROVIDER, provider_name(settings.model_for(role), model))
         span.set_attribute(attrs.OPENINFERENCE_KIND, attrs.KIND_LLM)
         span.set_attribute(attrs.GEN_AI_REQUEST_MODEL, name)
+        if not fixed:
+            span.set_attribute(attrs.GEN_AI_REQUEST_TEMPERATURE, float(effective_temperature))
+        if "top_p" in kwargs:
+            span.set_attribute(attrs.GEN_AI_REQUEST_TOP_P, float(top_p))
         span.set_attribute(attrs.SQLCHORUS_ROLE, role)
         span.set_attribute(attrs.SQLCHORUS_NODE, node)
         span.set_attribute(attrs.SQLCHORUS_GRAMMAR, bool(grammar))
@@ -239,7 +252,7 @@ def call_model(
 
 def _recorded_request(
     role: str, node: str, messages: list[BaseMessage], settings: Any, temperature: float,
-    sample: int | None, grammar: str | None,
+    sample: int | None, grammar: str | None, top_p: float | None = None,
 ) -> dict[str, Any]:
     """A call as the run's call log keeps it. Its key leaves the model out, so that a replay
     with another model (or one that must not be called) still finds the answers."""
@@ -247,6 +260,8 @@ def _recorded_request(
         "temperature": temperature, "max_tokens": settings.max_tokens, "sample": sample,
         "grammar": hashlib.sha256(grammar.encode()).hexdigest() if grammar else None,
     }
+    if top_p is not None:  # only when asked for, so that the keys of earlier runs still match
+        params["top_p"] = top_p
     return {
         "key": request_key(None, [*messages, HumanMessage(f"role={role}")], params),
         "role": role, "node": node, "messages": [[m.type, m.content] for m in messages], "params": params,
@@ -282,7 +297,7 @@ def _annotate(span: Any, node_span: Any, usage: UsageRecord, *, cached: bool, at
 
 def _cache_entry(
     context: Context, role: str, model: Any, messages: list[BaseMessage], temperature: float,
-    sample: int | None, grammar: str | None,
+    sample: int | None, grammar: str | None, top_p: float | None = None,
 ) -> tuple[Any, str]:
     settings = context.settings
     # Only models named by the settings are cached: a model object passed in may be scripted or
@@ -297,7 +312,36 @@ def _cache_entry(
         "grammar": hashlib.sha256(grammar.encode()).hexdigest() if grammar else None,
         "sample": sample if temperature > 0 else None,
     }
+    if top_p is not None:
+        params["top_p"] = top_p
     return context.cache, request_key(model, messages, params)
+
+
+# -- sampling -------------------------------------------------------------------------------------
+
+_TOP_P_CLASSES = frozenset({"ChatOpenAI", "AzureChatOpenAI"})
+"""Provider chat models that pass a ``top_p`` given at call time on to their API."""
+
+
+_FIXED_SAMPLING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
+"""OpenAI reasoning models: they refuse a temperature other than 1 and a top-p (``-chat``
+variants excepted)."""
+
+
+def takes_top_p(model: Any) -> bool:
+    """Whether ``model`` takes a per-call ``top_p``: the OpenAI classes (and so OpenAI-compatible
+    servers), or a model that says so with ``accepts_top_p``. Other providers keep their own
+    (some refuse a temperature and a top-p in one request)."""
+    return bool(getattr(model, "accepts_top_p", False)) or type(model).__name__ in _TOP_P_CLASSES
+
+
+def fixed_sampling(model: Any) -> bool:
+    """Whether ``model`` samples only with its own settings (an OpenAI reasoning model), so a
+    call sends it no temperature or top-p of its own."""
+    if type(model).__name__ not in _TOP_P_CLASSES:
+        return False
+    name = model_name(model).lower().rsplit("/", 1)[-1]
+    return name.startswith(_FIXED_SAMPLING_PREFIXES) and "chat" not in name
 
 
 # -- grammar ------------------------------------------------------------------------------------

@@ -34,12 +34,17 @@ Used by the ``select_candidate`` node and by standalone selection (:mod:`sqlchor
    queries use, with a preview of each result; scores are summed as the algorithm sums them
    (:func:`sqlchorus.tools.selection.pairwise_scores`) and the highest wins, ties going to the
    larger cluster, then the earlier candidate. A verdict the model does not give (an error, an
-   answer that is neither A nor B) scores nothing and is recorded.
+   answer that is neither A nor B) scores nothing and is recorded. With a call budget
+   (``max_pairwise_calls``) that every pair would exceed, the comparison is a tournament
+   (:func:`sqlchorus.tools.selection.play`): the largest clusters meet in a final round robin
+   scored as above, and the smaller ones climb a ladder for its last place, so that every
+   cluster is compared at least once while the budget allows two calls per cluster; the record
+   keeps each verdict's stage and the tournament (``selection["tournament"]``).
 
 Without a selection model (the standalone selector called with none) an unconfident vote falls
 back to the largest cluster, with the same tie-break, and the selection says so. Every step is
 in the selection record (``state["selection"]`` in the graph) (clusters, votes, the vote's reasoning, each pairwise verdict, scores,
-confidence, model calls) and on the node's span as ``vote`` and ``pairwise`` events.
+the tournament, confidence, model calls) and on the node's span as ``vote`` and ``pairwise`` events.
 """
 
 from __future__ import annotations
@@ -159,19 +164,22 @@ def choose(
 
 
 def _pairwise(context, question, evidence, clusters, by_id, selection, usage, errors, node) -> int:
-    order = sel.pairs(len(clusters), context.settings.pairwise_max_clusters)
+    settings = context.settings
     reps = [by_id[c["members"][0]] for c in clusters]
-    compared = sorted({i for pair in order for i in pair})
-    results = {i: _result_text(context, reps[i]["sql"]) for i in compared}
-    verdicts = []
-    for first, second in order:
+    results: dict[int, str] = {}
+
+    def compare(first: int, second: int) -> int | None:
         a, b = reps[first], reps[second]
+        for i in (first, second):
+            if i not in results:
+                results[i] = _result_text(context, reps[i]["sql"])
         prompt = selection_prompt(
             pair_schema(context, a["sql"], b["sql"], question, evidence), question, evidence,
             (a["sql"], results[first]), (b["sql"], results[second]),
         )
-        verdict: dict[str, Any] = {"first": first, "second": second, "a": a["id"], "b": b["id"], "winner": None}
+        verdict: dict[str, Any] = {"a": a["id"], "b": b["id"], "winner": None}
         selection["model_calls"] += 1
+        winner = None
         try:
             text, record = call_model(context, role="selection", node=node, prompt=prompt)
         except ModelCallError as e:
@@ -187,25 +195,44 @@ def _pairwise(context, question, evidence, clusters, by_id, selection, usage, er
                 verdict["error"] = "the answer named neither A nor B"
                 errors.append({"node": node, "kind": "parse", "message": f"{a['id']} vs {b['id']}: the selection model named neither A nor B."})
             else:
-                verdict["winner"] = first if letter == "A" else second
-        verdicts.append(verdict)
-        _event("pairwise", {"a": a["id"], "b": b["id"], "winner": reps[verdict["winner"]]["id"] if verdict["winner"] is not None else "none"})
-    scores = sel.pairwise_scores(clusters, verdicts)
-    winner, tied = sel.best(scores)
-    selection["pairwise"] = [
-        {"a": v["a"], "b": v["b"], "winner": reps[v["winner"]]["id"] if v["winner"] is not None else None,
-         **({"answer": v["answer"]} if "answer" in v else {}), **({"error": v["error"]} if "error" in v else {})}
-        for v in verdicts
-    ]
+                winner = first if letter == "A" else second
+                verdict["winner"] = reps[winner]["id"]
+        records.append(verdict)
+        _event("pairwise", {"a": a["id"], "b": b["id"], "winner": verdict["winner"] or "none"})
+        return winner
+
+    records: list[dict[str, Any]] = []
+    budget = settings.max_pairwise_calls
+    played = sel.play([c["size"] for c in clusters], settings.pairwise_max_clusters, budget, compare)
+    for record, verdict in zip(records, played["verdicts"]):
+        record["stage"] = verdict["stage"]
+    winner, tied, scores = played["winner"], played["tied"], played["scores"]
+    selection["pairwise"] = records
     selection["scores"] = {reps[i]["id"]: scores[i] for i in range(len(clusters))}
-    left_out = len(clusters) - len(compared)
-    note = f"; {left_out} smaller cluster(s) not compared (pairwise_max_clusters={context.settings.pairwise_max_clusters})" if left_out else ""
+    selection["tournament"] = {
+        "budget": budget or None,
+        "entrants": played["entrants"],
+        "finalists": [reps[i]["id"] for i in played["finalists"]],
+        "ladder": [{"a": reps[m["a"]]["id"], "b": reps[m["b"]]["id"], "winner": reps[m["winner"]]["id"]}
+                   for m in played["ladder"]],
+    }
+    left_out = len(clusters) - played["entrants"]
+    bound = f"max_pairwise_calls={budget}, " if budget else ""
+    note = (f"; {left_out} smaller cluster(s) not compared ({bound}pairwise_max_clusters={settings.pairwise_max_clusters})"
+            if left_out else "")
+    ladder = ""
+    if played["ladder"]:
+        ladder = (f"; within {budget} calls, {len(played['ladder']) + 1} cluster(s) played a ladder of "
+                  f"{len(played['ladder'])} match(es) for the last of {len(played['finalists'])} final place(s)")
     tie = f"; tie among {', '.join(reps[i]['id'] for i in tied)} broken by cluster size, then candidate order" if len(tied) > 1 else ""
-    if not any(v["winner"] is not None for v in verdicts):
+    final = [v for v in played["verdicts"] if v["stage"] == "final"]
+    if not any(v["winner"] is not None for v in played["verdicts"]):
         method, why = "fallback", "no pairwise verdict could be used: took the largest cluster"
     else:
-        method, why = "pairwise", f"highest pairwise score {scores[winner]} over {len(verdicts)} comparison(s)"
+        method, why = "pairwise", f"highest pairwise score {scores[winner]} over {len(final)} comparison(s)"
+        if played["ladder"]:
+            why += f" of the final round ({len(played['verdicts'])} in all)"
     vote_note = selection["vote"]["reason"]
-    prefix = f"vote not confident ({vote_note}); " if context.settings.pairwise == "low-confidence" else ""
-    selection.update(method=method, reason=f"{prefix}{why}{tie}{note}")
+    prefix = f"vote not confident ({vote_note}); " if settings.pairwise == "low-confidence" else ""
+    selection.update(method=method, reason=f"{prefix}{why}{ladder}{tie}{note}")
     return winner

@@ -21,7 +21,9 @@ class Candidate(TypedDict):
     ``status`` is set by ``check_candidates``: ``ok`` (ran, returned rows), ``empty`` (ran, no
     rows), ``error`` (did not run; ``error`` says why), or ``unchecked``. ``fingerprint`` is a
     digest of the result rows as a bag, so candidates with equal results share it. ``history``
-    keeps each earlier SQL and its error, newest last.
+    keeps each earlier SQL and its error, newest last. ``fix_attempts`` counts the fixer rounds
+    that produced a new query; ``meta["fix"]`` keeps every round the fixer spent on it
+    (:func:`sqlchorus.core.candidates.fix_record`).
     """
 
     id: str
