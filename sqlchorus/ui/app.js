@@ -235,7 +235,11 @@ async function runPage(runId) {
   (selection.clusters || []).forEach((c, i) => { for (const m of c.members || []) { clusterOf[m] = i + 1; votes[m] = c.size; } });
   const outcomes = {};
   for (const p of selection.pairwise || []) {
-    for (const side of [p.a, p.b, p.left, p.right].filter(Boolean)) (outcomes[side] = outcomes[side] || []).push(p);
+    for (const [me, other] of [[p.a, p.b], [p.b, p.a]]) {
+      if (!me) continue;
+      const said = p.winner === me ? "beat " + other : p.winner ? "lost to " + other : "no verdict with " + other;
+      (outcomes[me] = outcomes[me] || []).push(said + (p.stage ? " (" + p.stage + ")" : ""));
+    }
   }
   const candidates = el("table", { id: "candidates" }, el("thead", {}, el("tr", {},
     ["Candidate", "Generator", "SQL", "Status", "Rows", "Error", "Fixes", "Cluster", "Votes", "Pairwise"].map(h => el("th", {}, h)))),
@@ -243,7 +247,7 @@ async function runPage(runId) {
     el("td", {}, c.id + (c.id === selection.chosen ? " ★" : "")), el("td", {}, c.generator), el("td", { cls: "sql" }, c.sql),
     el("td", { cls: statusClass(c.status) }, c.status), el("td", {}, fmt(c.row_count)), el("td", { cls: "error" }, c.error || ""),
     el("td", {}, fmt(c.fix_attempts)), el("td", {}, clusterOf[c.id] || ""), el("td", {}, votes[c.id] || ""),
-    el("td", {}, (outcomes[c.id] || []).map(p => JSON.stringify(p)).join("; "))))));
+    el("td", {}, (outcomes[c.id] || []).join("; "))))));
   const calls = {};
   for (const c of d.calls || []) (calls[c.node] = calls[c.node] || []).push(c);
   const callSections = Object.entries(calls).map(([node, list]) => el("details", {}, el("summary", {}, `${node} — ${list.length} call(s)`),
