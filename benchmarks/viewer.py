@@ -29,7 +29,6 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from servers import free_port, running, server_env  # noqa: E402
-
 from sqlchorus import Session  # noqa: E402
 from sqlchorus.config.settings import Settings  # noqa: E402
 from sqlchorus.demo import load_demo_questions  # noqa: E402

@@ -1,0 +1,99 @@
+"""``benchmarks/selection_pool.py`` on the project's own test pool: no-model selection against
+plain majority voting, over candidates from three made-up systems (tests/fixtures/selection_pool)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from sqlchorus.evaluation.datasets import load_dataset
+from sqlchorus.evaluation.scoring import write_spider_predictions
+
+REPO = Path(__file__).resolve().parents[1]
+POOL = json.loads((REPO / "tests" / "fixtures" / "selection_pool" / "pool.json").read_text())
+
+
+def load_benchmark():
+    path = REPO / "benchmarks" / "selection_pool.py"
+    spec = importlib.util.spec_from_file_location("selection_pool", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def pool_files(spider, tmp_path):
+    """The fixture pool as a dataset file and one Spider prediction file per system."""
+    db = spider(POOL["db_id"])
+    dataset = tmp_path / "pool.json"
+    dataset.write_text(json.dumps({"examples": [
+        {"question": q["question"], "db_id": POOL["db_id"], "gold_sql": q["gold_sql"], "db_path": str(db)}
+        for q in POOL["questions"]
+    ]}))
+    files = []
+    for k, name in enumerate(POOL["systems"]):
+        path = tmp_path / f"{name}.txt"
+        write_spider_predictions(path, [q["candidates"][k] for q in POOL["questions"]])
+        files.append(path)
+    return dataset, files
+
+
+def test_majority_vote_baseline():
+    bench = load_benchmark()
+    checked = [
+        {"index": 0, "status": "error", "fingerprint": None},
+        {"index": 1, "status": "empty", "fingerprint": "e"},
+        {"index": 2, "status": "ok", "fingerprint": "x"},
+        {"index": 3, "status": "ok", "fingerprint": "x"},
+    ]
+    assert bench.majority_vote(checked) == 2
+    assert bench.majority_vote(checked[:3]) == 1  # a tie goes to the earlier candidate, empty or not
+    assert bench.majority_vote(checked[:1]) is None
+
+
+def test_selection_beats_majority_on_the_test_pool(pool_files):
+    bench = load_benchmark()
+    dataset_file, files = pool_files
+    dataset = load_dataset(dataset_file)
+    pools = [[q["candidates"][k] for q in POOL["questions"]] for k in range(len(POOL["systems"]))]
+    figures, records = bench.compare_pool(dataset, pools, POOL["systems"])
+
+    assert len(records) == len(POOL["questions"])
+    for q, r in zip(POOL["questions"], records):
+        e = q["expect"]
+        got = (r["majority"], r["selection"], r["correct"]["majority"], r["correct"]["selection"])
+        assert got == (e["majority"], e["selection"], e["majority_correct"], e["selection_correct"]), q["name"]
+
+    n = len(POOL["questions"])
+    expect_pct = lambda key: round(100.0 * sum(q["expect"][key] for q in POOL["questions"]) / n, 2)  # noqa: E731
+    assert figures["majority_ex"] == expect_pct("majority_correct")
+    assert figures["selection_ex"] == expect_pct("selection_correct")
+    assert figures["selection_ex"] > figures["majority_ex"]
+    assert figures["oracle_ex"] == 100.0
+    assert figures["systems"] == {"sys_a": round(100 * 2 / n, 2), "sys_b": round(100 * 3 / n, 2),
+                                  "sys_c": round(100 * 3 / n, 2)}
+    # Every disagreement is the empty-result rule: won twice, lost once (the empty gold answer).
+    assert figures["n_differ"] == 3
+    assert figures["differ_by_rule"] == {
+        "empty_set_aside": {"n": 3, "selection_right": 2, "majority_right": 1, "both_wrong": 0}
+    }
+    assert figures["sign_test_p"] == 1.0
+
+
+def test_benchmark_command_prints_one_json_line(pool_files, tmp_path, capsys):
+    bench = load_benchmark()
+    dataset_file, files = pool_files
+    details = tmp_path / "details.jsonl"
+    assert bench.main([*map(str, files), "--dataset", str(dataset_file), "--details", str(details)]) == 0
+    (line,) = capsys.readouterr().out.strip().splitlines()
+    figures = json.loads(line)
+    assert list(figures["systems"]) == POOL["systems"]
+    assert figures["selection_ex"] > figures["majority_ex"]
+    differ = [json.loads(l) for l in details.read_text().splitlines()]
+    assert [d["index"] for d in differ] == [1, 2, 3]
+    assert {d["rule"] for d in differ} == {"empty_set_aside"}
