@@ -1,10 +1,10 @@
 """retrieve_values: database values that the question's keywords refer to.
 
-Looks each keyword up in the database's value index (MinHash LSH, exact and word lookups,
-re-ranked by edit distance; see :mod:`sqlchorus.tools.value_index`) and keeps the best values per
-column with their scores. The entry point builds the index (once per database content, reused
-from the cache folder afterwards) and hands it in through the context; when it could not be
-built, the question is still answered, without values, and the run says why.
+Looks each keyword up in the database's value index (exact, word, one-edit and MinHash LSH
+lookups, re-ranked by edit distance; see :mod:`sqlchorus.tools.value_index`) and keeps the best
+values per column with their scores. The entry point builds the index (once per database
+content, reused from the cache folder afterwards) and hands it in through the context; when it
+could not be built, the question is still answered, without values, and the run says why.
 """
 
 from __future__ import annotations

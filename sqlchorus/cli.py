@@ -482,7 +482,7 @@ def select_command(candidates_file: str, model: str | None, out_file: str | None
 def index(db: str, value_cache_dir: str | None, max_values: int | None, rebuild: bool, as_json: bool) -> None:
     """Build the value index of a database, once per database content.
 
-    The index (MinHash LSH over every distinct text value, with exact and word lookups) is stored
+    The index (every distinct text value: exact, word, one-edit and MinHash LSH lookups) is stored
     in a cache folder keyed by the database's content and reused until the database changes;
     `ask` uses it whatever --max-values built it, and builds one on first use when there is none.
     Columns that were skipped are listed with the reason.

@@ -247,3 +247,257 @@ def test_embedder_blends_fuzzy_scores(db_path, tmp_path):
 def test_local_embedder_is_optional(monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "sentence_transformers", None)
     assert vi.load_local_embedder("all-MiniLM-L6-v2") is None
+
+
+# -- typos: the one-edit lookup --------------------------------------------------------------------
+
+
+def _one_edit_variants(token: str, rng) -> list[str]:
+    """One insertion, deletion, substitution and (inside one half) transposition of ``token``."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    i = rng.randrange(len(token))
+    out = [token[:i] + rng.choice(letters) + token[i:],
+           token[:i] + token[i + 1:],
+           token[:i] + rng.choice([c for c in letters if c != token[i]]) + token[i + 1:]]
+    half = len(token) // 2
+    if half >= 2:  # a swap within the first half leaves the second half intact
+        j = rng.randrange(half - 1)
+        out.append(token[:j] + token[j + 1] + token[j] + token[j + 2:])
+    return [v for v in out if len(v) >= 1]
+
+
+def test_half_keys_find_every_token_within_one_edit():
+    import random
+
+    rng = random.Random(7)
+    for _ in range(400):
+        token = "".join(rng.choice("abcdefgh xyz") for _ in range(rng.randint(3, 14))).strip()
+        if len(token) < 3:
+            continue
+        stored = set(vi.half_keys([token]).ravel().tolist())
+        for typo in _one_edit_variants(token, rng):
+            if len(typo) >= 3:
+                assert stored & set(vi.query_half_keys(typo)), (token, typo)
+
+
+def test_half_keys_do_not_match_distant_tokens():
+    stored = set(vi.half_keys(["france", "germany", "boston"]).ravel().tolist())
+    for far in ["italy", "japan", "spain", "kenya", "peru"]:
+        assert not stored & set(vi.query_half_keys(far)), far
+    # Same halves but another length: the length is part of the key.
+    assert not set(vi.half_keys(["fran"]).ravel().tolist()) & set(vi.query_half_keys("francesca"))
+
+
+@pytest.mark.parametrize("keyword, column, value", [
+    ("Fraxnce", "country.name", "France"),        # insertion
+    ("Grmany", "country.name", "Germany"),        # deletion
+    ("Finlend", "country.name", "Finland"),       # substitution
+    ("Bsoton", "city.name", "Boston"),            # transposition in the first half
+    ("Pariz", "city.name", "Paris"),              # substitution in a short value
+    ("Swifft", "singer.name", "Taylor Swift"),    # one word of a multi-word value
+    ("Beatels", "singer.name", "The Beatles"),
+])
+def test_one_typo_finds_the_value_first(index, keyword, column, value):
+    hits = index.search([keyword])[column]
+    assert hits[0]["value"] == value, hits
+    assert 80 <= hits[0]["score"] < 99
+
+
+def test_typos_on_real_databases_need_the_one_edit_lookup(spider, tmp_path, monkeypatch):
+    """Typos that 3-gram MinHash misses (short words, an edit in the middle): found first with
+    the one-edit lookup, and not found without it."""
+    cases = [("pets_1", "cjat", "Pets.PetType", "cat"),
+             ("pets_1", "dgog", "Pets.PetType", "dog"),
+             ("battle_death", "Baoril", "battle.bulgarian_commander", "Boril"),
+             ("student_transcripts_tracking", "Wiard", "Students.last_name", "Ward"),
+             ("voter_1", "NhY", "VOTES.state", "NY"),
+             ("cre_Doc_Template_Mgt", "dSummer", "Documents.Document_Name", "Summer Show"),
+             ("car_1", "Ftrance", "countries.CountryName", "france")]
+    indexes = {}
+    for name in {c[0] for c in cases}:
+        with GuardedDatabase(spider(name)) as db:
+            indexes[name] = vi.ValueIndex.build(db, cache_dir=tmp_path)
+
+    def first(db_name, keyword, column):
+        hits = indexes[db_name].search([keyword]).get(column, [])
+        return hits[0]["value"] if hits else None
+
+    assert [first(d, k, c) for d, k, c, _ in cases] == [v for *_, v in cases]
+    monkeypatch.setattr(vi, "EDIT_CANDIDATES", 0)
+    missed = [k for d, k, c, v in cases if first(d, k, c) != v]
+    assert len(missed) >= 6, missed
+    for built in indexes.values():
+        built.close()
+
+
+def test_far_typos_are_not_returned_first(tmp_path):
+    path = tmp_path / "people.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE person (name TEXT)")
+    conn.executemany("INSERT INTO person VALUES (?)",
+                     [(n,) for n in ["Ward", "Edward", "Howard", "Wardle", "Sward", "Wilde",
+                                     "Warden Hill", "Margaret"]])
+    conn.commit()
+    conn.close()
+    with GuardedDatabase(path) as db, vi.ValueIndex.build(db, cache_dir=tmp_path) as index:
+        hits = index.search(["Wiard"], threshold=0)["person.name"]
+        assert hits[0]["value"] == "Ward"  # one edit beats two ("Sward", "Wardle") or more
+        scores = {h["value"]: h["score"] for h in index.search(["Wiard"], threshold=0, top_k=10)
+                  ["person.name"]}
+        assert scores["Ward"] > max(s for v, s in scores.items() if v != "Ward")
+        # Three edits away from every value: nothing reaches the default threshold.
+        assert index.search(["Wxqrd"]) == {}
+        assert "Margaret" not in {h["value"] for h in hits}
+
+
+def test_plural_keywords_find_singular_values(tmp_path):
+    path = tmp_path / "pets.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE pet (kind TEXT, make TEXT)")
+    conn.executemany("INSERT INTO pet VALUES (?, ?)", [("cat", "volvo"), ("dog", "saab")])
+    conn.commit()
+    conn.close()
+    with GuardedDatabase(path) as db, vi.ValueIndex.build(db, cache_dir=tmp_path) as index:
+        assert index.search(["cats"])["pet.kind"] == [
+            {"value": "cat", "score": 98.0 - vi.SINGULAR_PENALTY, "keyword": "cats"}]
+        # A typo in a plural is two edits from the singular value; its singular, one.
+        assert index.search(["zdogs"])["pet.kind"][0]["value"] == "dog"
+        assert index.search(["vjolvos"])["pet.make"][0]["value"] == "volvo"
+    assert vi.singular("cities") == "city" and vi.singular("boxes") == "box"
+    assert vi.singular("new yorks") == "new york"
+    assert vi.singular("class") is None and vi.singular("bus") is None
+
+
+def test_acronyms_of_capitalised_names(tmp_path):
+    path = tmp_path / "codes.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE place (code TEXT, name TEXT)")
+    conn.executemany("INSERT INTO place VALUES (?, ?)",
+                     [("USA", "America"), ("UK", "Britain"), ("NY", "New York"), ("UN", "x")])
+    conn.commit()
+    conn.close()
+    with GuardedDatabase(path) as db, vi.ValueIndex.build(db, cache_dir=tmp_path) as index:
+        assert index.search(["United Kingdom"])["place.code"][0] == {
+            "value": "UK", "score": 98.0, "keyword": "United Kingdom"}
+        assert index.search(["United States"])["place.code"][0]["value"] == "USA"
+        assert "place.code" not in index.search(["united states"])  # not a capitalised name
+        assert vi.acronym("United States of America") == "usa"
+        assert vi.acronym("New") is None and vi.acronym("New York 2") is None
+
+
+# -- storage: format, spilling, damage ------------------------------------------------------------
+
+
+def test_spilled_build_equals_in_memory_build(db_path, tmp_path, monkeypatch):
+    keywords = ["new yrok", "Frnce", "swift", "Beyonce", "york", "United States", "1999"]
+    with GuardedDatabase(db_path) as db:
+        in_memory = vi.ValueIndex.build(db, cache_dir=tmp_path / "a")
+        monkeypatch.setattr(vi, "SPILL_POSTINGS", 10)
+        spilled = vi.ValueIndex.build(db, cache_dir=tmp_path / "b")
+    assert spilled.search(keywords) == in_memory.search(keywords)
+    assert in_memory.search(keywords)["city.name"][0]["value"] == "York"
+    assert not list((tmp_path / "b").glob(".*"))  # scratch files are gone
+    in_memory.close()
+    spilled.close()
+
+
+def test_postings_per_key_are_capped(db_path, tmp_path, monkeypatch):
+    monkeypatch.setattr(vi, "MAX_POSTINGS", 2)
+    with GuardedDatabase(db_path) as db, vi.ValueIndex.build(db, cache_dir=tmp_path) as index:
+        key = int(vi.string_keys(["extra"], vi._WORD)[0])
+        assert len(index._postings({key})[key]) == 2  # 20 values hold the word "extra"
+
+
+def _old_format_file(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    conn.executescript("""
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+        CREATE TABLE cols (id INTEGER PRIMARY KEY, tbl TEXT, col TEXT, n_values INTEGER,
+                           truncated INTEGER);
+        CREATE TABLE skipped (tbl TEXT, col TEXT, reason TEXT);
+        CREATE TABLE vals (id INTEGER PRIMARY KEY, col_id INTEGER, value TEXT, norm TEXT);
+        CREATE TABLE words (word TEXT, vid INTEGER, PRIMARY KEY (word, vid)) WITHOUT ROWID;
+        CREATE TABLE lsh (key INTEGER, vid INTEGER, PRIMARY KEY (key, vid)) WITHOUT ROWID;
+        INSERT INTO meta VALUES ('format_version', '1'), ('num_perm', '16'), ('bands', '8');
+        INSERT INTO cols VALUES (1, 'city', 'name', 1, 0);
+        INSERT INTO vals VALUES (1, 1, 'Paris', 'paris');
+    """)
+    conn.commit()
+    conn.close()
+
+
+def test_an_index_of_the_old_format_is_refused_with_a_clear_message(tmp_path):
+    old = tmp_path / "old.sqlite"
+    _old_format_file(old)
+    with pytest.raises(ValueError, match=r"format 1, not 2.*Rebuild it"):
+        vi.ValueIndex.open(old)
+    not_an_index = tmp_path / "other.sqlite"
+    sqlite3.connect(not_an_index).execute("CREATE TABLE t (x)").connection.close()
+    with pytest.raises(ValueError, match="is not a value index"):
+        vi.ValueIndex.open(not_an_index)
+
+
+def test_an_old_format_file_in_the_cache_is_rebuilt(db_path, tmp_path):
+    with GuardedDatabase(db_path) as db:
+        target, _ = vi._index_path(db, tmp_path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _old_format_file(target)
+        index = vi.ValueIndex.load_or_build(db, tmp_path)
+    assert not index.stats["from_cache"] and index.meta["format_version"] == str(vi.FORMAT_VERSION)
+    assert index.search(["Pariss"])["city.name"][0]["value"] == "Paris"
+    index.close()
+
+
+def test_the_format_version_is_part_of_the_cache_file_name(db_path, tmp_path, monkeypatch):
+    with GuardedDatabase(db_path) as db:
+        current, _ = vi._index_path(db, tmp_path)
+        monkeypatch.setattr(vi, "FORMAT_VERSION", vi.FORMAT_VERSION - 1)
+        older, _ = vi._index_path(db, tmp_path)
+    assert current != older
+
+
+def test_a_damaged_bucket_is_an_error_not_a_crash(db_path, tmp_path):
+    with GuardedDatabase(db_path) as db:
+        path = vi.ValueIndex.build(db, cache_dir=tmp_path).path
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE post SET postings = x'0102'")
+    conn.commit()
+    conn.close()
+    with vi.ValueIndex.open(path) as index, pytest.raises(ValueError, match="damaged; rebuild"):
+        index.search(["France"])
+
+
+def test_module_import_stays_light():
+    import subprocess
+    import sys
+
+    code = ("import sys, sqlchorus.tools.value_index; "
+            "print(sorted(m for m in ('datasketch', 'scipy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_page_made_from_the_sample_is_the_page_sqlite_makes(tmp_path):
+    import dataclasses
+
+    path = tmp_path / "edge.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t (a TEXT, b TEXT)")
+    odd = ["", "x\x00y", "é", "e", "É", "Zeta", "zeta", "a" * 201, "a" * 200, "日本", "😀", "abc",
+           "ABC", " lead", "trail ", "abc", "\x00abc", "x\x00" + "y" * 250]
+    conn.executemany("INSERT INTO t VALUES (?, ?)",
+                     [(v, f"k{i}") for i, v in enumerate(odd * 20)] + [(1, None), (2.5, b"\x00")])
+    conn.commit()
+    conn.close()
+    with GuardedDatabase(path) as db:
+        plans, _ = vi._text_columns(db)
+        for plan in plans:
+            for limit in (100_000, 3):
+                reason, pages = vi._column_pages(db, plan, limit, 30.0)
+                from_sample = [v for page in pages for v in page]
+                # A declared collation makes the reader ask SQLite for the page instead.
+                _, pages = vi._column_pages(db, dataclasses.replace(plan, collated=True), limit, 30.0)
+                assert reason is None and from_sample == [v for page in pages for v in page]
+                # SQLite's length() stops at a NUL: of the 17 distinct texts, the empty one, the
+                # 201-character one and "\x00abc" are left out; TEXT affinity made 1 and 2.5 text.
+                assert len(from_sample) == min(limit, 16 if plan.column == "a" else 360)
