@@ -679,8 +679,10 @@ _WORKERS = click.option("--workers", type=click.IntRange(1, 256), default=8, sho
                         help="Runs answered at once; more wait for a worker.")
 
 
-def _service(dbs: tuple[str, ...], workers: int, options: dict[str, Any], host: str, extra: str) -> tuple[Any, str | None]:
-    """The run service and token of a server command; fails with a clear message."""
+def _service(dbs: tuple[str, ...], workers: int, options: dict[str, Any], host: str, extra: str,
+             model: Any = None) -> tuple[Any, str | None]:
+    """The run service and token of a server command (``model``: the chat model when none is
+    named); fails with a clear message."""
     try:
         from sqlchorus.access import server_token
         from sqlchorus.service import RunService
@@ -690,6 +692,8 @@ def _service(dbs: tuple[str, ...], workers: int, options: dict[str, Any], host: 
         token = server_token(host)
         settings = typed_settings(options)
         databases = RunService.database_ids(list(dbs)) if dbs else None
+        if model is not None and not settings.model and not settings.models:
+            return RunService(databases, settings, workers=workers, model=model), token
         return RunService(databases, settings, workers=workers), token
     except (SqlchorusError, ModelConfigError, SqlError, ValueError, OSError) as e:
         _fail(str(e))
@@ -790,7 +794,12 @@ def ui_command(dbs: tuple[str, ...], host: str, port: int, evals_dir: str, worke
     except ImportError as e:  # pragma: no cover - depends on the extras installed
         _fail(f"sqlchorus ui needs the serve extra: pip install 'sqlchorus[serve]' ({e}).")
         return
-    service, token = _service(dbs, workers, options, host, "serve")
+    from sqlchorus.viewer import NoModel
+
+    service, token = _service(dbs, workers, options, host, "serve", model=NoModel())
+    if not service.settings.model and not service.settings.models:
+        click.echo("No model is named: the viewer shows and steps through the runs on disk; asking a question "
+                   "needs --model (or SQLCHORUS_MODEL).", err=True)
     index = RunIndex(service.settings.trace_dir, evals_dir)
     app = create_viewer(service, index, token=token)
     click.echo(f"sqlchorus viewer at http://{host}:{port}/ "

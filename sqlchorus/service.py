@@ -434,7 +434,8 @@ class RunService:
                 return
             if model_failed(result):
                 data["kind"] = "model_failed"
-                live.emit("error", kind="model_failed", message=result.error or "The model failed.")
+                first = next((e["message"] for e in result.errors if e.get("kind") == "model"), "")
+                live.emit("error", kind="model_failed", message=f"{result.error or 'The model failed.'} {first}".strip())
             else:
                 live.emit("answer", answer=data)
             self._finish(live, "done", data, result.trace_path)

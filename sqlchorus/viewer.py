@@ -22,6 +22,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel
 from sse_starlette.sse import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -41,6 +42,19 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' 
 """Everything the page loads comes from its own origin."""
 REPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'"
 """An evaluation's report is a page of its own, shown with no scripts at all."""
+
+
+class NoModel(BaseChatModel):
+    """The model of a viewer started without one: runs on disk are shown and stepped through
+    (their calls are served from their call logs), but a call that needs a model says why not."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "none"
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        raise RuntimeError("no model is configured: start sqlchorus ui with --model (or SQLCHORUS_MODEL) to ask "
+                           "questions or to call a model from a changed step")
 
 
 class Question(BaseModel):

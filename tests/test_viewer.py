@@ -242,3 +242,17 @@ def test_a_run_without_an_answer_says_why_on_its_span():
     repeated = {"sql": "x", "status": "error", "fix_attempts": 0, "meta": {"fix": {"rounds": 2, "stopped": "repeat"}}}
     assert failure_kind(result([repeated])) == "fixer_gave_up"
     assert failure_kind(result([{"sql": "x", "status": "empty"}])) == "empty"
+
+
+def test_without_a_model_the_viewer_still_shows_the_runs_and_says_what_asking_needs(tmp_path):
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {k: v for k, v in server_env(tmp_path).items() if k != "SQLCHORUS_MODEL"}
+    with running(["ui", "--port", str(port), "--trace-dir", str(tmp_path / "traces")], tmp_path, env, base + "/api/runs"):
+        assert httpx.get(base + "/api/runs").json()["runs"] == []
+        run_id = httpx.post(base + "/api/live", json={"question": QUESTION}).json()["run_id"]
+        with httpx.stream("GET", f"{base}/api/live/{run_id}/events", timeout=60) as events:
+            said = [json.loads(line[5:]) for line in events.iter_lines() if line.startswith("data:")]
+    assert said[-1]["event"] == "done"
+    errors = [e for e in said if e["event"] in ("error", "answer")]
+    assert errors and "no model is configured" in json.dumps(errors)
