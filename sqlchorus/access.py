@@ -12,7 +12,12 @@ from urllib.parse import parse_qs
 
 from starlette.responses import JSONResponse
 
-from sqlchorus.config.errors import SqlchorusError
+from sqlchorus.config.errors import (
+    EmptyQuestionError,
+    QuestionTooLongError,
+    ServiceError,
+    SqlchorusError,
+)
 
 TOKEN_ENV = "SQLCHORUS_TOKEN"
 """The environment variable that holds the bearer token."""
@@ -47,6 +52,51 @@ def server_token(host: str, environ: Mapping[str, str] = os.environ) -> str | No
             f"(clients then send 'Authorization: Bearer TOKEN'), or listen on 127.0.0.1."
         )
     return token
+
+
+HTTP_KINDS = {400: "invalid_request", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed",
+              413: "payload_too_large", 415: "unsupported_media_type"}
+
+
+def install_error_handlers(app: Any, extra: Mapping[type[BaseException], tuple[int, str]] = {}) -> None:
+    """Make every error of ``app`` a JSON error with a stable kind: a refused request
+    (:class:`ServiceError` and the question's own limits), a body that does not fit, an unknown
+    path or method, ``extra`` (error type to status and kind), and any other fault (500,
+    ``internal``, without a traceback)."""
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException
+
+    def fixed(status: int, kind: str) -> Any:
+        async def handle(request: Any, e: Exception) -> JSONResponse:
+            return error_response(status, kind, str(e))
+        return handle
+
+    async def refused(request: Any, e: ServiceError) -> JSONResponse:
+        return error_response(e.status, e.kind, str(e))
+
+    async def invalid(request: Any, e: RequestValidationError) -> JSONResponse:
+        errors = e.errors()
+        if any(err.get("type") == "json_invalid" for err in errors):
+            return error_response(400, "invalid_json", "The request body is not valid JSON.")
+        where = "; ".join(f"{'.'.join(str(p) for p in err.get('loc', ())[1:]) or 'body'}: {err.get('msg')}"
+                          for err in errors[:5])
+        return error_response(422, "invalid_request", f"The request does not fit: {where}.")
+
+    async def http_error(request: Any, e: HTTPException) -> JSONResponse:
+        return error_response(e.status_code, HTTP_KINDS.get(e.status_code, "http_error"), str(e.detail))
+
+    async def fault(request: Any, e: Exception) -> JSONResponse:
+        return error_response(500, "internal", f"The server failed: {type(e).__name__}.")
+
+    app.add_exception_handler(ServiceError, refused)
+    app.add_exception_handler(EmptyQuestionError, fixed(422, "empty_question"))
+    app.add_exception_handler(QuestionTooLongError, fixed(413, "question_too_long"))
+    for error, (status, kind) in extra.items():
+        app.add_exception_handler(error, fixed(status, kind))
+    app.add_exception_handler(SqlchorusError, fixed(400, "invalid_request"))
+    app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_exception_handler(Exception, fault)
 
 
 def error_response(status: int, kind: str, message: str, **extra: Any) -> JSONResponse:

@@ -23,15 +23,12 @@ import json
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+from fastapi.responses import HTMLResponse, PlainTextResponse
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from pydantic import BaseModel, Field
 from sse_starlette.sse import EventSourceResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from sqlchorus.access import Guard, error_response
-from sqlchorus.config.errors import EmptyQuestionError, QuestionTooLongError, SqlchorusError
+from sqlchorus.access import Guard, error_response, install_error_handlers
 from sqlchorus.core.checkpoints import FINISHED
 from sqlchorus.service import LiveRun, RunService, ServiceError
 
@@ -39,10 +36,6 @@ MAX_BODY_BYTES = 64 * 1024
 """Largest request body taken; a question is limited by ``--max-question-chars`` besides."""
 OPEN_PATHS = frozenset({"/v1/health"})
 """Paths that need no token (a load balancer's health check)."""
-
-_KINDS = {400: "invalid_request", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed",
-          413: "payload_too_large", 415: "unsupported_media_type"}
-
 
 class AskRequest(BaseModel):
     """A question for the server."""
@@ -73,38 +66,7 @@ def create_app(service: RunService, *, token: str | None = None, max_body_bytes:
     )
     app.state.service = service
 
-    @app.exception_handler(ServiceError)
-    async def service_error(request: Request, e: ServiceError) -> JSONResponse:
-        return error_response(e.status, e.kind, str(e))
-
-    @app.exception_handler(EmptyQuestionError)
-    async def empty_question(request: Request, e: EmptyQuestionError) -> JSONResponse:
-        return error_response(422, "empty_question", str(e))
-
-    @app.exception_handler(QuestionTooLongError)
-    async def long_question(request: Request, e: QuestionTooLongError) -> JSONResponse:
-        return error_response(413, "question_too_long", str(e))
-
-    @app.exception_handler(SqlchorusError)
-    async def other_error(request: Request, e: SqlchorusError) -> JSONResponse:
-        return error_response(400, "invalid_request", str(e))
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request: Request, e: RequestValidationError) -> JSONResponse:
-        errors = e.errors()
-        if any(err.get("type") == "json_invalid" for err in errors):
-            return error_response(400, "invalid_json", "The request body is not valid JSON.")
-        where = "; ".join(f"{'.'.join(str(p) for p in err.get('loc', ())[1:]) or 'body'}: {err.get('msg')}"
-                          for err in errors[:5])
-        return error_response(422, "invalid_request", f"The request does not fit: {where}.")
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, e: StarletteHTTPException) -> JSONResponse:
-        return error_response(e.status_code, _KINDS.get(e.status_code, "http_error"), str(e.detail))
-
-    @app.exception_handler(Exception)
-    async def fault(request: Request, e: Exception) -> JSONResponse:
-        return error_response(500, "internal", f"The server failed: {type(e).__name__}.")
+    install_error_handlers(app)
 
     @app.get("/docs", include_in_schema=False)
     async def docs() -> HTMLResponse:

@@ -28,7 +28,14 @@ from typing import Any
 from opentelemetry import context as otel_context
 
 from sqlchorus.api import Result, Session, checked_question
-from sqlchorus.config.errors import SqlchorusError
+from sqlchorus.config.errors import (
+    NoCheckpointsError,
+    RunFinishedError,
+    ServiceError,
+    SqlchorusError,
+    UnknownDatabaseError,
+    UnknownRunIdError,
+)
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.checkpoints import FINISHED, UnknownRunError
 from sqlchorus.core.tracing import NodeEvent, new_run_id
@@ -41,35 +48,11 @@ DEFAULT_WORKERS = 8
 """Runs one server answers at once; more wait (``queued``) for a worker."""
 KEPT_RUNS = 1000
 """Finished runs kept in memory for their events; older ones are read from the store."""
+__all__ = ["LiveRun", "NoCheckpointsError", "RunFinishedError", "RunService", "ServiceError",
+           "UnknownDatabaseError", "UnknownRunIdError", "answer_json", "model_failed"]
+
 EVENT_LIMIT = 10_000
 """Events one run keeps at most (a run's nodes, candidates and answer are far fewer)."""
-
-
-class ServiceError(SqlchorusError):
-    """A request the service cannot take: ``kind`` names it, ``status`` is its HTTP status."""
-
-    kind = "invalid_request"
-    status = 400
-
-
-class UnknownDatabaseError(ServiceError):
-    kind = "unknown_database"
-    status = 404
-
-
-class UnknownRunIdError(ServiceError):
-    kind = "unknown_run"
-    status = 404
-
-
-class RunFinishedError(ServiceError):
-    kind = "run_finished"
-    status = 409
-
-
-class NoCheckpointsError(ServiceError):
-    kind = "no_checkpoints"
-    status = 409
 
 
 @dataclass

@@ -20,21 +20,19 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from fastapi.responses import FileResponse, HTMLResponse
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel
 from sse_starlette.sse import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from sqlchorus.access import Guard, error_response
-from sqlchorus.config.errors import SqlchorusError
+from sqlchorus.access import Guard, install_error_handlers
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.checkpoints import CheckpointFileError, UnknownRunError
 from sqlchorus.debugger import DebugError, Debugger
 from sqlchorus.graph.build import build_graph
 from sqlchorus.runs_index import RunIndex, layout, path_taken, read_spans, valid_run_id, waterfall
-from sqlchorus.service import RunService, ServiceError
+from sqlchorus.service import RunService
 
 ASSETS = Path(__file__).parent / "ui"
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -242,30 +240,8 @@ def create_app(service: RunService, index: RunIndex, *, token: str | None = None
         response.headers["Cache-Control"] = "no-store"
         return response
 
-    for error, status, kind in ((UnknownRunError, 404, "unknown_run"), (CheckpointFileError, 409, "no_checkpoints"),
-                                (DebugError, 409, "debug")):
-        app.add_exception_handler(error, _handler(status, kind))
-
-    @app.exception_handler(ServiceError)
-    async def service_error(request: Request, e: ServiceError) -> JSONResponse:
-        return error_response(e.status, e.kind, str(e))
-
-    @app.exception_handler(SqlchorusError)
-    async def bad_input(request: Request, e: SqlchorusError) -> JSONResponse:
-        return error_response(422, "invalid_request", str(e))
-
-    @app.exception_handler(ValueError)
-    async def bad_value(request: Request, e: ValueError) -> JSONResponse:
-        return error_response(422, "invalid_request", str(e))
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request: Request, e: RequestValidationError) -> JSONResponse:
-        return error_response(422, "invalid_request", "The request does not fit: " + "; ".join(
-            str(err.get("msg")) for err in e.errors()[:3]))
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, e: StarletteHTTPException) -> JSONResponse:
-        return error_response(e.status_code, "not_found" if e.status_code == 404 else "http_error", str(e.detail))
+    install_error_handlers(app, {UnknownRunError: (404, "unknown_run"), CheckpointFileError: (409, "no_checkpoints"),
+                                 DebugError: (409, "debug"), ValueError: (422, "invalid_request")})
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
@@ -378,9 +354,3 @@ def create_app(service: RunService, index: RunIndex, *, token: str | None = None
 def _check(run_id: str) -> None:
     if not valid_run_id(run_id):
         raise UnknownRunError(f"{run_id!r} is not a run id.")
-
-
-def _handler(status: int, kind: str) -> Any:
-    async def handle(request: Request, e: Exception) -> JSONResponse:
-        return error_response(status, kind, str(e))
-    return handle

@@ -151,16 +151,11 @@ def extract_schema_links(text: str | None) -> list[tuple[str, str]] | None:
     Join conditions (``a.x = b.y``) contribute both sides; values and ``table.*`` keep the table
     with column ``*``.
     """
-    if not text:
+    rest = _after_last_links(text)
+    if rest is None:
         return None
-    match = None
-    for match in _SCHEMA_LINKS.finditer(text):
-        pass
-    if match is None:
-        return None
-    body = text[match.end():]
-    end = body.find("]")
-    body = body[:end] if end != -1 else body
+    end = rest.find("]")
+    body = rest[:end] if end != -1 else rest
     pairs: list[tuple[str, str]] = []
     for item in body.split(","):
         for side in item.split("="):
@@ -171,6 +166,14 @@ def extract_schema_links(text: str | None) -> list[tuple[str, str]] | None:
     return pairs or None
 
 
+def _after_last_links(text: str | None) -> str | None:
+    """What follows the last ``Schema_links: [`` of ``text``, or None when there is none."""
+    match = None
+    for match in _SCHEMA_LINKS.finditer(text or ""):
+        pass
+    return text[match.end():] if match is not None else None
+
+
 def schema_links_as_written(text: str | None) -> str | None:
     """The last ``Schema_links: [...]`` list of a DIN-SQL answer as the model wrote it, brackets
     included (``[head.*,head.age,56]``), or None when there is none or it is empty.
@@ -178,14 +181,9 @@ def schema_links_as_written(text: str | None) -> str | None:
     Its cell values (``56``, ``'Alabama'``, ``Fall``) are kept, which :func:`extract_schema_links`
     leaves out. A list the answer never closes ends at its line's end and is closed.
     """
-    if not text:
+    rest = _after_last_links(text)
+    if rest is None:
         return None
-    match = None
-    for match in _SCHEMA_LINKS.finditer(text):
-        pass
-    if match is None:
-        return None
-    rest = text[match.end():]
     end = rest.find("]")
     body = rest[:end] if end != -1 else rest.split("\n", 1)[0]
     body = body.strip()

@@ -95,6 +95,21 @@ class RunRecords:
         if self.failed is None:
             self.failed = f"{self.path} stopped taking checkpoints ({error}); the run went on without them"
 
+    def _going_on(self, write: Any, config: dict[str, Any], checkpoint: dict[str, Any] | None = None) -> Any:
+        """``write()``; a store that stops taking writes (locked by another program, disk full, a
+        server gone) costs the run's checkpoints from here on, not the run: it goes on in memory,
+        and the first refusal is remembered (:meth:`lost`)."""
+        try:
+            return write()
+        except self.db_errors as e:
+            self.lost(e)
+            if checkpoint is None:
+                return None
+            configurable = config["configurable"]
+            return {"configurable": {"thread_id": configurable["thread_id"],
+                                     "checkpoint_ns": configurable.get("checkpoint_ns", ""),
+                                     "checkpoint_id": checkpoint["id"]}}
+
     # -- runs and their model calls -----------------------------------------------------------
 
     def save_run(self, thread_id: str, *, question: str, evidence: str, db_path: str | None,
@@ -249,27 +264,19 @@ class RunCheckpoints(RunRecords, SqliteSaver):
     # -- writing ----------------------------------------------------------------------------
 
     def put(self, config, checkpoint, metadata, new_versions):
-        values = dict(checkpoint.get("channel_values") or {})
-        try:
+        def write() -> Any:
+            values = dict(checkpoint.get("channel_values") or {})
             for key, value in values.items():
                 kind, data = self.serde.dumps_typed(value)
                 if len(data) >= VALUE_MIN_BYTES:
                     values[key] = {_REF: self._store(kind, data)}
-            return super().put(config, {**checkpoint, "channel_values": values}, metadata, new_versions)
-        except sqlite3.Error as e:
-            # A file that stops taking writes (locked by another program, disk full) costs the
-            # run's checkpoints from here on, not the run: it goes on in memory.
-            self.lost(e)
-            configurable = config["configurable"]
-            return {"configurable": {"thread_id": configurable["thread_id"],
-                                     "checkpoint_ns": configurable.get("checkpoint_ns", ""),
-                                     "checkpoint_id": checkpoint["id"]}}
+            return super(RunCheckpoints, self).put(config, {**checkpoint, "channel_values": values}, metadata,
+                                                   new_versions)
+
+        return self._going_on(write, config, checkpoint)
 
     def put_writes(self, config, writes, task_id, task_path=""):
-        try:
-            super().put_writes(config, writes, task_id, task_path)
-        except sqlite3.Error as e:
-            self.lost(e)
+        self._going_on(lambda: super(RunCheckpoints, self).put_writes(config, writes, task_id, task_path), config)
 
     def _rows(self, sql: str, params: tuple = ()) -> list[tuple]:
         with self.lock:

@@ -106,20 +106,12 @@ class PostgresRunCheckpoints(RunRecords, PostgresSaver):
             conn.execute(sql.replace("?", "%s"), params)
 
     def put(self, config, checkpoint, metadata, new_versions):
-        try:
-            return super().put(config, checkpoint, metadata, new_versions)
-        except psycopg.Error as e:  # the run goes on without its checkpoints, and says so
-            self.lost(e)
-            configurable = config["configurable"]
-            return {"configurable": {"thread_id": configurable["thread_id"],
-                                     "checkpoint_ns": configurable.get("checkpoint_ns", ""),
-                                     "checkpoint_id": checkpoint["id"]}}
+        return self._going_on(lambda: super(PostgresRunCheckpoints, self).put(config, checkpoint, metadata, new_versions),
+                              config, checkpoint)
 
     def put_writes(self, config, writes, task_id, task_path=""):
-        try:
-            super().put_writes(config, writes, task_id, task_path)
-        except psycopg.Error as e:
-            self.lost(e)
+        self._going_on(lambda: super(PostgresRunCheckpoints, self).put_writes(config, writes, task_id, task_path),
+                       config)
 
     def bytes_of(self, thread_id: str) -> int:
         """Bytes the thread's checkpoints, their values, pending writes and model calls take."""
