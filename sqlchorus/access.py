@@ -8,7 +8,7 @@ import ipaddress
 import os
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 from starlette.responses import JSONResponse
 
@@ -22,7 +22,7 @@ from sqlchorus.config.errors import (
 TOKEN_ENV = "SQLCHORUS_TOKEN"
 """The environment variable that holds the bearer token."""
 COOKIE = "sqlchorus_token"
-"""The cookie a browser page keeps the token in (see :class:`Guard`)."""
+"""The cookie a browser page keeps the token in, followed by the server's port (see :class:`Guard`)."""
 
 
 class UnsafeBindingError(SqlchorusError):
@@ -37,6 +37,13 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def _hostname(netloc: str) -> str:
+    """The host of a ``host[:port]`` (``[::1]:8000`` included)."""
+    if netloc.startswith("["):
+        return netloc[1:netloc.find("]")] if "]" in netloc else netloc
+    return netloc.rsplit(":", 1)[0] if netloc.count(":") == 1 else netloc
 
 
 def server_token(host: str, environ: Mapping[str, str] = os.environ) -> str | None:
@@ -123,16 +130,25 @@ class Guard:
         self.browser = browser
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
+        if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
+            return
+        if not self.token and not self._from_this_machine(scope):
+            # Without a token the server is for this machine only: a page elsewhere that renamed
+            # itself to 127.0.0.1 (DNS rebinding), or posts from another origin, is refused.
+            await error_response(403, "forbidden_host", "This server answers requests for 127.0.0.1 or localhost "
+                                 "only; set SQLCHORUS_TOKEN to serve other names.")(scope, receive, send)
             return
         if self.token and scope["path"] not in self.open_paths and not self._authorised(scope):
             if self.browser and self._query_token(scope):
-                send = self._setting_cookie(send)
+                send = self._setting_cookie(send, scope)
             else:
                 await error_response(401, "unauthorized",
                                      "A valid bearer token is required: Authorization: Bearer TOKEN.")(scope, receive, send)
                 return
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
@@ -171,9 +187,20 @@ class Guard:
             if name == b"cookie" and self.browser:
                 for part in value.decode("latin-1").split(";"):
                     key, _, given = part.strip().partition("=")
-                    if key == COOKIE and self._matches(given):
+                    if key == self._cookie(scope) and self._matches(given):
                         return True
         return False
+
+    @staticmethod
+    def _from_this_machine(scope: dict) -> bool:
+        headers = dict(scope.get("headers") or [])
+        host = headers.get(b"host", b"").decode("latin-1")
+        if host and not is_loopback(_hostname(host)):
+            return False
+        origin = headers.get(b"origin", b"").decode("latin-1")
+        if not origin or origin == "null" and scope.get("method") == "GET":
+            return True
+        return is_loopback(_hostname(urlsplit(origin).netloc))
 
     def _matches(self, given: str) -> bool:
         return hmac.compare_digest(given.encode(), self.token.encode())
@@ -182,10 +209,16 @@ class Guard:
         given = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token", [""])[0]
         return scope["method"] == "GET" and bool(given) and self._matches(given)
 
-    def _setting_cookie(self, send: Any) -> Any:
+    @staticmethod
+    def _cookie(scope: dict) -> str:
+        """The cookie's name, one per port: cookies are not kept apart by port, tokens are."""
+        server = scope.get("server") or ("", 0)
+        return f"{COOKIE}_{server[1] or 0}"
+
+    def _setting_cookie(self, send: Any, scope: dict) -> Any:
         async def sending(message: dict) -> None:
             if message["type"] == "http.response.start":
-                cookie = f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"
+                cookie = f"{self._cookie(scope)}={self.token}; HttpOnly; SameSite=Strict; Path=/"
                 message = {**message, "headers": [*message.get("headers", []), (b"set-cookie", cookie.encode("latin-1"))]}
             await send(message)
         return sending

@@ -147,7 +147,7 @@ def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
         database, runs it (read only) and returns the SQL with its rows. `database` may be left
         out when there is one; `evidence` is a hint that defines the question's terms."""
         try:
-            live = service.start(question, database, evidence)
+            live = await asyncio.to_thread(service.start, question, database, evidence)
         except (ServiceError, SqlchorusError) as e:
             return _failed(AskOutput(sql=None), getattr(e, "kind", "invalid_request"), str(e))
         finished = 0

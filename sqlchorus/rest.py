@@ -99,7 +99,8 @@ def create_app(service: RunService, *, token: str | None = None, max_body_bytes:
     async def ask(body: AskRequest, request: Request) -> Any:
         """Answer a question; the answer comes back when the run ends. A client that goes away
         cancels its run."""
-        live = service.start(body.question, body.database, body.evidence, trace_context=trace_context(request))
+        live = await asyncio.to_thread(service.start, body.question, body.database, body.evidence,
+                                       trace_context=trace_context(request))
         record = await _wait_or_cancel(service, live, request)
         return _answer(record)
 
@@ -108,13 +109,15 @@ def create_app(service: RunService, *, token: str | None = None, max_body_bytes:
         """Answer a question as server-sent events: ``run``, ``node`` (started, finished),
         ``candidate``, ``answer`` or ``error``, and ``done``. A client that goes away cancels
         its run."""
-        live = service.start(body.question, body.database, body.evidence, trace_context=trace_context(request))
+        live = await asyncio.to_thread(service.start, body.question, body.database, body.evidence,
+                                       trace_context=trace_context(request))
         return EventSourceResponse(_events(service, live, cancel_on_close=True), ping=15)
 
     @app.post("/v1/runs", status_code=202)
     async def start_run(body: AskRequest, request: Request) -> dict[str, Any]:
         """Start a run; read it with ``GET /v1/runs/{id}``."""
-        live = service.start(body.question, body.database, body.evidence, trace_context=trace_context(request))
+        live = await asyncio.to_thread(service.start, body.question, body.database, body.evidence,
+                                       trace_context=trace_context(request))
         return _started(live)
 
     @app.get("/v1/runs/{run_id}")
@@ -204,7 +207,7 @@ async def _wait_or_cancel(service: RunService, live: LiveRun, request: Request) 
     try:
         done, _ = await asyncio.wait({waiting, gone}, return_when=asyncio.FIRST_COMPLETED)
         if gone in done and waiting not in done:
-            _cancel_quietly(service, live)
+            await asyncio.to_thread(_cancel_quietly, service, live)
         return await waiting
     finally:
         gone.cancel()
@@ -230,7 +233,8 @@ async def _events(service: RunService, live: LiveRun, *, cancel_on_close: bool) 
         async for event in live.listen():
             yield {"event": event["event"], "data": json.dumps(event, default=str, ensure_ascii=False)}
     finally:
-        # The client went away before the run ended: nobody is left to take its answer.
+        # The client went away before the run ended: nobody is left to take its answer. Called,
+        # not awaited: the generator is being cancelled, and an await here would not finish.
         if cancel_on_close:
             _cancel_quietly(service, live)
 

@@ -71,10 +71,18 @@ def read_spans(path: Path, limit: int = MAX_SPANS) -> list[dict[str, Any]]:
             if len(spans) >= limit:
                 break
             try:
-                spans.append(json.loads(line))
+                span = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            if _is_span(span):  # a line of some other shape is left out
+                spans.append(span)
     return spans
+
+
+def _is_span(span: Any) -> bool:
+    return (isinstance(span, dict) and isinstance(span.get("name"), str) and isinstance(span.get("start_time"), str)
+            and isinstance(span.get("context"), dict) and isinstance(span["context"].get("span_id"), str)
+            and isinstance(span.get("attributes") or {}, dict))
 
 
 def summarise(run_id: str, group: str, spans: list[dict[str, Any]]) -> RunSummary:
@@ -179,6 +187,8 @@ class RunIndex:
             summary = summarise(path.stem, group, read_spans(path))
         except OSError:
             return None
+        except (KeyError, TypeError, ValueError, AttributeError):  # not a trace this version wrote
+            summary = RunSummary(run_id=path.stem, group=group, status="unreadable")
         with self._lock:
             self._cache[path] = _Cached(key, summary)
         return summary
@@ -192,14 +202,10 @@ class RunIndex:
             found = self.path_of(summary.run_id)
             if found is None:
                 continue
-            spans = read_spans(found[1])
-            by_node: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
-            for span in spans:
-                if span["name"].startswith(attrs.NODE_SPAN_PREFIX) and span.get("end_time"):
-                    node = span["name"][len(attrs.NODE_SPAN_PREFIX):]
-                    a = span.get("attributes") or {}
-                    by_node[node][0] += _time(span["end_time"]) - _time(span["start_time"])
-                    by_node[node][1] += float(a.get(attrs.SQLCHORUS_COST_USD) or 0.0)
+            try:
+                by_node = _node_totals(read_spans(found[1]))
+            except (KeyError, TypeError, ValueError):  # a trace this version cannot read
+                continue
             for node, (seconds, cost) in by_node.items():
                 per_node[node]["seconds"].append(round(seconds, 4))
                 per_node[node]["cost_usd"].append(round(cost, 8))
@@ -207,6 +213,18 @@ class RunIndex:
         failures = Counter(s.failure or s.status for s in runs if s.status != "ok")
         return {"runs": len(runs), "ok": sum(1 for s in runs if s.status == "ok"),
                 "nodes": dict(per_node), "failures": dict(failures)}
+
+
+def _node_totals(spans: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Seconds and cost per node over one run's spans."""
+    by_node: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for span in spans:
+        if span["name"].startswith(attrs.NODE_SPAN_PREFIX) and span.get("end_time"):
+            node = span["name"][len(attrs.NODE_SPAN_PREFIX):]
+            a = span.get("attributes") or {}
+            by_node[node][0] += _time(span["end_time"]) - _time(span["start_time"])
+            by_node[node][1] += float(a.get(attrs.SQLCHORUS_COST_USD) or 0.0)
+    return dict(by_node)
 
 
 # -- one run ------------------------------------------------------------------------------------

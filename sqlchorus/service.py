@@ -22,6 +22,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,11 @@ KEPT_RUNS = 1000
 __all__ = ["LiveRun", "NoCheckpointsError", "RunFinishedError", "RunService", "ServiceError",
            "UnknownDatabaseError", "UnknownRunIdError", "answer_json", "model_failed"]
 
+HEARTBEAT_S = 30.0
+"""How often a running run says in the store that it still runs (at a node's start)."""
+STALE_AFTER_S = 900.0
+"""A run the store says is running, unchanged for this long, has lost its server: it is read as
+failed (kind ``stale``), and can be resumed."""
 EVENT_LIMIT = 10_000
 """Events one run keeps at most (a run's nodes, candidates and answer are far fewer)."""
 
@@ -77,16 +83,15 @@ class LiveRun:
         """Tell every listener of event ``name`` with ``data``, in order; one that comes later
         gets the events so far first."""
         event = {"event": name, "run_id": self.run_id, **data}
-        with self._lock:
+        with self._lock:  # scheduled under the lock: every listener gets the events in one order
             if len(self.events) >= EVENT_LIMIT and name not in ("answer", "error", "done"):
                 return
             self.events.append(event)
-            listeners = list(self._listeners)
-        for loop, queue in listeners:
-            try:
-                loop.call_soon_threadsafe(queue.put_nowait, event)
-            except RuntimeError:  # its loop has closed: the listener is gone
-                pass
+            for loop, queue in self._listeners:
+                try:
+                    loop.call_soon_threadsafe(queue.put_nowait, event)
+                except RuntimeError:  # its loop has closed: the listener is gone
+                    pass
 
     async def listen(self) -> AsyncIterator[dict[str, Any]]:
         """Every event of the run, from its first, until ``done``."""
@@ -135,6 +140,13 @@ def answer_json(result: Result, database: str, max_rows: int | None = None) -> d
         "seconds": round(result.seconds, 4),
     })
     return data
+
+
+def _age_s(stamp: str) -> float:
+    try:
+        return (datetime.now(timezone.utc) - datetime.fromisoformat(stamp)).total_seconds()
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def model_failed(result: Result) -> bool:
@@ -255,19 +267,25 @@ class RunService:
         """
         if self.store is None:
             raise NoCheckpointsError("This server keeps no checkpoints (--no-checkpoints): there is nothing to resume.")
-        try:
-            info = self.store.run(run_id)
-        except UnknownRunError:
-            raise UnknownRunIdError(f"No run {run_id!r} in {self.store.path}.") from None
-        record = self.store.status(run_id) or {"status": "done"}  # a run of ask or eval has ended
+        record = self.get(run_id) if self.store.status(run_id) is not None else {"status": "done"}
         if record["status"] in ("queued", "running"):
             raise RunFinishedError(f"Run {run_id} is still {record['status']}: cancel it first, or wait for it.")
-        db_id = next((k for k, p in self.paths.items() if str(p) == info["db_path"]), Path(info["db_path"] or "").stem)
+        thread = self._thread_of(run_id)
+        try:
+            info = self.store.run(thread)
+        except UnknownRunError:
+            raise UnknownRunIdError(f"No run {run_id!r} in {self.store.path}.") from None
+        served = {str(Path(p).resolve()): k for k, p in self.paths.items()}
+        db_id = served.get(str(Path(info["db_path"] or "").resolve()))
+        if db_id is None:
+            raise UnknownDatabaseError(f"Run {run_id} was asked over a database this server does not serve.")
+        if not list(self.store.list({"configurable": {"thread_id": thread}}, limit=1)):
+            raise NoCheckpointsError(f"Run {run_id} has no checkpoints to go on from.")
         live = LiveRun(new_run_id(), info["question"], db_id, kind="resume", parent=run_id)
         self._begin(live)
 
         def work() -> Result:
-            return self.session.replay(run_id, latest=True, new_run_id=live.run_id, progress=self._progress(live),
+            return self.session.replay(thread, latest=True, new_run_id=live.run_id, progress=self._progress(live),
                                        updates=self._updates(live), cancelled=self._cancelled(live))
 
         live.future = self._pool.submit(self._run, live, work, trace_context)
@@ -286,10 +304,25 @@ class RunService:
         record = self.store.status(run_id) if self.store is not None else None
         if record is None:
             raise UnknownRunIdError(f"No run {run_id!r}.")
+        if record["status"] not in FINISHED and _age_s(record["updated"]) > STALE_AFTER_S:
+            # Its server stopped without ending it (it was stopped, or crashed): it is over.
+            record["status"] = "failed"
+            record["result"] = {"kind": "stale", "error": f"The server running it stopped updating it at {record['updated']}."}
         record.pop("owner", None)
         record.pop("cancel_requested", None)
         record.pop("updated", None)
         return record
+
+    def _thread_of(self, run_id: str) -> str:
+        """The checkpoint thread of ``run_id``: its own, or for a resumed run the thread of the
+        run it went on with (resumes of resumes followed back, within bounds)."""
+        thread = run_id
+        for _ in range(100):
+            record = self.store.status(thread) if self.store is not None else None
+            if record is None or record["kind"] != "resume" or not record["parent"]:
+                return thread
+            thread = record["parent"]
+        return thread
 
     def live(self, run_id: str) -> LiveRun | None:
         """The run, if this process runs it (or ran it lately)."""
@@ -354,7 +387,7 @@ class RunService:
         """
         if self.store is None:
             raise NoCheckpointsError("This server keeps no checkpoints (--no-checkpoints).")
-        rows = checkpoint_history(self.session.graph(self.settings, self.store), run_id)
+        rows = checkpoint_history(self.session.graph(self.settings, self.store), self._thread_of(run_id))
         if not rows:
             self.get(run_id)
             raise UnknownRunIdError(f"Run {run_id} has no checkpoints.")
@@ -368,6 +401,9 @@ class RunService:
         for live in running:
             live.cancel.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        for live in running:  # those a worker never took end here
+            if live.future is not None and live.future.cancelled() and not live.done.is_set():
+                self._finish(live, "cancelled", None, None)
         deadline = time.monotonic() + timeout_s
         for live in running:
             live.done.wait(max(0.0, deadline - time.monotonic()))
@@ -378,11 +414,10 @@ class RunService:
     def _begin(self, live: LiveRun) -> None:
         with self._lock:
             self._runs[live.run_id] = live
-            while len(self._runs) > KEPT_RUNS:
-                oldest = next(iter(self._runs.values()))
-                if oldest.status not in FINISHED:
-                    break
-                self._runs.popitem(last=False)
+            if len(self._runs) > KEPT_RUNS:
+                finished = [k for k, r in self._runs.items() if r.status in FINISHED]
+                for key in finished[:len(self._runs) - KEPT_RUNS]:
+                    del self._runs[key]
         self._store_status(live, "queued", first=True)
         live.emit("run", status="queued", question=live.question, database=live.database, kind=live.kind,
                   parent=live.parent)
@@ -390,41 +425,50 @@ class RunService:
     def _run(self, live: LiveRun, work: Any, trace_context: Any) -> None:
         token = otel_context.attach(trace_context) if trace_context is not None else None
         try:
-            if live.cancel.is_set():
-                self._finish(live, "cancelled", None, None)
-                return
-            live.status = "running"
-            self._store_status(live, "running")
-            try:
-                result = work()
-            except SqlchorusError as e:  # a model that cannot be set up, a store that went away
-                live.emit("error", kind=getattr(e, "kind", "configuration"), message=str(e))
-                self._finish(live, "failed", {"error": str(e), "kind": getattr(e, "kind", "configuration")}, None)
-                return
-            except DatabaseOpenError as e:
-                live.emit("error", kind=e.kind, message=str(e))
-                self._finish(live, "failed", {"error": str(e), "kind": e.kind}, None)
-                return
-            except Exception as e:  # a fault: the service goes on, the run says what it was
+            self._outcome(live, work)
+        except Exception as e:  # a fault after the run itself: it still ends, and says what it was
+            if not live.done.is_set():
                 message = f"The run failed: {type(e).__name__}: {e}"
                 live.emit("error", kind="internal", message=message)
                 self._finish(live, "failed", {"error": message, "kind": "internal"}, None)
-                return
-            data = answer_json(result, live.database)
-            if result.error == "The run was cancelled.":
-                live.emit("error", kind="cancelled", message=result.error)
-                self._finish(live, "cancelled", data, result.trace_path)
-                return
-            if model_failed(result):
-                data["kind"] = "model_failed"
-                first = next((e["message"] for e in result.errors if e.get("kind") == "model"), "")
-                live.emit("error", kind="model_failed", message=f"{result.error or 'The model failed.'} {first}".strip())
-            else:
-                live.emit("answer", answer=data)
-            self._finish(live, "done", data, result.trace_path)
         finally:
             if token is not None:
                 otel_context.detach(token)
+
+    def _outcome(self, live: LiveRun, work: Any) -> None:
+        if live.cancel.is_set():
+            self._finish(live, "cancelled", None, None)
+            return
+        live.status = "running"
+        self._store_status(live, "running")
+        try:
+            result = work()
+        except SqlchorusError as e:  # a model that cannot be set up, a store that went away
+            live.emit("error", kind=getattr(e, "kind", "configuration"), message=str(e))
+            self._finish(live, "failed", {"error": str(e), "kind": getattr(e, "kind", "configuration")}, None)
+            return
+        except (DatabaseOpenError, UnknownRunError) as e:
+            kind = getattr(e, "kind", "unknown_run")
+            live.emit("error", kind=kind, message=str(e))
+            self._finish(live, "failed", {"error": str(e), "kind": kind}, None)
+            return
+        except Exception as e:  # a fault: the service goes on, the run says what it was
+            message = f"The run failed: {type(e).__name__}: {e}"
+            live.emit("error", kind="internal", message=message)
+            self._finish(live, "failed", {"error": message, "kind": "internal"}, None)
+            return
+        data = answer_json(result, live.database)
+        if result.error == "The run was cancelled.":
+            live.emit("error", kind="cancelled", message=result.error)
+            self._finish(live, "cancelled", data, result.trace_path)
+            return
+        if model_failed(result):
+            data["kind"] = "model_failed"
+            first = next((e["message"] for e in result.errors if e.get("kind") == "model"), "")
+            live.emit("error", kind="model_failed", message=f"{result.error or 'The model failed.'} {first}".strip())
+        else:
+            live.emit("answer", answer=data)
+        self._finish(live, "done", data, result.trace_path)
 
     def _finish(self, live: LiveRun, status: str, result: dict[str, Any] | None, trace_path: str | None) -> None:
         live.result = result
@@ -432,7 +476,7 @@ class RunService:
         trace_text = None
         if trace_path:
             try:
-                trace_text = Path(trace_path).read_text(encoding="utf-8")
+                trace_text = Path(trace_path).read_text(encoding="utf-8", errors="replace")
             except OSError:
                 trace_text = None
         self._store_status(live, status, result=result, trace=trace_text)
@@ -477,6 +521,8 @@ class RunService:
         return told
 
     def _cancelled(self, live: LiveRun) -> Any:
+        touched = [time.monotonic()]
+
         def asked() -> bool:
             if live.cancel.is_set() or self._closed:
                 return True
@@ -484,6 +530,9 @@ class RunService:
                 try:
                     if self.store.cancel_requested(live.run_id):
                         live.cancel.set()
+                    if time.monotonic() - touched[0] > HEARTBEAT_S:  # still running: others may wait
+                        self.store.touch(live.run_id)
+                        touched[0] = time.monotonic()
                 except self.store.db_errors:
                     return False
             return live.cancel.is_set()

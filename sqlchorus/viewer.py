@@ -95,7 +95,12 @@ class Viewer:
         found = self.index.path_of(run_id)
         if found is None:
             raise UnknownRunError(f"No run {run_id!r}.")
-        group, path = found
+        try:
+            return self._detail(run_id, *found)
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"The trace of run {run_id} cannot be read ({type(e).__name__}: {e}).") from e
+
+    def _detail(self, run_id: str, group: str, path: Path) -> dict[str, Any]:
         spans = read_spans(path)
         summary = self.index._summary(group, path)
         detail: dict[str, Any] = {"summary": summary.to_dict() if summary else {"run_id": run_id}}
@@ -291,7 +296,7 @@ def create_app(service: RunService, index: RunIndex, *, token: str | None = None
 
     @app.post("/api/live")
     async def live(body: Question) -> dict[str, Any]:
-        started = service.start(body.question, body.database, body.evidence)
+        started = await asyncio.to_thread(service.start, body.question, body.database, body.evidence)
         return {"run_id": started.run_id}
 
     @app.get("/api/live/{run_id}/events")

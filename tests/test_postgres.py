@@ -125,3 +125,47 @@ def test_two_servers_share_runs_read_cancel_and_resume_across_them(postgres, tmp
     with psycopg.connect(url) as conn:
         statuses = dict(conn.execute("SELECT thread_id, status FROM sqlchorus_status").fetchall())
     assert all(statuses[a["run_id"]] == "done" for a in answers)
+
+
+def test_a_run_whose_server_stopped_is_read_as_failed_and_can_be_resumed(tmp_path):
+    from sqlchorus.core.checkpoints import RunCheckpoints
+    from sqlchorus.service import RunService
+
+    settings = Settings(trace_dir=str(tmp_path / "traces"), checkpoints=str(tmp_path / "cp.sqlite"), cache=False)
+    service = RunService(settings=settings, model=oracle_model(GOLD.get))
+    try:
+        live = service.start(QUESTION)
+        while not live.done.is_set():
+            live.done.wait(0.1)
+        store = RunCheckpoints(tmp_path / "cp.sqlite")
+        # Another server's run, left "running" an hour ago when that server died.
+        store.set_status("20260101T000000-deadbeef", "queued", owner="gone", question=QUESTION, database="demo",
+                         kind="resume", parent=live.run_id)
+        store._write("UPDATE sqlchorus_status SET status = 'running', updated = '2026-01-01T00:00:00+00:00' "
+                     "WHERE thread_id = '20260101T000000-deadbeef'")
+        record = service.get("20260101T000000-deadbeef")
+        assert record["status"] == "failed" and record["result"]["kind"] == "stale"
+        resumed = service.resume("20260101T000000-deadbeef")
+        while not resumed.done.is_set():
+            resumed.done.wait(0.1)
+        assert resumed.status == "done" and resumed.result["rows"] == [[62]]
+        store.close()
+    finally:
+        service.close()
+
+
+def test_closing_the_service_ends_runs_that_never_started(tmp_path):
+    from sqlchorus.service import RunService
+    from sqlchorus.testing import ScriptedChatModel
+
+    def slow(messages):
+        time.sleep(0.5)
+        return "no"
+
+    settings = Settings(trace_dir=str(tmp_path / "traces"), checkpoints=str(tmp_path / "cp.sqlite"), cache=False)
+    service = RunService(settings=settings, model=ScriptedChatModel(slow), workers=1)
+    runs = [service.start(QUESTION) for _ in range(3)]
+    service.close(timeout_s=30)
+    assert all(r.done.is_set() for r in runs)
+    assert {r.status for r in runs[1:]} == {"cancelled"}
+    assert runs[-1].events[-1] == {"event": "done", "run_id": runs[-1].run_id, "status": "cancelled"}

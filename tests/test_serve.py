@@ -234,3 +234,34 @@ def test_a_token_is_required_when_set_and_to_listen_beyond_loopback(tmp_path):
         right = httpx.post(f"{base}/v1/ask", json={"question": QUESTION}, timeout=60,
                            headers={"Authorization": f"Bearer {TOKEN}"})
         assert right.status_code == 200 and right.json()["rows"] == [[62]]
+
+
+def test_a_page_elsewhere_cannot_reach_a_server_without_a_token(server):
+    base, _ = server
+    # DNS rebinding: another name that now points at 127.0.0.1; or a page posting from elsewhere.
+    renamed = httpx.post(f"{base}/v1/runs", json={"question": QUESTION}, headers={"Host": "evil.example"})
+    assert renamed.status_code == 403 and renamed.json()["error"]["kind"] == "forbidden_host"
+    posted = httpx.post(f"{base}/v1/runs", json={"question": QUESTION}, headers={"Origin": "http://evil.example"})
+    assert posted.status_code == 403
+    assert httpx.get(f"{base}/v1/databases", headers={"Host": "localhost"}).status_code == 200
+
+
+def test_resume_refuses_a_run_over_a_database_the_server_does_not_serve_and_follows_resumed_runs(server, tmp_path):
+    from conftest import spider_db
+    from sqlchorus import Session
+    from sqlchorus.config.settings import Settings
+    from sqlchorus.testing import oracle_model
+
+    base, folder = server
+    settings = Settings(trace_dir=str(tmp_path / "traces"), checkpoints=str(folder / "checkpoints.sqlite"), cache=False)
+    with Session(settings, model=oracle_model(lambda q: "SELECT COUNT(*) FROM singer")) as session:
+        elsewhere = session.ask("How many singers are there?", db=spider_db("concert_singer")).run_id
+    refused = httpx.post(f"{base}/v1/runs/{elsewhere}/resume")
+    assert refused.status_code == 404 and refused.json()["error"]["kind"] == "unknown_database"
+    # A resumed run's history is its thread's; resuming it again goes on from the same thread.
+    first = httpx.post(f"{base}/v1/ask", json={"question": QUESTION}, timeout=60).json()["run_id"]
+    resumed = httpx.post(f"{base}/v1/runs/{first}/resume").json()["run_id"]
+    assert _poll(base, resumed, {"done", "failed"})["status"] == "done"
+    assert httpx.get(f"{base}/v1/runs/{resumed}/history").json()["checkpoints"][-1]["next"] == []
+    again = httpx.post(f"{base}/v1/runs/{resumed}/resume").json()["run_id"]
+    assert _poll(base, again, {"done", "failed"})["result"]["rows"] == [[62]]

@@ -256,3 +256,16 @@ def test_without_a_model_the_viewer_still_shows_the_runs_and_says_what_asking_ne
     assert said[-1]["event"] == "done"
     errors = [e for e in said if e["event"] in ("error", "answer")]
     assert errors and "no model is configured" in json.dumps(errors)
+
+
+def test_a_trace_of_another_shape_costs_its_own_line_not_the_list(tmp_path):
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    (traces / "20260101T000000-0000beef.jsonl").write_text('{"hello": 1}\n[1, 2]\n', encoding="utf-8")
+    (traces / "20260101T000001-0000beef.jsonl").write_text('{"name": "run", "start_time": "not a time", '
+                                                         '"end_time": "nor this", "context": {"span_id": "1"}}\n',
+                                                         encoding="utf-8")
+    index = RunIndex(traces)
+    statuses = {s.run_id: s.status for s in index.runs()}
+    assert statuses == {"20260101T000000-0000beef": "incomplete", "20260101T000001-0000beef": "unreadable"}
+    assert index.stats()["runs"] == 2
