@@ -335,8 +335,8 @@ def _print_result(result: Any, *, max_rows: int = 20) -> None:
 
 
 SELECT_OPTIONS: tuple[str, ...] = (
-    "pairwise", "pairwise_max_clusters", "schema_format", "sql_timeout_s", "model_timeout_s", "model_retries",
-    "rate_limit", "cache", "cache_path", "prices_file",
+    "pairwise", "pairwise_max_clusters", "max_pairwise_calls", "schema_format", "sql_timeout_s", "model_timeout_s",
+    "model_retries", "rate_limit", "cache", "cache_path", "prices_file",
 )
 
 
