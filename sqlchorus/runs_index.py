@@ -55,8 +55,12 @@ class RunSummary:
 
 @dataclass
 class _Cached:
+    """What one read of a trace file gives: its line of the runs list, and each node's seconds
+    and cost (for the plots across runs)."""
+
     key: tuple[float, int]
     summary: RunSummary
+    nodes: dict[str, list[float]]
 
 
 def _time(text: str) -> float:
@@ -87,9 +91,11 @@ def _is_span(span: Any) -> bool:
 
 def summarise(run_id: str, group: str, spans: list[dict[str, Any]]) -> RunSummary:
     summary = RunSummary(run_id=run_id, group=group, spans=len(spans))
-    root = next((s for s in spans if s["name"] == attrs.RUN_SPAN and not _has_parent_in(s, spans)), None)
-    if root is None:
-        root = next((s for s in spans if s["name"] == attrs.RUN_SPAN), None)
+    ids = {s["context"]["span_id"] for s in spans}
+    runs = [s for s in spans if s["name"] == attrs.RUN_SPAN]
+    # The run's own span: the one whose parent is not in the file (a host application's span,
+    # or none); a debugging session's file may hold more than one.
+    root = next((s for s in runs if s.get("parent_id") not in ids), runs[0] if runs else None)
     for span in spans:
         a = span.get("attributes") or {}
         if a.get(attrs.GEN_AI_OPERATION) == "chat":
@@ -112,11 +118,6 @@ def summarise(run_id: str, group: str, spans: list[dict[str, Any]]) -> RunSummar
         summary.status = "incomplete"
         summary.started = min((s["start_time"] for s in spans), default="")
     return summary
-
-
-def _has_parent_in(span: dict[str, Any], spans: list[dict[str, Any]]) -> bool:
-    parent = span.get("parent_id")
-    return bool(parent) and any(s["context"]["span_id"] == parent for s in spans)
 
 
 class RunIndex:
@@ -174,6 +175,11 @@ class RunIndex:
         return found
 
     def _summary(self, group: str, path: Path) -> RunSummary | None:
+        entry = self._entry(group, path)
+        return entry.summary if entry is not None else None
+
+    def _entry(self, group: str, path: Path) -> _Cached | None:
+        """The trace file read once, and again only when it changes."""
         try:
             stat = path.stat()
         except OSError:
@@ -182,16 +188,24 @@ class RunIndex:
         with self._lock:
             cached = self._cache.get(path)
             if cached is not None and cached.key == key:
-                return cached.summary
+                return cached
         try:
-            summary = summarise(path.stem, group, read_spans(path))
+            spans = read_spans(path)
         except OSError:
             return None
-        except (KeyError, TypeError, ValueError, AttributeError):  # not a trace this version wrote
+        unreadable = (KeyError, TypeError, ValueError, AttributeError)  # not a trace this version wrote
+        try:
+            summary = summarise(path.stem, group, spans)
+        except unreadable:
             summary = RunSummary(run_id=path.stem, group=group, status="unreadable")
+        try:
+            nodes = _node_totals(spans)
+        except unreadable:
+            nodes = {}
+        entry = _Cached(key, summary, nodes)
         with self._lock:
-            self._cache[path] = _Cached(key, summary)
-        return summary
+            self._cache[path] = entry
+        return entry
 
     def stats(self, last: int = 50) -> dict[str, Any]:
         """Over the newest ``last`` runs: each node's seconds and cost per run, and the failure
@@ -200,13 +214,10 @@ class RunIndex:
         per_node: dict[str, dict[str, list]] = defaultdict(lambda: {"seconds": [], "cost_usd": [], "runs": []})
         for summary in reversed(runs):  # oldest first, as a plot reads
             found = self.path_of(summary.run_id)
-            if found is None:
+            entry = self._entry(*found) if found is not None else None
+            if entry is None:
                 continue
-            try:
-                by_node = _node_totals(read_spans(found[1]))
-            except (KeyError, TypeError, ValueError):  # a trace this version cannot read
-                continue
-            for node, (seconds, cost) in by_node.items():
+            for node, (seconds, cost) in entry.nodes.items():
                 per_node[node]["seconds"].append(round(seconds, 4))
                 per_node[node]["cost_usd"].append(round(cost, 8))
                 per_node[node]["runs"].append(summary.run_id)

@@ -31,7 +31,15 @@ from sqlchorus.config.settings import Settings
 from sqlchorus.core.checkpoints import CheckpointFileError, UnknownRunError
 from sqlchorus.debugger import DebugError, Debugger
 from sqlchorus.graph.build import build_graph
-from sqlchorus.runs_index import RunIndex, layout, path_taken, read_spans, valid_run_id, waterfall
+from sqlchorus.runs_index import (
+    RunIndex,
+    layout,
+    path_taken,
+    read_spans,
+    summarise,
+    valid_run_id,
+    waterfall,
+)
 from sqlchorus.service import RunService
 
 ASSETS = Path(__file__).parent / "ui"
@@ -102,8 +110,7 @@ class Viewer:
 
     def _detail(self, run_id: str, group: str, path: Path) -> dict[str, Any]:
         spans = read_spans(path)
-        summary = self.index._summary(group, path)
-        detail: dict[str, Any] = {"summary": summary.to_dict() if summary else {"run_id": run_id}}
+        detail: dict[str, Any] = {"summary": summarise(run_id, group, spans).to_dict()}
         detail["spans"] = waterfall(spans)
         detail["path"] = path_taken(spans)
         record, state, calls = self._kept(run_id)
