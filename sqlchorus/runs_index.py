@@ -9,7 +9,6 @@ waterfall, the path it took through the graph, its model calls, candidates, sele
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
@@ -18,15 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from sqlchorus.core import attributes as attrs
+from sqlchorus.core.tracing import valid_run_id
 
-RUN_ID = re.compile(r"^[0-9]{8}T[0-9]{6}-[0-9a-f]{8}$")
-"""What a run id looks like; anything else is refused before a path is made of it."""
 MAX_SPANS = 20_000
 """Spans of one run the viewer reads at most."""
-
-
-def valid_run_id(run_id: str) -> bool:
-    return bool(RUN_ID.match(run_id or ""))
 
 
 @dataclass

@@ -39,7 +39,7 @@ from sqlchorus.config.errors import (
 )
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.checkpoints import FINISHED, UnknownRunError
-from sqlchorus.core.tracing import NodeEvent, new_run_id
+from sqlchorus.core.tracing import NodeEvent, new_run_id, valid_run_id
 from sqlchorus.debugger import checkpoint_history
 from sqlchorus.demo import demo_db_path
 from sqlchorus.embed import tool_result
@@ -369,9 +369,9 @@ class RunService:
         Raises:
             UnknownRunIdError: no trace for that run here.
         """
-        if self.settings.trace_dir:
-            path = Path(self.settings.trace_dir) / f"{Path(run_id).name}.jsonl"
-            if path.name == f"{run_id}.jsonl" and path.is_file():
+        if self.settings.trace_dir and valid_run_id(run_id):
+            path = Path(self.settings.trace_dir) / f"{run_id}.jsonl"
+            if path.is_file():
                 return path.read_text(encoding="utf-8")
         text = self.store.trace(run_id) if self.store is not None else None
         if text is None:

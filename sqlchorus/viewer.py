@@ -29,6 +29,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from sqlchorus.access import Guard, install_error_handlers
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.checkpoints import CheckpointFileError, UnknownRunError
+from sqlchorus.core.tracing import valid_run_id
 from sqlchorus.debugger import DebugError, Debugger
 from sqlchorus.graph.build import build_graph
 from sqlchorus.runs_index import (
@@ -37,7 +38,6 @@ from sqlchorus.runs_index import (
     path_taken,
     read_spans,
     summarise,
-    valid_run_id,
     waterfall,
 )
 from sqlchorus.service import RunService

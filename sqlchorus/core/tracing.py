@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 import time
 import typing
@@ -80,6 +81,14 @@ class JsonlSpanExporter(SpanExporter):
 def new_run_id() -> str:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     return f"{stamp}-{uuid.uuid4().hex[:8]}"
+
+
+RUN_ID = re.compile(r"^[0-9]{8}T[0-9]{6}-[0-9a-f]{8}$")
+"""What :func:`new_run_id` makes; anything else is refused before a path is made of it."""
+
+
+def valid_run_id(run_id: str) -> bool:
+    return bool(RUN_ID.match(run_id or ""))
 
 
 class RunTracer(AbstractContextManager["RunTracer"]):
