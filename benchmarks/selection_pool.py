@@ -129,7 +129,7 @@ def compare_pool(
             candidates = [(p[i] or "") for p in lists]
             checked = check(db, candidates)
             outcome = select(db, example.question, candidates, example.evidence,
-                             schema=schemas[example.db_path], dependencies=deps)
+                             schema=schemas[example.db_path], dependencies=deps, checked=checked)
             vote = majority_vote(checked)
             pick = outcome["chosen"]
             majority[i] = candidates[vote if vote is not None else 0]

@@ -238,12 +238,11 @@ def _recall(db_ids: list[str], cache: Path, max_questions: int | None) -> dict:
             db = GuardedDatabase(SPIDER / "database" / q["db_id"] / f"{q['db_id']}.sqlite")
             dbs[q["db_id"]] = (db, vi.ValueIndex.load_or_build(db, cache))
         lits = gold_literals(q["query"])
+        kws = keywords_of(q["question"])
         if not lits:
-            kws = keywords_of(q["question"])
             searches.append((q["db_id"], kws, [with_typo(k, noise_rng) for k in kws]))
             continue
         db, index = dbs[q["db_id"]]
-        kws = keywords_of(q["question"])
         typo = [with_typo(k, rng) for k in kws]
         searches.append((q["db_id"], kws, typo))
         for tables, column, literal in lits:

@@ -77,6 +77,7 @@ def select(
     *,
     schema: DatabaseSchema | None = None,
     dependencies: Dependencies | None = None,
+    checked: Sequence[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Choose one of ``candidates`` (SQL strings) as the answer to ``question`` over ``db``.
 
@@ -91,6 +92,8 @@ def select(
         schema: the database's introspected schema, to reuse across questions.
         dependencies: what :func:`selector` built, to reuse across questions (then ``model``
             and ``settings`` are its own).
+        checked: what :func:`check` gave for ``candidates`` on this database, when the caller
+            has it already; they are not run again.
 
     Returns:
         ``{"question", "sql", "chosen", "cluster", "votes", "confidence", "method", "reason",
@@ -103,7 +106,7 @@ def select(
     database, owned = _open(db, settings)
     try:
         schema = schema or introspect(database, sample_values=settings.sample_values)
-        checked = check(database, list(candidates))
+        checked = list(checked) if checked is not None else check(database, list(candidates))
         context = deps.context(DatabaseResources(db=database, schema=schema))
         try:
             outcome = choose(context, question=question, evidence=evidence, candidates=checked, node=SELECT_NODE)

@@ -177,13 +177,11 @@ def play(
     if finalists < entrants:
         champion = entrants - 1
         for challenger in range(entrants - 2, finalists - 2, -1):
-            match = meet(challenger, champion, "ladder")
-            pair = [sizes[challenger], sizes[champion]]
-            local = [{**v, "first": int(v["first"] == champion), "second": int(v["second"] == champion),
-                      "winner": None if v["winner"] is None else int(v["winner"] == champion)} for v in match]
-            won, _ = best(pairwise_scores([{"size": s} for s in pair], local))
-            ladder.append({"a": challenger, "b": champion, "winner": (challenger, champion)[won]})
-            champion = (challenger, champion)[won]
+            scored = pairwise_scores([{"size": s} for s in sizes], meet(challenger, champion, "ladder"))
+            # A tie goes to the challenger: the larger cluster, as best() breaks ties.
+            winner = challenger if scored[challenger] >= scored[champion] else champion
+            ladder.append({"a": challenger, "b": champion, "winner": winner})
+            champion = winner
         seats = [*range(finalists - 1), champion]
     final: list[dict[str, Any]] = []
     for x in range(len(seats)):

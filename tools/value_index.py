@@ -810,6 +810,10 @@ _WORDS = re.compile(r"\w+")
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
+class IndexFormatError(ValueError):
+    """A value index file of another format version: it must be rebuilt."""
+
+
 class ValueIndex:
     """The distinct text values of a database, searchable by keyword with typos.
 
@@ -838,7 +842,7 @@ class ValueIndex:
             meta = dict(self._rows("SELECT key, value FROM meta"))
             version = meta.get("format_version")
             if version != str(FORMAT_VERSION):
-                raise ValueError(
+                raise IndexFormatError(
                     f"{self.path} is a value index of format {version}, not {FORMAT_VERSION}: it "
                     "was built by another version of sqlchorus. Rebuild it (sqlchorus index "
                     "--rebuild, or delete the file)."
@@ -853,10 +857,11 @@ class ValueIndex:
             self.skipped = [{"table": t, "column": c, "reason": r}
                             for t, c, r in self._rows("SELECT tbl, col, reason FROM skipped")]
             truncated = self._rows("SELECT count(*) FROM cols WHERE truncated")[0][0]
+        except IndexFormatError:
+            self._db.close()
+            raise
         except (sqlite3.Error, KeyError, ValueError) as e:
             self._db.close()
-            if isinstance(e, ValueError) and str(e).startswith(str(self.path)):
-                raise
             raise ValueError(f"{self.path} is not a value index ({e}).") from e
         self.meta = meta
         self.stats: dict[str, Any] = {
@@ -911,7 +916,7 @@ class ValueIndex:
         if target.exists():
             try:
                 found = cls(target, from_cache=True)
-            except (SqlError, ValueError, KeyError):
+            except (SqlError, ValueError):
                 target.unlink(missing_ok=True)  # damaged or foreign file: rebuild it
             else:
                 wanted = max_values_per_column
@@ -979,11 +984,12 @@ class ValueIndex:
                                    for key in (*lk.exact, *lk.words, *lk.halves, *lk.bands)})
         wanted = [(lk, _candidates(lk, postings)) for lk in lookups]
         values = self._values({vid for _, vids in wanted for vid in vids})
+        # Keywords overlap (1- to 3-grams), so one value comes back for many: normalised once.
+        norms = {vid: normalize(text) for vid, (_, text) in values.items()}
         out: list[tuple[str, int, str, float]] = []
         for lk, vids in wanted:
             scored = [(values[v][0], values[v][1],
-                       score_value(lk.keyword, lk.norm, values[v][1], normalize(values[v][1]),
-                                   lk.singular, lk.acronym))
+                       score_value(lk.keyword, lk.norm, values[v][1], norms[v], lk.singular, lk.acronym))
                       for v in vids if v in values]
             if self.embedder is not None and scored:
                 scored = self._blend(lk.keyword, scored)

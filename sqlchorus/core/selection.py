@@ -168,6 +168,8 @@ def _pairwise(context, question, evidence, clusters, by_id, selection, usage, er
     reps = [by_id[c["members"][0]] for c in clusters]
     results: dict[int, str] = {}
 
+    records: list[dict[str, Any]] = []  # one per call, in the order play() makes them
+
     def compare(first: int, second: int) -> int | None:
         a, b = reps[first], reps[second]
         for i in (first, second):
@@ -201,7 +203,6 @@ def _pairwise(context, question, evidence, clusters, by_id, selection, usage, er
         _event("pairwise", {"a": a["id"], "b": b["id"], "winner": verdict["winner"] or "none"})
         return winner
 
-    records: list[dict[str, Any]] = []
     budget = settings.max_pairwise_calls
     played = sel.play([c["size"] for c in clusters], settings.pairwise_max_clusters, budget, compare)
     for record, verdict in zip(records, played["verdicts"]):
