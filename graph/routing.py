@@ -57,7 +57,8 @@ def after_check(state: dict, runtime: Any) -> Route:
         return [("select_candidate", f"fixer rounds spent ({rounds} of {beta})")]
     broken = [c for c in candidates if is_broken(c)]
     if broken:
-        stopped = [f"{c['id']} ({fix_record(c)['stopped']})" for c in broken if fix_record(c)["stopped"]]
+        records = {c["id"]: fix_record(c) for c in broken}
+        stopped = [f"{i} ({r['stopped']})" for i, r in records.items() if r["stopped"]]
         note = f"; stopped early: {', '.join(stopped)}" if stopped else ""
         return [("select_candidate", f"{len(broken)} candidate(s) still broken after at most {beta} fixer round(s) each{note}")]
     damaged = [c for c in candidates if c.get("error_kind") in UNFIXABLE_KINDS]

@@ -19,7 +19,8 @@ As CHASE-SQL's fixer prompt does, the prompt opens with few-shot examples
 (``prompts/fix_candidates_examples.json``, replaceable through ``Settings.examples_dir``): a
 failed query over the bundled demo database, its error or empty result, and the reasoning and
 ``Final Answer`` that mend it. Each example's schema is rendered in the run's schema format, and
-shows only the tables the example needs, which keeps the examples to a few hundred tokens.
+shows only the tables the example needs: the three examples come to about 1,000 tokens by the
+budget's counter (1,027 in m-schema, 1,526 in json).
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ def list_plan(state: dict, runtime: Runtime[Context]) -> dict:
             "failures": [], "dead_ends": []}
     try:
         text, usage = call_model(
-            context, role="generation", node=NODE, prompt=prompt, **sampling(context, state, NODE),
+            context, role="generation", node=NODE, prompt=prompt, **sampling(context, state, retry=bool(state.get("plan_round"))),
             constrain_sql=False,  # a plan in words, not a query
         )
     except ModelCallError as e:

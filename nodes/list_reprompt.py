@@ -65,7 +65,7 @@ def list_reprompt(state: dict, runtime: Runtime[Context]) -> dict:
         "local_attempts": (state.get("local_attempts") or 0) + 1,
     }
     try:
-        text, usage = call_model(context, role="generation", node=NODE, prompt=prompt, **sampling(context, state, NODE))
+        text, usage = call_model(context, role="generation", node=NODE, prompt=prompt, **sampling(context, state, retry=True))
     except ModelCallError as e:
         return {**update, "halt": f"generation failed: {e}", **model_error_update(NODE, e)}
     update["attempt"] = {"step": state.get("step", 0), "kind": "reprompt", "sql": extract_sql(text)}

@@ -6,7 +6,7 @@ when the model's repaired query is the same query again, the verdict is accepted
 not reported again for that sub-query. On success the query is pushed on the verified path
 (with the step's failed attempts before it) and the deepest verified state is kept as the best
 one; on failure the attempt joins the step's ``failures``, which the next retry of the step
-shows. Every query the search has not written before counts in ``new_queries``.
+shows. Every query the search has not written before is kept in ``written``.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def list_verify_step(state: dict, runtime: Runtime[Context]) -> dict:
     written = list(state.get("written") or [])
     update: dict[str, Any] = {}
     if sql and not any(same_query(sql, w) for w in written):
-        update.update(written=[*written, sql], new_queries=(state.get("new_queries") or 0) + 1)
+        update["written"] = [*written, sql]
     check = verify_sql(
         sql,
         context.db,

@@ -90,7 +90,7 @@ def list_write_step(state: dict, runtime: Runtime[Context]) -> dict:
         "global_attempts": (state.get("global_attempts") or 0) + 1, "local_attempts": 0, "failures": failures,
     }
     try:
-        text, usage = call_model(context, role="generation", node=NODE, prompt=prompt, **sampling(context, state, NODE))
+        text, usage = call_model(context, role="generation", node=NODE, prompt=prompt, **sampling(context, state, retry=bool(state.get("tracebacks"))))
     except ModelCallError as e:
         return {**update, "halt": f"generation failed: {e}", **model_error_update(NODE, e)}
     update["attempt"] = {"step": step, "kind": "write", "sql": extract_sql(text)}

@@ -4,7 +4,7 @@ The LIST subgraph (:mod:`sqlchorus.graph.list_graph`) runs ``list_plan``, ``list
 ``list_verify_step``, ``list_reprompt`` and ``list_traceback`` over :class:`ListState`; only the
 candidate it stands for reaches the parent graph.
 
-Retries sample as LIST does for its self-correction (:func:`retrying`,
+Retries sample as LIST does for its self-correction (:func:`sampling`,
 :func:`~sqlchorus.core.diversity.retry_sampling`): every reprompt, every re-plan, and every step
 written after the first traceback, when the search goes over ground it has covered. Each retry's
 prompt shows every earlier failure it answers (the step's failed attempts, the versions of a step
@@ -43,8 +43,8 @@ class ListState(TypedDict, total=False):
             step keeps its own (``verified[i]["failures"]``), so that a rewrite after a traceback
             sees them again.
         local_attempts: reprompts of the current step; ``global_attempts``: queries written (the
-            paper's bound, every model answer counts); ``new_queries``: those answers that were a
-            query the search had not written before (``written`` keeps them).
+            paper's bound, every model answer counts); ``written``: those answers that were a
+            query the search had not written before (``new_queries`` in the candidate's record).
         best: the deepest verified state seen, the candidate if the search gives up.
         dead_ends: verified steps set aside by traceback (``step``, ``sql``, ``error``, and the
             ``failures`` of the step after it), shown when their step is rewritten; when the
@@ -73,7 +73,6 @@ class ListState(TypedDict, total=False):
     failures: list[dict[str, Any]]
     local_attempts: int
     global_attempts: int
-    new_queries: int
     written: list[str]
     tracebacks: int
     best: dict[str, Any] | None
@@ -124,20 +123,11 @@ def step_values(state: dict) -> dict[str, Any]:
     }
 
 
-def retrying(state: dict, node: str) -> bool:
-    """Whether ``node``'s call is a retry (see the module's docstring): a reprompt, a re-plan,
-    or a step written after a traceback."""
-    if node == "list_reprompt":
-        return True
-    if node == "list_plan":
-        return bool(state.get("plan_round"))
-    return bool(state.get("tracebacks"))
-
-
-def sampling(context: Any, state: dict, node: str) -> dict[str, float]:
-    """``call_model``'s sampling arguments for ``node``: the sample's temperature on a first
-    attempt, the retry sampling on a retry."""
-    if retrying(state, node):
+def sampling(context: Any, state: dict, retry: bool) -> dict[str, float]:
+    """``call_model``'s sampling arguments: the retry sampling on a retry (a reprompt, a
+    re-plan, a step written after a traceback; see the module's docstring), else the sample's
+    temperature."""
+    if retry:
         return retry_sampling(context)
     return {"temperature": sample_temperature(context, GENERATOR, state.get("sample", 0))}
 

@@ -163,10 +163,12 @@ def call_model(
     grammar = _grammar_for(context, model, role, constrain_sql, grammar_tables)
     if grammar:
         kwargs["grammar"] = grammar
-    cache, key = _cache_entry(context, role, model, messages, effective_temperature, sample, grammar, top_p)
+    # A schema's grammar can be long: its digest, which both keys carry, is worked out once.
+    digest = hashlib.sha256(grammar.encode()).hexdigest() if grammar else None
+    cache, key = _cache_entry(context, role, model, messages, effective_temperature, sample, digest, top_p)
     log = context.calls
     recorded = (
-        _recorded_request(role, node, messages, context.settings, effective_temperature, sample, grammar, top_p)
+        _recorded_request(role, node, messages, context.settings, effective_temperature, sample, digest, top_p)
         if log else None
     )
     node_span = trace.get_current_span()
@@ -252,13 +254,12 @@ def call_model(
 
 def _recorded_request(
     role: str, node: str, messages: list[BaseMessage], settings: Any, temperature: float,
-    sample: int | None, grammar: str | None, top_p: float | None = None,
+    sample: int | None, grammar_digest: str | None, top_p: float | None = None,
 ) -> dict[str, Any]:
     """A call as the run's call log keeps it. Its key leaves the model out, so that a replay
     with another model (or one that must not be called) still finds the answers."""
     params = {
-        "temperature": temperature, "max_tokens": settings.max_tokens, "sample": sample,
-        "grammar": hashlib.sha256(grammar.encode()).hexdigest() if grammar else None,
+        "temperature": temperature, "max_tokens": settings.max_tokens, "sample": sample, "grammar": grammar_digest,
     }
     if top_p is not None:  # only when asked for, so that the keys of earlier runs still match
         params["top_p"] = top_p
@@ -297,7 +298,7 @@ def _annotate(span: Any, node_span: Any, usage: UsageRecord, *, cached: bool, at
 
 def _cache_entry(
     context: Context, role: str, model: Any, messages: list[BaseMessage], temperature: float,
-    sample: int | None, grammar: str | None, top_p: float | None = None,
+    sample: int | None, grammar_digest: str | None, top_p: float | None = None,
 ) -> tuple[Any, str]:
     settings = context.settings
     # Only models named by the settings are cached: a model object passed in may be scripted or
@@ -309,7 +310,7 @@ def _cache_entry(
     params = {
         "temperature": temperature,
         "max_tokens": settings.max_tokens,
-        "grammar": hashlib.sha256(grammar.encode()).hexdigest() if grammar else None,
+        "grammar": grammar_digest,
         "sample": sample if temperature > 0 else None,
     }
     if top_p is not None:
