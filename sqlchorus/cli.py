@@ -700,9 +700,13 @@ def _service(dbs: tuple[str, ...], workers: int, options: dict[str, Any], host: 
     raise AssertionError("unreachable")
 
 
-def _uvicorn(app: Any, host: str, port: int) -> None:
-    """Serve ``app`` until Ctrl-C or SIGTERM; a port in use is a clear error."""
+def _uvicorn(app: Any, host: str, port: int, what: str, url: str, token: str | None) -> None:
+    """Say that ``what`` listens at ``url`` and whether it needs a token, then serve ``app``
+    until Ctrl-C or SIGTERM; a port in use is a clear error."""
     import uvicorn
+
+    click.echo(f"{what} at {url} ({'bearer token required' if token else 'no token: loopback only'}); "
+               "Ctrl-C stops it.", err=True)
 
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
@@ -733,11 +737,8 @@ def serve(dbs: tuple[str, ...], host: str, port: int, workers: int, max_body_byt
         return
     service, token = _service(dbs, workers, options, host, "serve")
     app = create_app(service, token=token, max_body_bytes=max_body_bytes)
-    ids = ", ".join(service.paths)
-    click.echo(f"sqlchorus serves {ids} at http://{host}:{port}/v1 "
-               f"({'bearer token required' if token else 'no token: loopback only'}); Ctrl-C stops it.", err=True)
     try:
-        _uvicorn(app, host, port)
+        _uvicorn(app, host, port, f"sqlchorus serves {', '.join(service.paths)}", f"http://{host}:{port}/v1", token)
     finally:
         service.close()
 
@@ -764,9 +765,8 @@ def mcp_command(dbs: tuple[str, ...], transport: str, host: str, port: int, work
         if transport == "stdio":
             server.run("stdio")
         else:
-            click.echo(f"sqlchorus MCP server at http://{host}:{port}/mcp "
-                       f"({'bearer token required' if token else 'no token: loopback only'}); Ctrl-C stops it.", err=True)
-            _uvicorn(http_app(server, host=host, token=token), host, port)
+            _uvicorn(http_app(server, host=host, token=token), host, port, "sqlchorus MCP server",
+                     f"http://{host}:{port}/mcp", token)
     except KeyboardInterrupt:
         pass
     finally:
@@ -802,10 +802,8 @@ def ui_command(dbs: tuple[str, ...], host: str, port: int, evals_dir: str, worke
                    "needs --model (or SQLCHORUS_MODEL).", err=True)
     index = RunIndex(service.settings.trace_dir, evals_dir)
     app = create_viewer(service, index, token=token)
-    click.echo(f"sqlchorus viewer at http://{host}:{port}/ "
-               f"({'bearer token required' if token else 'no token: loopback only'}); Ctrl-C stops it.", err=True)
     try:
-        _uvicorn(app, host, port)
+        _uvicorn(app, host, port, "sqlchorus viewer", f"http://{host}:{port}/", token)
     finally:
         service.close()
 

@@ -44,11 +44,16 @@ class AskInput(BaseModel):
     evidence: str = Field("", description="A hint that defines terms the question uses (optional).")
 
 
+def plain(value: Any) -> Any:
+    """A database value as JSON carries it: text, numbers, booleans and NULL as they are, any
+    other value (a blob) as its text."""
+    return value if isinstance(value, (str, int, float, bool)) or value is None else str(value)
+
+
 def tool_result(result: Result, max_rows: int = TOOL_ROWS) -> dict[str, Any]:
     """What the tool returns: the SQL, its result (``max_rows`` rows at most), whether rows were
     cut, the selection's confidence, the run's id and why there is no answer, if there is none."""
-    rows = [[v if isinstance(v, (str, int, float, bool)) or v is None else str(v) for v in row]
-            for row in result.rows[:max_rows]]
+    rows = [[plain(v) for v in row] for row in result.rows[:max_rows]]
     return {
         "sql": result.sql,
         "columns": list(result.columns),

@@ -29,7 +29,7 @@ from rapidfuzz import process
 
 from sqlchorus.access import Guard
 from sqlchorus.config.errors import SqlchorusError
-from sqlchorus.embed import TOOL_ROWS
+from sqlchorus.embed import TOOL_ROWS, plain
 from sqlchorus.service import RunService, ServiceError
 from sqlchorus.tools.schema import DatabaseSchema, Table
 from sqlchorus.tools.sql_errors import SqlError
@@ -69,10 +69,6 @@ class ValidateOutput(BaseModel):
     error: dict[str, str] | None = Field(None, description="{code, message} when the query would not run.")
 
 
-def _plain(value: Any) -> Any:
-    return value if isinstance(value, (str, int, float, bool)) or value is None else str(value)
-
-
 def _failed(output: BaseModel, code: str, message: str) -> CallToolResult:
     """A tool result marked as an error, with its ``code`` in the structured output."""
     data = output.model_dump()
@@ -102,7 +98,7 @@ def table_detail(table: Table, detail: str) -> dict[str, Any]:
         data["description"] = table.description
         data["columns"] = [
             {"name": c.name, "type": c.type, "primary_key": c.primary_key, "not_null": c.not_null,
-             "description": c.description or c.full_name, "samples": [_plain(v) for v in c.samples]}
+             "description": c.description or c.full_name, "samples": [plain(v) for v in c.samples]}
             for c in table.columns]
         data["foreign_keys"] = [{"column": f.column, "ref_table": f.ref_table, "ref_column": f.ref_column}
                                 for f in table.foreign_keys]
@@ -163,7 +159,7 @@ def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
         result = record.get("result") or {}
         output = AskOutput(
             sql=result.get("sql"), columns=result.get("columns") or [],
-            rows=[[_plain(v) for v in row] for row in (result.get("rows") or [])[:TOOL_ROWS]],
+            rows=[[plain(v) for v in row] for row in (result.get("rows") or [])[:TOOL_ROWS]],
             truncated=bool(result.get("truncated")) or len(result.get("rows") or []) > TOOL_ROWS,
             confidence=result.get("confidence"), run_id=live.run_id, error=result.get("error"),
         )
@@ -210,7 +206,7 @@ def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
             return _failed(QueryOutput(), e.kind, str(e))
         except SqlError as e:
             return _failed(QueryOutput(), e.kind, str(e))
-        return QueryOutput(columns=result.columns, rows=[[_plain(v) for v in row] for row in result.rows],
+        return QueryOutput(columns=result.columns, rows=[[plain(v) for v in row] for row in result.rows],
                            row_count=result.row_count, truncated=result.truncated,
                            elapsed_ms=round(result.elapsed_ms, 3))
 

@@ -30,7 +30,7 @@ from sse_starlette.sse import EventSourceResponse
 
 from sqlchorus.access import Guard, error_response, install_error_handlers
 from sqlchorus.core.checkpoints import FINISHED
-from sqlchorus.service import LiveRun, RunService, ServiceError
+from sqlchorus.service import LiveRun, RunService, ServiceError, model_failure
 
 MAX_BODY_BYTES = 64 * 1024
 """Largest request body taken; a question is limited by ``--max-question-chars`` besides."""
@@ -194,8 +194,7 @@ def _answer(record: dict[str, Any]) -> Any:
         return error_response(500 if result.get("kind") == "internal" else 502, result.get("kind", "internal"),
                               result.get("error", "The run failed."), run_id=record["run_id"])
     if result.get("kind") == "model_failed":
-        model_errors = [e["message"] for e in result.get("errors", []) if e.get("kind") == "model"]
-        return error_response(502, "model_failed", f"{result.get('error')} {model_errors[0] if model_errors else ''}".strip(),
+        return error_response(502, "model_failed", model_failure(result.get("error"), result.get("errors", [])),
                               run_id=record["run_id"])
     return result
 

@@ -50,7 +50,7 @@ DEFAULT_WORKERS = 8
 KEPT_RUNS = 1000
 """Finished runs kept in memory for their events; older ones are read from the store."""
 __all__ = ["LiveRun", "NoCheckpointsError", "RunFinishedError", "RunService", "ServiceError",
-           "UnknownDatabaseError", "UnknownRunIdError", "answer_json", "model_failed"]
+           "UnknownDatabaseError", "UnknownRunIdError", "answer_json", "model_failed", "model_failure"]
 
 HEARTBEAT_S = 30.0
 """How often a running run says in the store that it still runs (at a node's start)."""
@@ -147,6 +147,13 @@ def _age_s(stamp: str) -> float:
         return (datetime.now(timezone.utc) - datetime.fromisoformat(stamp)).total_seconds()
     except (TypeError, ValueError):
         return 0.0
+
+
+def model_failure(error: str | None, errors: list[dict[str, Any]]) -> str:
+    """What to tell of a run whose model failed: why there is no answer, and the model's own
+    first complaint."""
+    first = next((e["message"] for e in errors if e.get("kind") == "model"), "")
+    return f"{error or 'The model failed.'} {first}".strip()
 
 
 def model_failed(result: Result) -> bool:
@@ -464,8 +471,7 @@ class RunService:
             return
         if model_failed(result):
             data["kind"] = "model_failed"
-            first = next((e["message"] for e in result.errors if e.get("kind") == "model"), "")
-            live.emit("error", kind="model_failed", message=f"{result.error or 'The model failed.'} {first}".strip())
+            live.emit("error", kind="model_failed", message=model_failure(result.error, result.errors))
         else:
             live.emit("answer", answer=data)
         self._finish(live, "done", data, result.trace_path)

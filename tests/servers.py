@@ -92,13 +92,18 @@ def running(args: list[str], cwd: Path, env: dict[str, str], ready_url: str,
             time.sleep(0.2)
         yield process
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
         log.close()
+
+
+def stop(process: subprocess.Popen, timeout_s: float = 15.0) -> None:
+    """End a server: asked to stop, then killed if it does not within ``timeout_s``."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 # -- PostgreSQL ----------------------------------------------------------------------------------

@@ -4,7 +4,6 @@ answers over HTTP on loopback."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
+from servers import free_port, stop
 from sqlchorus.demo import load_demo_questions
 
 GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
@@ -30,12 +30,6 @@ def test_the_studio_graph_declares_what_it_takes_and_gives(monkeypatch, tmp_path
     assert set(graph.get_output_jsonschema()["properties"]) == {"answer", "selection", "errors"}
     out = graph.invoke({"question": QUESTION}, {"recursion_limit": 40})
     assert set(out) <= {"answer", "selection", "errors"} and out["answer"]["rows"] == [[62]]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _call(url: str, body: dict | None = None) -> dict:
@@ -56,7 +50,7 @@ def test_langgraph_dev_serves_the_graph_offline(tmp_path, factories_env):
     graph_file = shipped["graphs"]["sqlchorus"].split(":")[0]
     config.write_text(json.dumps({"dependencies": [str(REPO)],
                                   "graphs": {"sqlchorus": f"{REPO / graph_file}:graph"}}), encoding="utf-8")
-    port = _free_port()
+    port = free_port()
     env = {**factories_env, "SQLCHORUS_MODEL": "python:scripted_factories:oracle", "LANGGRAPH_CLI_NO_ANALYTICS": "1"}
     server = subprocess.Popen(
         [str(langgraph), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port),
@@ -80,8 +74,4 @@ def test_langgraph_dev_serves_the_graph_offline(tmp_path, factories_env):
         out = _call(f"{base}/runs/wait", {"assistant_id": assistant["assistant_id"], "input": {"question": QUESTION}})
         assert out["answer"]["sql"] == GOLD[QUESTION] and out["answer"]["rows"] == [[62]]
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop(server, timeout_s=20)
