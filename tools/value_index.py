@@ -78,6 +78,7 @@ import os
 import re
 import shutil
 import sqlite3
+import string
 import time
 import unicodedata
 import uuid
@@ -797,7 +798,7 @@ def _lookup(keyword: str) -> _Lookup | None:
     initials = acronym(keyword)
     if initials is not None:
         # The acronym itself, and codes one letter longer that begin with it (US -> USA).
-        forms += [initials] + [initials + letter for letter in _LETTERS]
+        forms += [initials] + [initials + letter for letter in string.ascii_lowercase]
     words = [w for w in norm.split(" ") if w not in STOPWORDS and len(w) > 1] or [norm]
     return _Lookup(keyword, norm, one, initials, string_keys(forms, _EXACT).tolist(),
                    string_keys(words, _WORD).tolist(),
@@ -807,7 +808,6 @@ def _lookup(keyword: str) -> _Lookup | None:
 
 _CHUNK = 500  # parameters per statement
 _WORDS = re.compile(r"\w+")
-_LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
 class IndexFormatError(ValueError):
