@@ -116,7 +116,9 @@ class LiveRun:
                     self._listeners.remove(entry)
 
     def record(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "status": self.status, "question": self.question,
+        # A cancel takes effect before the next node: until then the run says it is stopping.
+        status = "cancelling" if self.cancel.is_set() and self.status not in FINISHED else self.status
+        return {"run_id": self.run_id, "status": status, "question": self.question,
                 "database": self.database, "kind": self.kind, "parent": self.parent, "result": self.result}
 
 
@@ -275,6 +277,8 @@ class RunService:
         if self.store is None:
             raise NoCheckpointsError("This server keeps no checkpoints (--no-checkpoints): there is nothing to resume.")
         record = self.get(run_id) if self.store.status(run_id) is not None else {"status": "done"}
+        if record["status"] == "cancelling":
+            raise RunFinishedError(f"Run {run_id} is still stopping: resume it once it has ended.")
         if record["status"] in ("queued", "running"):
             raise RunFinishedError(f"Run {run_id} is still {record['status']}: cancel it first, or wait for it.")
         thread = self._thread_of(run_id)

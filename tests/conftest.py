@@ -7,14 +7,35 @@ import hashlib
 import json
 import os
 import re
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+WAIT_S = 120.0
+"""Room for anything a test waits on (a run to end, a model to be called, a server to answer)
+on a busy machine; a test never depends on how soon it comes."""
+
+
+def wait_for(condition: Callable[[], Any], what: str, timeout_s: float = WAIT_S) -> Any:
+    """Poll ``condition`` until it gives something true, and return that; fail, saying ``what``
+    was awaited, after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout_s:g} s for {what}")
+        time.sleep(0.05)
 
 
 def data_dir() -> Path:
@@ -159,7 +180,9 @@ def demo_db() -> Path:
 
 SCRIPTED_FACTORIES = '''
 """Model factories for `--model python:scripted_factories:NAME` in tests that run the CLI."""
+import os
 import time
+from pathlib import Path
 
 from sqlchorus.demo import load_demo_questions
 from sqlchorus.testing import ScriptedChatModel, oracle_model
@@ -177,21 +200,41 @@ def refuse():
     return ScriptedChatModel(no, name="refuses")
 
 
-def slow():
+HOLD_LIMIT_S = 600.0
+
+
+def held():
+    """A model that never answers while the test runs: each call adds a line to $MODEL_CALLED,
+    then waits for $MODEL_RELEASED, which the test's end creates (or HOLD_LIMIT_S, far beyond
+    the 120 s model time limit, so that a call left behind still ends)."""
     def answer(messages):
-        time.sleep(30)
+        with open(os.environ["MODEL_CALLED"], "a", encoding="utf-8") as f:
+            f.write("called\\n")
+        released = Path(os.environ["MODEL_RELEASED"])
+        deadline = time.monotonic() + HOLD_LIMIT_S
+        while not released.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
         return "never"
-    return ScriptedChatModel(answer, name="slow")
+    return ScriptedChatModel(answer, name="held")
 '''
 
 
 @pytest.fixture
-def factories_env(tmp_path) -> dict[str, str]:
-    """An environment in which ``python:scripted_factories:oracle`` (or ``refuse``, ``slow``)
-    names a scripted model over the demo database's questions."""
+def factories_env(tmp_path) -> Iterator[dict[str, str]]:
+    """An environment in which ``python:scripted_factories:oracle`` (or ``refuse``, ``held``)
+    names a scripted model over the demo database's questions. A call of ``held`` shows in
+    ``model_called(env)``; it is let go when the test ends."""
     (tmp_path / "scripted_factories.py").write_text(SCRIPTED_FACTORIES, encoding="utf-8")
-    return {**os.environ, "PYTHONPATH": str(tmp_path), "COLUMNS": "200", "NO_COLOR": "1",
-            "PROMPT_TOOLKIT_NO_CPR": "1"}
+    released = tmp_path / "model-released"
+    yield {**os.environ, "PYTHONPATH": str(tmp_path), "COLUMNS": "200", "NO_COLOR": "1",
+           "PROMPT_TOOLKIT_NO_CPR": "1", "MODEL_CALLED": str(tmp_path / "model-called"),
+           "MODEL_RELEASED": str(released)}
+    released.touch()
+
+
+def model_called(env: dict[str, str]) -> bool:
+    """Whether a model of ``factories_env`` (``held``) has been called."""
+    return Path(env["MODEL_CALLED"]).exists()
 
 
 @pytest.fixture

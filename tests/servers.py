@@ -1,9 +1,11 @@
-"""Servers for tests: `sqlchorus serve` and `sqlchorus mcp` started for real on loopback, and a
-PostgreSQL server of the test's own (initdb in a temporary folder, stopped at the end)."""
+"""Servers for tests: `sqlchorus serve` and `sqlchorus mcp` started for real on loopback, gates
+that hold their model calls until a test lets them go, and a PostgreSQL server of the test's own
+(initdb in a temporary folder, stopped at the end)."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
 import os
 import shutil
@@ -15,44 +17,73 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import httpx
 
+from conftest import WAIT_S, wait_for
+
 SERVER_FACTORIES = '''
 """Models for servers under test: `python:server_factories:NAME`."""
+import os
+import re
 import time
+from pathlib import Path
 
 from sqlchorus.demo import load_demo_questions
 from sqlchorus.testing import ScriptedChatModel, oracle_model, prompt_text
 
 GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
-MARKS = ("[slow] ", "[fail] ")
+FAIL = "[fail] "
+GATE = re.compile(r"\\[gate (\\w+)\\] ")
+GATES = Path(os.environ["TEST_GATES"]) if os.environ.get("TEST_GATES") else None
+HOLD_LIMIT_S = 100.0
+"""The longest a call waits at a gate the test never opens (a test that failed half-way), so
+that no call is held for ever; within the server's 120 s model time limit, so that the call
+ends here rather than being given up on and tried again."""
 
 
 def _gold(question):
-    for mark in MARKS:
-        question = question.replace(mark, "")
-    return GOLD.get(question)
+    return GOLD.get(GATE.sub("", question).replace(FAIL, ""))
+
+
+def _held(name):
+    """Hold a call at gate NAME: say so (a line in NAME.called in $TEST_GATES), then wait until
+    the test creates NAME.open there."""
+    with open(GATES / f"{name}.called", "a", encoding="utf-8") as f:
+        f.write("called\\n")
+    deadline = time.monotonic() + HOLD_LIMIT_S
+    while not (GATES / f"{name}.open").exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"gate {name} was never opened")
+        time.sleep(0.01)
 
 
 def mixed():
-    """The oracle; a question marked [fail] makes every call fail, [slow] makes each call take
-    0.4 s."""
+    """The oracle; a question marked [fail] makes every call fail, one marked [gate NAME] holds
+    every call until the test opens that gate."""
     inner = oracle_model(_gold, name="mixed").responses
 
     def respond(messages):
         text = prompt_text(messages)
         if "[fail]" in text:
             raise RuntimeError("the provider is down")
-        if "[slow]" in text:
-            time.sleep(0.4)
+        gate = GATE.search(text)
+        if gate:
+            _held(gate.group(1))
         return inner(messages)
 
     return ScriptedChatModel(respond, name="mixed")
 '''
 
 BIN = Path(sys.executable).parent / "sqlchorus"
-START_TIMEOUT_S = 60.0
+START_TIMEOUT_S = 180.0
+"""Room for a server to start (imports, the demo database's index) on a busy machine."""
+
+# Each call of httpx's, with room for a busy machine (httpx's own default gives up after 5 s).
+http = SimpleNamespace(**{verb: functools.partial(getattr(httpx, verb), timeout=WAIT_S)
+                          for verb in ("get", "post", "put", "delete")})
 
 
 def free_port() -> int:
@@ -61,12 +92,42 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def server_env(folder: Path, **extra: str) -> dict[str, str]:
-    """An environment whose `python:server_factories:mixed` is the scripted model above."""
+def server_env(folder: Path, gates: Path | None = None, **extra: str) -> dict[str, str]:
+    """An environment whose `python:server_factories:mixed` is the scripted model above, its
+    gates in ``gates`` (``folder/gates`` by default)."""
     (folder / "server_factories.py").write_text(SERVER_FACTORIES, encoding="utf-8")
+    gates = gates or folder / "gates"
+    gates.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "SQLCHORUS_TOKEN"}
-    env.update({"PYTHONPATH": str(folder), "NO_COLOR": "1", **extra})
+    env.update({"PYTHONPATH": str(folder), "NO_COLOR": "1", "TEST_GATES": str(gates), **extra})
     return env
+
+
+class Gate:
+    """Holds the model calls of one question in a server under test until the test opens it.
+
+    The question starts with ``mark``; each call of `mixed` on it adds a line to
+    ``<name>.called`` in the gates folder, then waits for ``<name>.open``. The gate opens when
+    the ``with`` block ends, if the test has not opened it, so that no call is left waiting.
+    """
+
+    def __init__(self, gates: Path):
+        self.gates = gates
+        self.name = uuid.uuid4().hex[:12]
+        self.mark = f"[gate {self.name}] "
+
+    def __enter__(self) -> Gate:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.open()
+
+    def wait_called(self) -> None:
+        """Until a call is held at the gate."""
+        wait_for((self.gates / f"{self.name}.called").exists, f"a model call at gate {self.name}")
+
+    def open(self) -> None:
+        (self.gates / f"{self.name}.open").touch()
 
 
 @contextlib.contextmanager
@@ -82,13 +143,13 @@ def running(args: list[str], cwd: Path, env: dict[str, str], ready_url: str,
                 log.seek(0)
                 raise RuntimeError(f"the server exited ({process.returncode}): {log.read()}")
             try:
-                if httpx.get(ready_url, headers=headers, timeout=2).status_code < 500:
+                if httpx.get(ready_url, headers=headers, timeout=10).status_code < 500:
                     break
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
                 log.seek(0)
-                raise RuntimeError(f"the server did not start: {log.read()}")
+                raise RuntimeError(f"no server within {START_TIMEOUT_S:g} s: {log.read()}")
             time.sleep(0.2)
         yield process
     finally:
@@ -148,7 +209,7 @@ class PostgresServer:
             shutil.chown(self.folder, "postgres", "postgres")
 
     def _run(self, *args: str) -> None:
-        subprocess.run([*self.as_user, *args], check=True, capture_output=True, timeout=120)
+        subprocess.run([*self.as_user, *args], check=True, capture_output=True, timeout=300)
 
     def start(self) -> PostgresServer:
         self._run(str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "sqlchorus",
@@ -156,7 +217,7 @@ class PostgresServer:
         options = f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off " \
                   "-c max_connections=200 -c full_page_writes=off"
         self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options, "-l",
-                  str(self.folder / "log"), "-w", "-t", "60", "start")
+                  str(self.folder / "log"), "-w", "-t", "180", "start")
         return self
 
     def url(self, database: str = "postgres") -> str:

@@ -9,6 +9,7 @@ import sqlite3
 import pytest
 
 import sqlchorus
+from conftest import WAIT_S
 from sqlchorus.core.checkpoints import VALUE_MIN_BYTES, CheckpointFileError, RunCheckpoints
 from sqlchorus.demo import load_demo_questions
 from sqlchorus.testing import ScriptedChatModel, oracle_model
@@ -174,8 +175,8 @@ def test_a_checkpoint_file_locked_during_a_run_costs_the_checkpoints_not_the_ans
     path = tmp_path / "checkpoints.sqlite"
     with sqlchorus.Session(sqlchorus.Settings(model=oracle_model(GOLD.get), trace_dir=str(tmp_path))) as session:
         store = session.checkpoints()  # opened (and set up) before another program locks it
-        other = sqlite3.connect(path, timeout=0.2)
-        other.execute("BEGIN EXCLUSIVE")
+        other = sqlite3.connect(path, timeout=WAIT_S)  # waits as long as taking the lock takes
+        other.execute("BEGIN EXCLUSIVE")  # ...and held for the whole run: far past the 0.2 s limit
         try:
             result = session.ask(QUESTION, db=demo_db)
         finally:

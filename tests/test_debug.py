@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import sqlchorus
+from conftest import model_called, wait_for
 from sqlchorus.debugger import DebugError, Debugger
 from sqlchorus.demo import load_demo_questions
 from sqlchorus.testing import ScriptedChatModel, oracle_model
@@ -234,10 +234,10 @@ def test_the_prompt_in_a_real_terminal(tmp_path, factories_env):
 
 @pytest.mark.slow
 def test_ctrl_c_during_a_model_call_returns_to_the_prompt_with_the_run_intact(tmp_path, factories_env):
-    child = _spawn(tmp_path, factories_env, "slow")
+    child = _spawn(tmp_path, factories_env, "held")
     child.expect(PROMPT)
-    child.sendline("next")  # extract_keywords calls the slow model
-    time.sleep(2)
+    child.sendline("next")  # extract_keywords calls the model, which answers once the test ends
+    wait_for(lambda: model_called(factories_env), "extract_keywords to call the model")
     child.sendcontrol("c")
     child.expect_exact("Interrupted")
     child.expect_exact("paused before extract_keywords")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import operator
+import threading
 from typing import Annotated
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -25,22 +26,32 @@ def _oracle():
 
 
 def test_aask_answers_without_blocking_the_loop(demo_db):
+    in_call, loop_ran = threading.Event(), threading.Event()
+    oracle = _oracle().responses
+    waited: list[bool] = []
+
+    def respond(messages):
+        # Each call waits for the event loop to run a task of its own while the call is under
+        # way: it can only if aask left the loop free.
+        in_call.set()
+        waited.append(loop_ran.wait(60))
+        return oracle(messages)
+
     async def main():
-        ticks = 0
-
-        async def ticker():
-            nonlocal ticks
-            while True:
+        async def meanwhile():
+            while not in_call.is_set():
                 await asyncio.sleep(0.001)
-                ticks += 1
+            loop_ran.set()
 
-        task = asyncio.create_task(ticker())
-        result = await sqlchorus.aask(QUESTION, demo_db, _oracle(), settings=sqlchorus.Settings(trace_dir=None))
+        task = asyncio.create_task(meanwhile())
+        result = await sqlchorus.aask(QUESTION, demo_db, ScriptedChatModel(respond),
+                                      settings=sqlchorus.Settings(trace_dir=None))
         task.cancel()
-        return result, ticks
+        return result
 
-    result, ticks = asyncio.run(main())
-    assert result.ok and result.rows == [[62]] and ticks > 0
+    result = asyncio.run(main())
+    assert result.ok and result.rows == [[62]]
+    assert waited and all(waited)
 
 
 def test_the_tool_has_a_typed_schema_and_a_structured_result(demo_db):

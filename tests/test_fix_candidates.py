@@ -104,6 +104,7 @@ def test_a_users_examples_file_replaces_the_shipped_one(tmp_path):
 X = "SELECT COUNT(*) FROM supplier"  # the generator's broken query
 Y = "SELECT COUNT(*) FROM supplier_list"  # the fixer's broken answers
 Z = "SELECT COUNT(*) FROM all_suppliers"
+W = "SELECT COUNT(*) FROM suppliers_all"
 
 
 def _fixer_answers(*fixes):
@@ -164,7 +165,7 @@ def test_a_model_that_repeats_itself_gets_distinct_prompts_and_counts_one_fix(de
 def test_each_round_shows_every_earlier_attempt_and_its_error(demo_db, tmp_path, named, spans):
     """Three rounds, each with a new broken query: every prompt is new, round 3 lists the two
     queries before the one it fixes, and every new query counts."""
-    recorder = Recorder(_fixer_answers(Y, Z, "SELECT COUNT(*) FROM suppliers_all"), first_answer=lambda q: X)
+    recorder = Recorder(_fixer_answers(Y, Z, W), first_answer=lambda q: X)
     result = _ask(demo_db, tmp_path, named, spans, sampled_model(recorder), fix_rounds=3)
     prompts_sent = recorder.of("fixing")
     assert len(prompts_sent) == len(set(prompts_sent)) == 3
@@ -176,6 +177,24 @@ def test_each_round_shows_every_earlier_attempt_and_its_error(demo_db, tmp_path,
     assert candidate["fix_attempts"] == 3
     assert candidate["meta"]["fix"] == {"rounds": 3, "no_sql": 0, "stopped": None}
     assert [t for t, _, _ in _fixer_calls(spans)] == [0.0, 0.8, 0.8]
+
+
+@pytest.mark.parametrize("fixes", [(Y, Z, Y), (Y, Z, W, Y)],
+                         ids=["round 3 repeats round 1", "round 4 repeats round 1"])
+def test_a_round_repeating_an_older_round_stops_the_fixer(demo_db, tmp_path, named, spans, fixes):
+    """The last round answers with round 1's query, not with the one it was asked to fix: that
+    query already failed, so the fixer stops there, keeping the new queries it got before, and
+    does not play the round it has left."""
+    recorder = Recorder(_fixer_answers(*fixes), first_answer=lambda q: X)
+    rounds = len(fixes)
+    result = _ask(demo_db, tmp_path, named, spans, sampled_model(recorder), fix_rounds=rounds + 1)
+    assert [sql_of(p) for p in recorder.of("fixing")] == [X, *fixes[:-1]]
+    (candidate,) = result.candidates
+    assert candidate["sql"] == fixes[-2] and candidate["fix_attempts"] == rounds - 1
+    assert [h["sql"] for h in candidate["history"]] == [X, *fixes[:-2]]
+    assert candidate["meta"]["fix"] == {
+        "rounds": rounds, "no_sql": 0, "stopped": f"round {rounds} answered with a query already tried",
+    }
 
 
 def test_the_first_round_repeating_the_generators_query_counts_no_fix(demo_db, tmp_path, named, spans):

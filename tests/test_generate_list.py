@@ -155,11 +155,13 @@ def test_the_sql_check_finds_the_decomposers_own_descriptions(demo):
 
 class Script:
     """Answers LIST prompts from lists: ``plan`` for plans, ``("write", n)`` and ``("repair", n)``
-    for step ``n``. Each call takes the next answer; the last one repeats."""
+    for step ``n``. Each call takes the next answer; the last one repeats. ``prompts`` keeps what
+    each call was sent, beside its key in ``calls``."""
 
     def __init__(self, answers: dict):
         self.answers = {k: list(v) for k, v in answers.items()}
         self.calls: list[tuple] = []
+        self.prompts: list[str] = []
 
     def __call__(self, messages) -> str:
         prompt = prompt_text(messages)
@@ -172,6 +174,7 @@ class Script:
             assert found, prompt[-500:]
             key = (found.group(1), int(found.group(2)))
         self.calls.append(key)
+        self.prompts.append(prompt)
         queue = self.answers[key]
         answer = queue.pop(0) if len(queue) > 1 else queue[0]
         if isinstance(answer, Exception):
@@ -322,6 +325,35 @@ def test_traceback_to_an_earlier_step():
     assert candidate["sql"] == FINAL
     meta = candidate["meta"]["list"]
     assert (meta["tracebacks"], meta["global_attempts"], meta["plans"]) == (1, 9, 1)
+
+
+def verified_code(prompt: str) -> str:
+    """The verified queries a write or reprompt prompt shows, as the model reads them."""
+    return prompt.split("## Verified code (the query of each step before):\n```sql\n", 1)[1].split("\n```", 1)[0]
+
+
+def test_the_rewrite_after_a_traceback_builds_on_the_step_before_the_dead_end():
+    """Step 3 cannot be built on step 2's verified query: the traceback sets that query aside, so
+    the prompt that rewrites step 2 shows only step 1 as verified, and step 2's old query as the
+    dead end it led to, never as code to extend."""
+    wrong_join = FROM + " JOIN suppliers AS s ON p.supplier_id = s.supplier_id"
+    stuck_where = wrong_join + " WHERE c.name = 'Kitchen' AND p.unit_price > 20"
+    _, trace, script = run_search({
+        "plan": [PLAN], ("write", 1): [FROM], ("write", 2): [wrong_join, JOIN],
+        ("write", 3): [stuck_where, WHERE], ("repair", 3): [stuck_where], ("write", 4): [FINAL],
+    })
+    assert trace[13].startswith("list_traceback -> list_write_step: step 3 of 4 is stuck; back to step 2")
+    writes_2 = [p for key, p in zip(script.calls, script.prompts) if key == ("write", 2)]
+    assert len(writes_2) == 2
+    before, after = (p.split("======= Your task =======")[1] for p in writes_2)
+    assert verified_code(before) == verified_code(after) == f"-- step 1\n{FROM};"
+    assert (f"this step was verified, but the next step could not be built on it\n```sql\n{wrong_join}\n```\n"
+            "The next step failed with: no such column: c.name") in after
+    # The reprompts of the stuck step did build on it.
+    repairs_3 = [p for key, p in zip(script.calls, script.prompts) if key == ("repair", 3)]
+    assert {verified_code(p.split("======= Your task =======")[1]) for p in repairs_3} == {
+        f"-- step 1\n{FROM};\n-- step 2\n{wrong_join};"
+    }
 
 
 def test_replan_when_nothing_is_verified():

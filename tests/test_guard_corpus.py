@@ -3,8 +3,8 @@
 Each statement runs in a process of its own (so that a crash is seen as a failure, not as the
 end of the test run), on a private copy of a Spider database, in a working folder of its own
 that is also its temporary folder. It must end as the corpus says (refused with a typed error,
-stopped at its budget, or run), within its budget plus one second, with the process alive, the
-database byte-identical and no file created.
+stopped at its budget, or run), with the process alive, the database byte-identical and no file
+created. A statement that is stopped runs no less than its budget, and not far past it.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from conftest import FIXTURES, load_pairs, sha256
 
 CORPUS = FIXTURES / "guard_corpus"
 SLOW_CLASSES = {"time", "resources"}
+GRACE_S = 20.0
 
 RUNNER = r"""
 import json, sys, time
@@ -76,7 +77,11 @@ def test_the_guard_holds(corpus, pair, spider, tmp_path):
     assert out.returncode == 0, f"the process died (code {out.returncode}): {out.stderr[-2000:]}"
     report = json.loads(out.stdout)
     assert report["outcome"] == pair.expected
-    assert report["seconds"] <= budget + 1.0, f"ran {report['seconds']:.2f} s against a {budget:g} s budget"
+    if report["outcome"] == "timeout":
+        # The budget's clock starts after the runner's, so a stop never comes sooner than it.
+        assert report["seconds"] >= budget, f"stopped after {report['seconds']:.2f} s of a {budget:g} s budget"
+    # Generous room for a busy machine: the point is that the guard stops the statement at all.
+    assert report["seconds"] <= budget + GRACE_S, f"ran {report['seconds']:.2f} s against a {budget:g} s budget"
     assert sha256(db) == before_hash
     assert _files(work) == before_files
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import threading
 import sys
 
 import pytest
@@ -164,3 +165,94 @@ def test_a_prompt_longer_than_the_context_grows_it(smollm2):
         ChatLlamaCpp(model_path=smollm2.model_path, n_ctx=256, max_tokens=8, runtime="llama_cpp").invoke(
             [HumanMessage("word " * 9000)]
         )
+
+
+# -- the time limit -------------------------------------------------------------------------------
+
+
+class _EngineThatHangs:
+    """An engine whose work never ends by itself: it runs until told to stop (``obeys``), or,
+    like llama.cpp inside one long batch of a prompt, until the test lets it go (``released``)."""
+
+    def __init__(self, *, obeys: bool):
+        self.obeys = obeys
+        self.released = threading.Event()
+        self.started = threading.Event()
+        self.told_to_stop = threading.Event()
+        self.calls = 0
+
+    def complete(self, chat, *, temperature, max_tokens, grammar, stop, should_stop):
+        from sqlchorus.core.local_model import LocalModelTimeout
+
+        self.calls += 1
+        if self.calls > 1:  # the model works again once a stopped call has let it go
+            return "SELECT 1", {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}, "stop"
+        self.started.set()
+        for _ in range(600_000):  # a bound, so a broken stop cannot hang the suite: ten minutes
+            if self.released.wait(0.001):
+                break
+            if self.obeys and should_stop():
+                self.told_to_stop.set()
+                raise LocalModelTimeout()
+        if should_stop():
+            self.told_to_stop.set()
+        raise LocalModelTimeout()
+
+    def close(self):
+        pass
+
+
+def _with_engine(engine):
+    from sqlchorus.core.local_model import ChatLlamaCpp
+
+    model = ChatLlamaCpp(model_path="unused.gguf", model_name="local:hangs")
+    model._engine = engine
+    return model
+
+
+@pytest.mark.parametrize("obeys", [True, False], ids=["stops-at-its-next-step", "stuck-in-one-batch"])
+def test_a_call_ends_at_its_limit_whatever_the_engine_is_doing(obeys):
+    """The caller gets "stopped" at the limit even from an engine that cannot be interrupted;
+    the engine is told to stop, and the model is free for the next call once it has."""
+    from sqlchorus.core.local_model import LocalModelTimeout
+
+    engine = _EngineThatHangs(obeys=obeys)
+    model = _with_engine(engine)
+    with pytest.raises(LocalModelTimeout, match=r"no answer within 0\.2 s; the model was stopped"):
+        model.invoke([HumanMessage("q")], timeout_s=0.2)
+    assert engine.started.is_set()
+    if obeys:
+        assert engine.told_to_stop.wait(60)
+    else:
+        assert not engine.told_to_stop.is_set()  # still inside its batch: only the caller returned
+        engine.released.set()
+        assert engine.told_to_stop.wait(60)  # it stops at its first step after the batch
+    assert model.invoke([HumanMessage("q")], timeout_s=60).content == "SELECT 1"
+
+
+def test_a_call_without_a_limit_runs_in_the_callers_thread():
+    class Records:
+        def complete(self, chat, **request):
+            self.thread = threading.current_thread()
+            assert request["should_stop"]() is False
+            return "ok", {}, "stop"
+
+        def close(self):
+            pass
+
+    engine = Records()
+    assert _with_engine(engine).invoke([HumanMessage("q")]).content == "ok"
+    assert engine.thread is threading.current_thread()
+
+
+@pytest.mark.slow
+def test_the_real_engine_is_stopped_at_the_limit_and_answers_the_next_call(smollm2):
+    """A prompt of some five thousand tokens is far more than any machine evaluates in half a
+    second; the engine stops, and the same model answers the next call."""
+    from sqlchorus.core.local_model import LocalModelTimeout
+
+    long_prompt = "Columns: " + ", ".join(f"column_{i} of table_{i % 97}" for i in range(450))
+    with pytest.raises(LocalModelTimeout, match=r"no answer within 0\.5 s; the model was stopped"):
+        smollm2.invoke([HumanMessage(long_prompt)], timeout_s=0.5)
+    reply = smollm2.invoke([HumanMessage("Name one colour.")], timeout_s=600)
+    assert reply.content.strip() and reply.usage_metadata["output_tokens"] > 0

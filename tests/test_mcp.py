@@ -13,7 +13,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from servers import BIN, free_port, running, server_env
+from conftest import WAIT_S
+from servers import BIN, free_port, http, running, server_env
 from sqlchorus.demo import demo_db_path
 
 QUESTION = "How many customers do we have?"
@@ -118,12 +119,12 @@ def test_over_streamable_http_on_loopback_with_a_token(tmp_path):
     headers = {"Authorization": "Bearer tok-123"}
     with running([*_args(tmp_path), "--transport", "http", "--port", str(port)], tmp_path, env,
                  f"http://127.0.0.1:{port}/mcp", headers=headers):
-        refused = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        refused = http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
         assert refused.status_code == 401 and refused.json()["error"]["kind"] == "unauthorized"
 
         async def main():
-            async with httpx.AsyncClient(headers=headers, timeout=60) as http:
-                async with Client(streamable_http_client(url, http_client=http)) as client:
+            async with httpx.AsyncClient(headers=headers, timeout=WAIT_S) as web:
+                async with Client(streamable_http_client(url, http_client=web)) as client:
                     return await _exercise(client)
 
         _check(asyncio.run(main()))

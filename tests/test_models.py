@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -166,21 +167,92 @@ def test_permanent_errors_are_not_retried(demo_db):
     assert state["calls"] == 1
 
 
-def test_a_slow_call_times_out_and_is_retried(demo_db):
+def _blocks_until(released: threading.Event, answer: str = "late"):
+    """A model call that does not end by itself: it waits for the test, ten minutes at most."""
+    def respond(messages):
+        released.wait(600)
+        return answer
+    return respond
+
+
+def test_a_call_past_its_limit_is_stopped_and_retried(demo_db):
+    """The first attempt never answers by itself, so it certainly runs past the limit; the retry
+    answers at once, and the limit is generous for that."""
+    released = threading.Event()
     state = {"calls": 0}
+    first = _blocks_until(released)
 
-    def slow_then_fast(messages):
+    def stuck_then_fast(messages):
         state["calls"] += 1
-        if state["calls"] == 1:
-            time.sleep(1.0)
-        return "SELECT 2"
+        return first(messages) if state["calls"] == 1 else "SELECT 2"
 
-    ctx = _context(demo_db, ScriptedChatModel(slow_then_fast), model_timeout_s=0.2, model_retries=1)
-    assert call_model(ctx, role="generation", node="n", prompt="p")[0] == "SELECT 2"
-    assert state["calls"] == 2
-    ctx = _context(demo_db, ScriptedChatModel(lambda m: time.sleep(1.0) or "late"), model_timeout_s=0.2, model_retries=0)
-    with pytest.raises(ModelCallError, match=r"no answer within 0\.2 s"):
-        call_model(ctx, role="generation", node="n", prompt="p")
+    try:
+        ctx = _context(demo_db, ScriptedChatModel(stuck_then_fast), model_timeout_s=2, model_retries=1)
+        assert call_model(ctx, role="generation", node="n", prompt="p")[0] == "SELECT 2"
+        assert state["calls"] == 2
+        ctx = _context(demo_db, ScriptedChatModel(_blocks_until(released)), model_timeout_s=0.2, model_retries=0)
+        with pytest.raises(ModelCallError, match=r"no answer within 0\.2 s"):
+            call_model(ctx, role="generation", node="n", prompt="p")
+    finally:
+        released.set()
+
+
+def test_models_built_from_names_leave_time_and_retries_to_sqlchorus(monkeypatch):
+    """A provider's SDK gets the time limit and no retries of its own: each of its retries would
+    get the whole limit again."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    model = resolve_roles(Settings(model="openai:gpt-4o-mini", model_timeout_s=7.5, model_retries=3))["generation"]
+    assert (model.request_timeout, model.max_retries) == (7.5, 0)
+
+
+class _SilentProvider:
+    """An OpenAI-compatible server on loopback that takes each request and never answers it (until
+    the test ends): a provider that hangs."""
+
+    def __init__(self):
+        import http.server
+
+        self.requests = 0
+        self.released = threading.Event()
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                owner.requests += 1
+                owner.released.wait(600)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.released.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_an_http_provider_that_never_answers_is_left_at_the_limit_and_tried_again(demo_db, monkeypatch):
+    """Every attempt at a hanging provider ends at the limit; sqlchorus makes the retries, so the
+    provider sees exactly one request per attempt."""
+    monkeypatch.setenv("OPENAI_COMPATIBLE_API_KEY", "none")
+    provider = _SilentProvider()
+    try:
+        settings = Settings(model=f"openai-compatible:m@{provider.url}", model_timeout_s=1, model_retries=1,
+                            retry_backoff_s=0.01)
+        ctx = _context(demo_db, resolve_roles(settings)["generation"], model_timeout_s=1, model_retries=1)
+        with pytest.raises(ModelCallError, match=r"no answer within 1 s"):
+            call_model(ctx, role="generation", node="n", prompt="p")
+        deadline = time.monotonic() + 60  # a busy machine may send the second after the call gave up on it
+        while provider.requests < 2 and time.monotonic() < deadline:
+            provider.released.wait(0.05)
+        assert provider.requests == 2
+    finally:
+        provider.close()
 
 
 def test_rate_limit_is_applied_to_every_call_of_named_models(monkeypatch, demo_db):

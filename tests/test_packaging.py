@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import zipfile
@@ -27,11 +28,24 @@ def test_wheel_holds_only_sqlchorus(tmp_path):
     assert "sqlchorus/prompts/generate_divide_conquer.txt" in names
 
 
-def test_namespace_imports():
-    import sqlchorus.graph.build
-    import sqlchorus.nodes.select_candidate
-    import sqlchorus.prompts
-    import sqlchorus.tools.database
+FLOORS = ("graph", "nodes", "tools", "prompts")
 
-    for module in (sqlchorus.graph.build, sqlchorus.nodes.select_candidate, sqlchorus.tools.database):
-        assert module.__name__.startswith("sqlchorus.")
+NAMESPACE_CHECK = """
+import json, sys
+import sqlchorus.graph.build, sqlchorus.nodes.select_candidate, sqlchorus.prompts, sqlchorus.tools.database
+modules = (sqlchorus.graph.build, sqlchorus.nodes.select_candidate, sqlchorus.prompts, sqlchorus.tools.database)
+floors = sorted({name.split(".")[0] for name in sys.modules} & set(sys.argv[1:]))
+print(json.dumps({"names": [m.__name__ for m in modules], "top_level": floors}))
+"""
+
+
+def test_namespace_imports():
+    # Run from the repository's root, where graph/, nodes/, tools/ and prompts/ are importable as
+    # top-level packages too: an import that reached one of them that way would load a second
+    # copy of its modules beside the sqlchorus.* one, and would show here.
+    out = subprocess.run([sys.executable, "-c", NAMESPACE_CHECK, *FLOORS], cwd=REPO, capture_output=True,
+                         text=True, check=True)
+    found = json.loads(out.stdout)
+    assert found["names"] == ["sqlchorus.graph.build", "sqlchorus.nodes.select_candidate", "sqlchorus.prompts",
+                              "sqlchorus.tools.database"]
+    assert found["top_level"] == []

@@ -6,13 +6,15 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import time
+import threading
+from datetime import datetime, timedelta, timezone
 
 import httpx
 import psycopg
 import pytest
 
-from servers import PostgresServer, free_port, postgres_bin, running, server_env
+from conftest import WAIT_S, wait_for
+from servers import Gate, PostgresServer, free_port, http, postgres_bin, running, server_env
 from sqlchorus import Session
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.checkpoints import CheckpointFileError
@@ -64,48 +66,49 @@ def test_an_unreachable_database_is_one_clear_error(postgres):
     assert "pw" not in str(raised.value)
 
 
-def _serve(folder, url):
+def _serve(folder, url, gates):
     port = free_port()
     folder.mkdir()
     args = ["serve", "--port", str(port), "--model", "python:server_factories:mixed", "--no-cache",
             "--trace-dir", str(folder / "traces"), "--checkpoints", url]
     base = f"http://127.0.0.1:{port}"
-    return base, running(args, folder, server_env(folder), base + "/v1/health")
+    return base, running(args, folder, server_env(folder, gates), base + "/v1/health")
 
 
-def _poll(base, run_id, until, timeout_s=60):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        record = httpx.get(f"{base}/v1/runs/{run_id}").json()
-        if record.get("status") in until:
-            return record
-        time.sleep(0.1)
-    raise AssertionError(f"{run_id} never reached {until}: {record}")
+def _poll(base, run_id, until):
+    def reached():
+        record = http.get(f"{base}/v1/runs/{run_id}").json()
+        return record if record.get("status") in until else None
+
+    return wait_for(reached, f"{run_id} to reach {sorted(until)} on {base}")
 
 
 @pytest.mark.slow
 def test_two_servers_share_runs_read_cancel_and_resume_across_them(postgres, tmp_path):
     url = postgres.new_database()
-    base_a, server_a = _serve(tmp_path / "a", url)
-    base_b, server_b = _serve(tmp_path / "b", url)
-    with server_a, server_b:
-        # Started on A, read and cancelled on B.
-        run_id = httpx.post(f"{base_a}/v1/runs", json={"question": "[slow] " + QUESTION}).json()["run_id"]
-        assert _poll(base_b, run_id, {"running"})["question"] == "[slow] " + QUESTION
-        time.sleep(0.5)
-        cancel = httpx.delete(f"{base_b}/v1/runs/{run_id}")
+    gates = tmp_path / "gates"  # one folder for both servers: a run's calls wait there on either
+    base_a, server_a = _serve(tmp_path / "a", url, gates)
+    base_b, server_b = _serve(tmp_path / "b", url, gates)
+    with server_a, server_b, Gate(gates) as gate:
+        # Started on A, read and cancelled on B while A holds it in a model call.
+        question = gate.mark + QUESTION
+        run_id = http.post(f"{base_a}/v1/runs", json={"question": question}).json()["run_id"]
+        gate.wait_called()
+        assert _poll(base_b, run_id, {"running"})["question"] == question
+        cancel = http.delete(f"{base_b}/v1/runs/{run_id}")
         assert cancel.status_code == 202 and cancel.json()["status"] == "cancelling"
+        gate.open()  # A's call ends; before its next node A finds the cancel B left in the store
         assert _poll(base_a, run_id, {"cancelled", "done", "failed"})["status"] == "cancelled"
         assert _poll(base_b, run_id, {"cancelled"})["status"] == "cancelled"
         # Resumed on B, from the checkpoints A wrote; read on A.
-        resumed = httpx.post(f"{base_b}/v1/runs/{run_id}/resume").json()["run_id"]
+        resumed = http.post(f"{base_b}/v1/runs/{run_id}/resume").json()["run_id"]
         done = _poll(base_a, resumed, {"done", "failed", "cancelled"})
         assert done["status"] == "done" and done["result"]["rows"] == [[62]] and done["parent"] == run_id
         # A run's trace is read from either server (B's file, kept in the database for A).
-        trace = httpx.get(f"{base_a}/v1/runs/{resumed}/trace")
+        trace = http.get(f"{base_a}/v1/runs/{resumed}/trace")
         assert trace.status_code == 200
         assert {json.loads(line)["resource"]["attributes"]["sqlchorus.run_id"] for line in trace.text.splitlines()} == {resumed}
-        history = httpx.get(f"{base_a}/v1/runs/{run_id}/history").json()["checkpoints"]
+        history = http.get(f"{base_a}/v1/runs/{run_id}/history").json()["checkpoints"]
         assert history[-1]["next"] == []  # the thread went on to its end on B
 
         # Many at once, half to each server: every run answered, kept once, readable on both.
@@ -121,7 +124,7 @@ def test_two_servers_share_runs_read_cancel_and_resume_across_them(postgres, tmp
         assert all(a["sql"] == GOLD[a["question"]] for a in answers), answers
         for i, answer in enumerate(answers):
             other = (base_b, base_a)[i % 2]
-            assert httpx.get(f"{other}/v1/runs/{answer['run_id']}").json()["result"]["rows"] == answer["rows"]
+            assert http.get(f"{other}/v1/runs/{answer['run_id']}").json()["result"]["rows"] == answer["rows"]
     with psycopg.connect(url) as conn:
         statuses = dict(conn.execute("SELECT thread_id, status FROM sqlchorus_status").fetchall())
     assert all(statuses[a["run_id"]] == "done" for a in answers)
@@ -135,19 +138,18 @@ def test_a_run_whose_server_stopped_is_read_as_failed_and_can_be_resumed(tmp_pat
     service = RunService(settings=settings, model=oracle_model(GOLD.get))
     try:
         live = service.start(QUESTION)
-        while not live.done.is_set():
-            live.done.wait(0.1)
+        assert live.done.wait(WAIT_S), "the run did not end"
         store = RunCheckpoints(tmp_path / "cp.sqlite")
         # Another server's run, left "running" an hour ago when that server died.
         store.set_status("20260101T000000-deadbeef", "queued", owner="gone", question=QUESTION, database="demo",
                          kind="resume", parent=live.run_id)
-        store._write("UPDATE sqlchorus_status SET status = 'running', updated = '2026-01-01T00:00:00+00:00' "
-                     "WHERE thread_id = '20260101T000000-deadbeef'")
+        an_hour_ago = (datetime.now(timezone.utc) - timedelta(hours=1)).isoformat()
+        store._write("UPDATE sqlchorus_status SET status = 'running', updated = ? "
+                     "WHERE thread_id = '20260101T000000-deadbeef'", (an_hour_ago,))
         record = service.get("20260101T000000-deadbeef")
         assert record["status"] == "failed" and record["result"]["kind"] == "stale"
         resumed = service.resume("20260101T000000-deadbeef")
-        while not resumed.done.is_set():
-            resumed.done.wait(0.1)
+        assert resumed.done.wait(WAIT_S), "the resumed run did not end"
         assert resumed.status == "done" and resumed.result["rows"] == [[62]]
         store.close()
     finally:
@@ -158,14 +160,29 @@ def test_closing_the_service_ends_runs_that_never_started(tmp_path):
     from sqlchorus.service import RunService
     from sqlchorus.testing import ScriptedChatModel
 
-    def slow(messages):
-        time.sleep(0.5)
+    called, release = threading.Event(), threading.Event()
+
+    def held(messages):
+        # The first run's calls wait until the test lets them go: with one worker, the other
+        # runs are certainly still queued when the service closes.
+        called.set()
+        release.wait(WAIT_S)
         return "no"
 
     settings = Settings(trace_dir=str(tmp_path / "traces"), checkpoints=str(tmp_path / "cp.sqlite"), cache=False)
-    service = RunService(settings=settings, model=ScriptedChatModel(slow), workers=1)
+    service = RunService(settings=settings, model=ScriptedChatModel(held), workers=1)
     runs = [service.start(QUESTION) for _ in range(3)]
-    service.close(timeout_s=30)
-    assert all(r.done.is_set() for r in runs)
+    closing = threading.Thread(target=service.close, kwargs={"timeout_s": WAIT_S})
+    try:
+        assert called.wait(WAIT_S), "the first run made no model call"
+        closing.start()
+        # Closing ends the queued runs at once, without waiting for the one under way.
+        assert all(r.done.wait(WAIT_S) for r in runs[1:]), [r.status for r in runs]
+    finally:
+        release.set()
+        if closing.ident is None:  # the test failed before closing it
+            service.close()
+    closing.join(WAIT_S)
+    assert not closing.is_alive() and all(r.done.is_set() for r in runs)
     assert {r.status for r in runs[1:]} == {"cancelled"}
     assert runs[-1].events[-1] == {"event": "done", "run_id": runs[-1].run_id, "status": "cancelled"}

@@ -6,13 +6,13 @@ import asyncio
 import json
 import sqlite3
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from servers import BIN, free_port, running, server_env
+from conftest import WAIT_S, wait_for
+from servers import BIN, Gate, free_port, http, running, server_env
 from sqlchorus.core.trace_file import load_spans
 
 QUESTION = "How many customers do we have?"
@@ -43,19 +43,18 @@ def _events(response: httpx.Response) -> list[dict]:
     return events
 
 
-def _poll(base: str, run_id: str, until: set[str], timeout_s: float = 60) -> dict:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        record = httpx.get(f"{base}/v1/runs/{run_id}").json()
-        if record["status"] in until:
-            return record
-        time.sleep(0.1)
-    raise AssertionError(f"run {run_id} never reached {until}: {record}")
+def _poll(base: str, run_id: str, until: set[str]) -> dict:
+    """The run's record once its status is one of ``until``."""
+    def reached() -> dict | None:
+        record = http.get(f"{base}/v1/runs/{run_id}").json()
+        return record if record["status"] in until else None
+
+    return wait_for(reached, f"run {run_id} to reach {sorted(until)}")
 
 
 def test_ask_answers_with_its_sql_rows_cost_and_a_trace_and_history(server):
     base, folder = server
-    response = httpx.post(f"{base}/v1/ask", json={"question": QUESTION}, timeout=60)
+    response = http.post(f"{base}/v1/ask", json={"question": QUESTION})
     assert response.status_code == 200
     answer = response.json()
     assert answer["sql"] == "SELECT COUNT(*) FROM customers"
@@ -63,35 +62,35 @@ def test_ask_answers_with_its_sql_rows_cost_and_a_trace_and_history(server):
     assert answer["database"] == "demo" and answer["cost"]["calls"] >= 3
     assert [c["status"] for c in answer["candidates"]] == ["ok"]
     run_id = answer["run_id"]
-    spans = [json.loads(line) for line in httpx.get(f"{base}/v1/runs/{run_id}/trace").text.splitlines()]
+    spans = [json.loads(line) for line in http.get(f"{base}/v1/runs/{run_id}/trace").text.splitlines()]
     assert {s["name"] for s in spans} >= {"run", "node:generate_divide_conquer", "node:select_candidate"}
     assert {s["resource"]["attributes"]["sqlchorus.run_id"] for s in spans} == {run_id}
-    history = httpx.get(f"{base}/v1/runs/{run_id}/history").json()["checkpoints"]
+    history = http.get(f"{base}/v1/runs/{run_id}/history").json()["checkpoints"]
     assert history[0]["source"] == "input" and history[-1]["next"] == []
-    assert httpx.get(f"{base}/v1/runs/{run_id}").json()["status"] == "done"
+    assert http.get(f"{base}/v1/runs/{run_id}").json()["status"] == "done"
 
 
 def test_databases_schema_and_openapi(server):
     base, _ = server
-    assert httpx.get(f"{base}/v1/databases").json()["databases"] == [
+    assert http.get(f"{base}/v1/databases").json()["databases"] == [
         {"id": "demo", "file": "demo.sqlite", "tables": 7, "columns": 39}]
-    schema = httpx.get(f"{base}/v1/databases/demo/schema").json()
+    schema = http.get(f"{base}/v1/databases/demo/schema").json()
     customers = next(t for t in schema["tables"] if t["name"] == "customers")
     assert customers["rows"] == 62 and customers["columns"][0] == {
         "name": "customer_id", "type": "INTEGER", "primary_key": True, "not_null": False, "description": None}
-    missing = httpx.get(f"{base}/v1/databases/nope/schema")
+    missing = http.get(f"{base}/v1/databases/nope/schema")
     assert missing.status_code == 404 and missing.json()["error"]["kind"] == "unknown_database"
-    paths = httpx.get(f"{base}/openapi.json").json()["paths"]
+    paths = http.get(f"{base}/openapi.json").json()["paths"]
     assert {"/v1/ask", "/v1/ask/stream", "/v1/runs", "/v1/runs/{run_id}", "/v1/databases"} <= set(paths)
     assert "delete" in paths["/v1/runs/{run_id}"]
-    docs = httpx.get(f"{base}/docs")
+    docs = http.get(f"{base}/docs")
     assert docs.status_code == 200 and "<code>/v1/ask/stream</code>" in docs.text
     assert "http://" not in docs.text and "https://" not in docs.text  # nothing fetched from elsewhere
 
 
 def test_the_stream_tells_nodes_candidates_and_the_answer_in_order(server):
     base, _ = server
-    with httpx.stream("POST", f"{base}/v1/ask/stream", json={"question": QUESTION}, timeout=60) as response:
+    with httpx.stream("POST", f"{base}/v1/ask/stream", json={"question": QUESTION}, timeout=WAIT_S) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         events = _events(response)
     kinds = [e["event"] for e in events]
@@ -108,19 +107,27 @@ def test_the_stream_tells_nodes_candidates_and_the_answer_in_order(server):
 
 def test_a_run_in_the_background_is_read_cancelled_and_resumed(server):
     base, folder = server
-    started = httpx.post(f"{base}/v1/runs", json={"question": "[slow] " + QUESTION})
-    assert started.status_code == 202
-    run_id = started.json()["run_id"]
-    _poll(base, run_id, {"running"})
-    time.sleep(0.5)  # a call or two in
-    cancelled = httpx.delete(f"{base}/v1/runs/{run_id}")
-    assert cancelled.status_code == 202 and cancelled.json()["status"] in ("cancelling", "cancelled")
-    record = _poll(base, run_id, {"cancelled", "done", "failed"})
+    with Gate(folder / "gates") as gate:
+        started = http.post(f"{base}/v1/runs", json={"question": gate.mark + QUESTION})
+        assert started.status_code == 202
+        run_id = started.json()["run_id"]
+        gate.wait_called()  # the run is in its first model call, held there until the gate opens
+        assert http.get(f"{base}/v1/runs/{run_id}").json()["status"] == "running"
+        cancelled = http.delete(f"{base}/v1/runs/{run_id}")
+        assert cancelled.status_code == 202 and cancelled.json()["status"] == "cancelling"
+        assert http.get(f"{base}/v1/runs/{run_id}").json()["status"] == "cancelling"
+        refused = http.post(f"{base}/v1/runs/{run_id}/resume")  # not while it is still stopping
+        assert refused.status_code == 409 and refused.json()["error"]["kind"] == "run_finished"
+        gate.open()  # the call ends; the run stops before its next node
+        record = _poll(base, run_id, {"cancelled", "done", "failed"})
     assert record["status"] == "cancelled", record
-    again = httpx.delete(f"{base}/v1/runs/{run_id}")
+    kept = http.get(f"{base}/v1/runs/{run_id}/history").json()["checkpoints"]
+    # Its checkpoints are kept, up to where it stopped, short of its end.
+    assert kept[0]["source"] == "input" and kept[-1]["next"]
+    again = http.delete(f"{base}/v1/runs/{run_id}")
     assert again.status_code == 409 and again.json()["error"]["kind"] == "run_finished"
     # Resumed from its newest checkpoint, the run goes on to its answer.
-    resumed = httpx.post(f"{base}/v1/runs/{run_id}/resume")
+    resumed = http.post(f"{base}/v1/runs/{run_id}/resume")
     assert resumed.status_code == 202
     new_id = resumed.json()["run_id"]
     record = _poll(base, new_id, {"done", "failed", "cancelled"})
@@ -137,38 +144,43 @@ def test_bad_requests_get_json_errors_and_the_server_goes_on(server):
         assert response.json()["error"]["message"]
 
     post = f"{base}/v1/ask"
-    error(httpx.post(post, content=b"{not json", headers={"content-type": "application/json"}), 400, "invalid_json")
-    error(httpx.post(post, json={"questio": QUESTION}), 422, "invalid_request")
-    error(httpx.post(post, json={"question": "   "}), 422, "empty_question")
-    error(httpx.post(post, json={"question": "why " * 200}), 413, "question_too_long")
-    error(httpx.post(post, json={"question": "x" * 5000}), 413, "payload_too_large")
+    error(http.post(post, content=b"{not json", headers={"content-type": "application/json"}), 400, "invalid_json")
+    error(http.post(post, json={"questio": QUESTION}), 422, "invalid_request")
+    error(http.post(post, json={"question": "   "}), 422, "empty_question")
+    error(http.post(post, json={"question": "why " * 200}), 413, "question_too_long")
+    error(http.post(post, json={"question": "x" * 5000}), 413, "payload_too_large")
     chunks = (b'{"question": "' + b"y" * 1000 + b'", ' for _ in range(6))
-    error(httpx.post(post, content=chunks, headers={"content-type": "application/json"}), 413, "payload_too_large")
-    error(httpx.post(post, json={"question": QUESTION, "database": "nope"}), 404, "unknown_database")
-    error(httpx.get(f"{base}/v1/runs/20990101T000000-00000000"), 404, "unknown_run")
-    error(httpx.get(f"{base}/v1/nothing"), 404, "not_found")
-    error(httpx.put(f"{base}/v1/ask", json={}), 405, "method_not_allowed")
-    failed = httpx.post(post, json={"question": "[fail] " + QUESTION}, timeout=60)
+    error(http.post(post, content=chunks, headers={"content-type": "application/json"}), 413, "payload_too_large")
+    error(http.post(post, json={"question": QUESTION, "database": "nope"}), 404, "unknown_database")
+    error(http.get(f"{base}/v1/runs/20990101T000000-00000000"), 404, "unknown_run")
+    error(http.get(f"{base}/v1/nothing"), 404, "not_found")
+    error(http.put(f"{base}/v1/ask", json={}), 405, "method_not_allowed")
+    failed = http.post(post, json={"question": "[fail] " + QUESTION})
     error(failed, 502, "model_failed")
     assert "provider is down" in failed.json()["error"]["message"]
-    assert httpx.post(post, json={"question": QUESTION}, timeout=60).json()["rows"] == [[62]]
+    assert http.post(post, json={"question": QUESTION}).json()["rows"] == [[62]]
 
 
 def test_a_client_that_leaves_mid_stream_cancels_its_run(server):
-    base, _ = server
-    with httpx.stream("POST", f"{base}/v1/ask/stream", json={"question": "[slow] " + QUESTION}, timeout=60) as response:
-        for line in response.iter_lines():
-            if line.startswith("data:"):
-                run_id = json.loads(line[5:])["run_id"]
-                break
-    record = _poll(base, run_id, {"cancelled", "done", "failed"}, timeout_s=30)
-    assert record["status"] == "cancelled"
+    base, folder = server
+    with Gate(folder / "gates") as gate:
+        with httpx.stream("POST", f"{base}/v1/ask/stream", json={"question": gate.mark + QUESTION},
+                          timeout=WAIT_S) as response:
+            lines = response.iter_lines()  # held: dropped early, it would close the connection
+            first = next(line for line in lines if line.startswith("data:"))
+            run_id = json.loads(first[5:])["run_id"]
+            gate.wait_called()  # mid-run: in its first model call, held there
+        # The client has gone; once the server has told the run to stop, the call may end.
+        _poll(base, run_id, {"cancelling"})
+        gate.open()
+        record = _poll(base, run_id, {"cancelled", "done", "failed"})
+    assert record["status"] == "cancelled", record
 
 
 def test_an_incoming_traceparent_puts_the_run_in_the_callers_trace(server):
     base, folder = server
     trace_id, parent_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
-    response = httpx.post(f"{base}/v1/ask", json={"question": QUESTION}, timeout=60,
+    response = http.post(f"{base}/v1/ask", json={"question": QUESTION},
                           headers={"traceparent": f"00-{trace_id}-{parent_id}-01"})
     run_id = response.json()["run_id"]
     roots = load_spans(folder / "traces" / f"{run_id}.jsonl")
@@ -220,18 +232,18 @@ def _demo_gold() -> dict[str, str]:
 
 def test_a_token_is_required_when_set_and_to_listen_beyond_loopback(tmp_path):
     refused = subprocess.run([str(BIN), "serve", "--host", "0.0.0.0", "--port", str(free_port())],
-                             capture_output=True, text=True, timeout=60, env=server_env(tmp_path))
+                             capture_output=True, text=True, timeout=WAIT_S, env=server_env(tmp_path))
     assert refused.returncode == 2
     assert "SQLCHORUS_TOKEN" in refused.stderr and "Traceback" not in refused.stderr
     base, context = _serve(tmp_path, env_extra={"SQLCHORUS_TOKEN": TOKEN})
     with context:
-        assert httpx.get(f"{base}/v1/health").status_code == 200  # a load balancer's check needs none
-        missing = httpx.get(f"{base}/v1/databases")
+        assert http.get(f"{base}/v1/health").status_code == 200  # a load balancer's check needs none
+        missing = http.get(f"{base}/v1/databases")
         assert missing.status_code == 401 and missing.json()["error"]["kind"] == "unauthorized"
         assert missing.headers["www-authenticate"] == "Bearer"
-        wrong = httpx.get(f"{base}/v1/databases", headers={"Authorization": "Bearer nope"})
+        wrong = http.get(f"{base}/v1/databases", headers={"Authorization": "Bearer nope"})
         assert wrong.status_code == 401
-        right = httpx.post(f"{base}/v1/ask", json={"question": QUESTION}, timeout=60,
+        right = http.post(f"{base}/v1/ask", json={"question": QUESTION},
                            headers={"Authorization": f"Bearer {TOKEN}"})
         assert right.status_code == 200 and right.json()["rows"] == [[62]]
 
@@ -239,11 +251,11 @@ def test_a_token_is_required_when_set_and_to_listen_beyond_loopback(tmp_path):
 def test_a_page_elsewhere_cannot_reach_a_server_without_a_token(server):
     base, _ = server
     # DNS rebinding: another name that now points at 127.0.0.1; or a page posting from elsewhere.
-    renamed = httpx.post(f"{base}/v1/runs", json={"question": QUESTION}, headers={"Host": "evil.example"})
+    renamed = http.post(f"{base}/v1/runs", json={"question": QUESTION}, headers={"Host": "evil.example"})
     assert renamed.status_code == 403 and renamed.json()["error"]["kind"] == "forbidden_host"
-    posted = httpx.post(f"{base}/v1/runs", json={"question": QUESTION}, headers={"Origin": "http://evil.example"})
+    posted = http.post(f"{base}/v1/runs", json={"question": QUESTION}, headers={"Origin": "http://evil.example"})
     assert posted.status_code == 403
-    assert httpx.get(f"{base}/v1/databases", headers={"Host": "localhost"}).status_code == 200
+    assert http.get(f"{base}/v1/databases", headers={"Host": "localhost"}).status_code == 200
 
 
 def test_resume_refuses_a_run_over_a_database_the_server_does_not_serve_and_follows_resumed_runs(server, tmp_path):
@@ -256,12 +268,12 @@ def test_resume_refuses_a_run_over_a_database_the_server_does_not_serve_and_foll
     settings = Settings(trace_dir=str(tmp_path / "traces"), checkpoints=str(folder / "checkpoints.sqlite"), cache=False)
     with Session(settings, model=oracle_model(lambda q: "SELECT COUNT(*) FROM singer")) as session:
         elsewhere = session.ask("How many singers are there?", db=spider_db("concert_singer")).run_id
-    refused = httpx.post(f"{base}/v1/runs/{elsewhere}/resume")
+    refused = http.post(f"{base}/v1/runs/{elsewhere}/resume")
     assert refused.status_code == 404 and refused.json()["error"]["kind"] == "unknown_database"
     # A resumed run's history is its thread's; resuming it again goes on from the same thread.
-    first = httpx.post(f"{base}/v1/ask", json={"question": QUESTION}, timeout=60).json()["run_id"]
-    resumed = httpx.post(f"{base}/v1/runs/{first}/resume").json()["run_id"]
+    first = http.post(f"{base}/v1/ask", json={"question": QUESTION}).json()["run_id"]
+    resumed = http.post(f"{base}/v1/runs/{first}/resume").json()["run_id"]
     assert _poll(base, resumed, {"done", "failed"})["status"] == "done"
-    assert httpx.get(f"{base}/v1/runs/{resumed}/history").json()["checkpoints"][-1]["next"] == []
-    again = httpx.post(f"{base}/v1/runs/{resumed}/resume").json()["run_id"]
+    assert http.get(f"{base}/v1/runs/{resumed}/history").json()["checkpoints"][-1]["next"] == []
+    again = http.post(f"{base}/v1/runs/{resumed}/resume").json()["run_id"]
     assert _poll(base, again, {"done", "failed"})["result"]["rows"] == [[62]]

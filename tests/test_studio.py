@@ -6,14 +6,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO
-from servers import free_port, stop
+from conftest import REPO, WAIT_S, wait_for
+from servers import START_TIMEOUT_S, free_port, stop
 from sqlchorus.demo import load_demo_questions
 
 GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
@@ -36,7 +35,7 @@ def _call(url: str, body: dict | None = None) -> dict:
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(url, data=data, headers={"content-type": "application/json"},
                                      method="POST" if body is not None else "GET")
-    with urllib.request.urlopen(request, timeout=60) as response:
+    with urllib.request.urlopen(request, timeout=WAIT_S) as response:
         return json.loads(response.read())
 
 
@@ -52,21 +51,26 @@ def test_langgraph_dev_serves_the_graph_offline(tmp_path, factories_env):
                                   "graphs": {"sqlchorus": f"{REPO / graph_file}:graph"}}), encoding="utf-8")
     port = free_port()
     env = {**factories_env, "SQLCHORUS_MODEL": "python:scripted_factories:oracle", "LANGGRAPH_CLI_NO_ANALYTICS": "1"}
+    # Its log goes to a file: a pipe nobody reads would fill and stop the server.
+    log_path = tmp_path / "langgraph-dev.log"
+    log = log_path.open("w", encoding="utf-8")
     server = subprocess.Popen(
         [str(langgraph), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port),
          "--config", str(config)],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, text=True,
     )
     base = f"http://127.0.0.1:{port}"
+
+    def started() -> bool:
+        if server.poll() is not None:
+            pytest.fail(f"langgraph dev exited ({server.returncode}): {log_path.read_text()}")
+        try:
+            return bool(_call(f"{base}/ok").get("ok"))
+        except OSError:
+            return False
+
     try:
-        for _ in range(240):
-            try:
-                if _call(f"{base}/ok").get("ok"):
-                    break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            pytest.fail("langgraph dev did not start")
+        wait_for(started, "langgraph dev to start", timeout_s=START_TIMEOUT_S)
         (assistant,) = _call(f"{base}/assistants/search", {})
         schemas = _call(f"{base}/assistants/{assistant['assistant_id']}/schemas")
         assert list(schemas["input_schema"]["properties"]) == ["question", "database", "evidence"]
@@ -75,3 +79,4 @@ def test_langgraph_dev_serves_the_graph_offline(tmp_path, factories_env):
         assert out["answer"]["sql"] == GOLD[QUESTION] and out["answer"]["rows"] == [[62]]
     finally:
         stop(server, timeout_s=20)
+        log.close()

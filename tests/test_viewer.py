@@ -4,6 +4,7 @@ through Playwright; no browser is downloaded)."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -52,11 +53,23 @@ def _runs(folder: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def viewer(tmp_path_factory):
+def chromium() -> str:
+    """The browser, checked before anything starts it: without it the browser tests skip, unless
+    the run requires them (SQLCHORUS_REQUIRE_CHROMIUM), and then they fail."""
+    missing = None
     if not Path(CHROMIUM).exists():
+        missing = "Chromium is not installed: apt-get install chromium"
+    elif importlib.util.find_spec("playwright") is None:
+        missing = "Playwright is not installed (the dev extra)"
+    if missing:
         if os.environ.get("SQLCHORUS_REQUIRE_CHROMIUM"):
-            pytest.fail("Chromium is not installed, and this run requires the browser tests.")
-        pytest.skip("Chromium is not installed: apt-get install chromium")
+            pytest.fail(f"{missing}; this run requires the browser tests.")
+        pytest.skip(missing)
+    return CHROMIUM
+
+
+@pytest.fixture(scope="module")
+def viewer(tmp_path_factory):
     folder = tmp_path_factory.mktemp("viewer")
     ids = _runs(folder)
     ids["sha256"] = hashlib.sha256((folder / "shop.sqlite").read_bytes()).hexdigest()
@@ -70,11 +83,11 @@ def viewer(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def browser():
+def browser(chromium):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
+        launched = p.chromium.launch(executable_path=chromium, args=BROWSER_ARGS)
         yield launched
         launched.close()
 
@@ -215,6 +228,14 @@ def test_a_token_is_required_beyond_loopback_and_a_browser_keeps_it_as_a_cookie(
         first = client.get("/?token=tok")
         assert first.status_code == 200 and "HttpOnly" in first.headers["set-cookie"]
         assert client.get("/api/runs").status_code == 200  # the cookie carries it now
+        # The cookie counts for its value, not its name: a client without the token cannot
+        # make one up.
+        cookie = first.headers["set-cookie"].split(";", 1)[0].split("=", 1)[0]
+        stranger = TestClient(client.app)
+        assert stranger.get("/api/runs", headers={"cookie": f"{cookie}=nope"}).status_code == 401
+        assert stranger.get("/api/runs", headers={"cookie": f"{cookie}="}).status_code == 401
+        assert stranger.get("/api/runs", headers={"cookie": f"other_{cookie}=tok"}).status_code == 401
+        assert stranger.get("/api/runs", headers={"cookie": f"{cookie}=tok"}).status_code == 200
     finally:
         service.close()
 

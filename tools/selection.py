@@ -178,7 +178,8 @@ def play(
         champion = entrants - 1
         for challenger in range(entrants - 2, finalists - 2, -1):
             scored = pairwise_scores([{"size": s} for s in sizes], meet(challenger, champion, "ladder"))
-            # A tie goes to the challenger: the larger cluster, as best() breaks ties.
+            # A tie goes to the challenger: the larger cluster (of equal sizes, the one with the
+            # earlier candidate), as the final breaks its ties.
             winner = challenger if scored[challenger] >= scored[champion] else champion
             ladder.append({"a": challenger, "b": champion, "winner": winner})
             champion = winner
@@ -219,17 +220,6 @@ def pairwise_scores(
         loser = v["second"] if winner == v["first"] else v["first"]
         scores[winner] += sizes[loser]
     return scores
-
-
-def best(scores: Sequence[int]) -> tuple[int, list[int]]:
-    """The index of the highest score and every index that shares it.
-
-    Clusters come ordered by size, then earliest member, so the lowest index among the tied is
-    the deterministic tie-break: the larger cluster, then the earlier candidate.
-    """
-    top = max(scores)
-    tied = [i for i, s in enumerate(scores) if s == top]
-    return tied[0], tied
 
 
 def tables_and_columns(sql: str, schema: DatabaseSchema) -> dict[str, list[str]]:

@@ -259,7 +259,7 @@ class Settings:
         flag="--cache-path", path="file",
     )
     model_timeout_s: float = _field(
-        120.0, "Time budget per model call, in seconds.", flag="--model-timeout", range=(1, 3600),
+        120.0, "Time limit of a model call (of each try), in seconds.", flag="--model-timeout", range=(1, 3600),
     )
     model_retries: int = _field(
         2,

@@ -51,6 +51,9 @@ SQLCHORUS_REPLAYED = "sqlchorus.replayed"
 SQLCHORUS_REPLAY_OF = "sqlchorus.replay_of"
 SQLCHORUS_ATTEMPTS = "sqlchorus.attempts"
 SQLCHORUS_GRAMMAR = "sqlchorus.grammar"
+SQLCHORUS_MODEL_READY_S = "sqlchorus.model.ready_s"
+"""Seconds an in-process model call waited before its clock started: loading the weights, and
+another call that had the model."""
 # The prompt budget: a model span's prompt size and budget; a node span's narrowed schema.
 SQLCHORUS_PROMPT_TOKENS = "sqlchorus.prompt.tokens"
 SQLCHORUS_PROMPT_BUDGET = "sqlchorus.prompt.budget"

