@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 import sqlchorus
-from sqlchorus.debugger import Debugger
+from sqlchorus.runs.debugger import Debugger
 
 FACTORY = '''
 import json

@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import sqlchorus.api  # noqa: F401  imported before timing: the figures are the run's, not imports
+import sqlchorus.runs.session  # noqa: F401  imported before timing: the figures are the run's, not imports
 from sqlchorus.config.settings import Settings
 from sqlchorus.evaluation.runs import open_dataset, run_eval, subset
 from sqlchorus.testing import oracle_model

@@ -161,7 +161,7 @@ def run_accuracy(
 def run_demo_suite(threads: int | None, model_timeout_s: float) -> dict[str, Any]:
     import sqlchorus
     from sqlchorus.config.settings import Settings
-    from sqlchorus.demo import demo_db_path, load_demo_questions
+    from sqlchorus.runs.demo import demo_db_path, load_demo_questions
     from sqlchorus.tools.compare import spider_order_matters, spider_result_eq
     from sqlchorus.tools.database import GuardedDatabase, SqlError
 

@@ -12,7 +12,7 @@ the benchmark's official semantics):
   compares them (:func:`sqlchorus.tools.results.fingerprint`: rows as a bag, column order kept),
   so the two differ in their rules only, not in what counts as the same result.
 * ``selection``: what ``sqlchorus select`` does without a selection model
-  (:func:`sqlchorus.select.select` with no model): clusters by result, every candidate a vote,
+  (:func:`sqlchorus.runs.standalone_selection.select` with no model): clusters by result, every candidate a vote,
   failed candidates voting for no answer, empty results voting only when no candidate has rows,
   ties to the larger cluster, then the earlier candidate.
 * each system on its own, and the ``oracle`` (some candidate of the pool is correct).
@@ -52,7 +52,7 @@ from sqlchorus.config.settings import Settings
 from sqlchorus.core.dependencies import Dependencies
 from sqlchorus.evaluation.datasets import Dataset, data_dir, load_dataset
 from sqlchorus.evaluation.scoring import read_predictions, score_predictions
-from sqlchorus.select import check, select
+from sqlchorus.runs.standalone_selection import check, select
 from sqlchorus.tools.database import GuardedDatabase
 from sqlchorus.tools.schema import DatabaseSchema, introspect
 

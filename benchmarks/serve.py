@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from servers import PostgresServer, free_port, postgres_bin, running, server_env  # noqa: E402
 from sqlchorus import Session  # noqa: E402
 from sqlchorus.config.settings import Settings  # noqa: E402
-from sqlchorus.demo import load_demo_questions  # noqa: E402
+from sqlchorus.runs.demo import load_demo_questions  # noqa: E402
 from sqlchorus.testing import oracle_model  # noqa: E402
 
 CLIENTS = 50

@@ -154,7 +154,7 @@ def render(examples: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from sqlchorus.demo import demo_db_path
+    from sqlchorus.runs.demo import demo_db_path
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when the shipped file is out of date")

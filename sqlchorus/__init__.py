@@ -15,12 +15,12 @@ __version__ = "0.1.0"
 # Public names and the module each lives in. Imported on first use, so that `import
 # sqlchorus.tools.database` (or the CLI's --help) does not pay for LangGraph's import.
 _EXPORTS = {
-    "ask": "sqlchorus.api",
-    "aask": "sqlchorus.embed",
-    "as_tool": "sqlchorus.embed",
-    "graph_for": "sqlchorus.embed",
-    "Session": "sqlchorus.api",
-    "Result": "sqlchorus.api",
+    "ask": "sqlchorus.runs.session",
+    "aask": "sqlchorus.runs.integrations",
+    "as_tool": "sqlchorus.runs.integrations",
+    "graph_for": "sqlchorus.runs.integrations",
+    "Session": "sqlchorus.runs.session",
+    "Result": "sqlchorus.runs.session",
     "build_graph": "sqlchorus.graph.build",
     "Settings": "sqlchorus.config.settings",
     "SqlchorusError": "sqlchorus.config.errors",

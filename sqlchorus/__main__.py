@@ -1,3 +1,3 @@
-from sqlchorus.cli import cli
+from sqlchorus.interfaces.cli import cli
 
 cli(prog_name="sqlchorus")

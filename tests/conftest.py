@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -36,6 +37,13 @@ def wait_for(condition: Callable[[], Any], what: str, timeout_s: float = WAIT_S)
         if time.monotonic() > deadline:
             raise AssertionError(f"waited {timeout_s:g} s for {what}")
         time.sleep(0.05)
+
+
+def interruptible() -> None:
+    """For a child process a test sends Ctrl-C: SIGINT back to its default, which Python turns
+    into KeyboardInterrupt. A shell without job control starts background work with SIGINT
+    ignored, and a child would inherit that; a terminal user's sqlchorus never has it so."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def data_dir() -> Path:
@@ -173,7 +181,7 @@ def spider():
 
 @pytest.fixture
 def demo_db() -> Path:
-    from sqlchorus.demo import demo_db_path
+    from sqlchorus.runs.demo import demo_db_path
 
     return demo_db_path()
 
@@ -184,7 +192,7 @@ import os
 import time
 from pathlib import Path
 
-from sqlchorus.demo import load_demo_questions
+from sqlchorus.runs.demo import load_demo_questions
 from sqlchorus.testing import ScriptedChatModel, oracle_model
 
 GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}

@@ -31,7 +31,7 @@ import re
 import time
 from pathlib import Path
 
-from sqlchorus.demo import load_demo_questions
+from sqlchorus.runs.demo import load_demo_questions
 from sqlchorus.testing import ScriptedChatModel, oracle_model, prompt_text
 
 GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}

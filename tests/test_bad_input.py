@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 import sqlchorus
-from sqlchorus.cli import cli
+from sqlchorus.interfaces.cli import cli
 from sqlchorus.testing import ScriptedChatModel, role_of_call
 
 

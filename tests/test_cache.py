@@ -9,14 +9,14 @@ from click.testing import CliRunner
 from langchain_core.messages import HumanMessage, SystemMessage
 
 import sqlchorus
-from sqlchorus.cli import cli
 from sqlchorus.config.settings import Settings
+from sqlchorus.interfaces.cli import cli
 from sqlchorus.testing import ScriptedChatModel, oracle_model
 from sqlchorus.tools.cache import ResponseCache, default_cache_dir, model_identity, request_key
 
 
 def demo_oracle(name="oracle"):
-    from sqlchorus.demo import load_demo_questions
+    from sqlchorus.runs.demo import load_demo_questions
 
     gold = {q["question"]: q["sql"] for q in load_demo_questions()}
     return oracle_model(gold.get, name=name), next(iter(gold))

@@ -11,7 +11,7 @@ import pytest
 import sqlchorus
 from conftest import WAIT_S
 from sqlchorus.core.checkpoints import VALUE_MIN_BYTES, CheckpointFileError, RunCheckpoints
-from sqlchorus.demo import load_demo_questions
+from sqlchorus.runs.demo import load_demo_questions
 from sqlchorus.testing import ScriptedChatModel, oracle_model
 
 GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from sqlchorus.cli import RUN_OPTIONS, cli
 from sqlchorus.config.settings import SETTINGS_FIELDS, Settings, default_of
+from sqlchorus.interfaces.cli import RUN_OPTIONS, cli
 from sqlchorus.testing import ScriptedChatModel
 
 
@@ -19,7 +19,7 @@ def seen(monkeypatch):
         captured["settings"] = settings
         raise ValueError("stop here")
 
-    monkeypatch.setattr("sqlchorus.api.ask", fake_ask)
+    monkeypatch.setattr("sqlchorus.runs.session.ask", fake_ask)
     return captured
 
 

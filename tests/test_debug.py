@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 import sqlchorus
-from conftest import model_called, wait_for
-from sqlchorus.debugger import DebugError, Debugger
-from sqlchorus.demo import load_demo_questions
+from conftest import interruptible, model_called, wait_for
+from sqlchorus.runs.debugger import DebugError, Debugger
+from sqlchorus.runs.demo import load_demo_questions
 from sqlchorus.testing import ScriptedChatModel, oracle_model
 
 GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
@@ -169,7 +169,7 @@ def _spawn(tmp_path: Path, env: dict[str, str], model: str) -> Any:
     return pexpect.spawn(
         sys.executable, ["-m", "sqlchorus", "debug", QUESTION, "--model", f"python:scripted_factories:{model}",
                          "--trace-dir", str(tmp_path / "traces")],
-        env=env, encoding="utf-8", timeout=120, dimensions=(40, 200),
+        env=env, encoding="utf-8", timeout=120, dimensions=(40, 200), preexec_fn=interruptible,
     )
 
 

@@ -47,7 +47,7 @@ def test_a_short_model_limit_ends_cleanly_ten_times_in_a_row(offline_model, tmp_
 def test_the_demo_without_a_model_runs_the_tiny_preset_and_a_typed_preset_wins(monkeypatch):
     from click.testing import CliRunner
 
-    from sqlchorus.cli import cli
+    from sqlchorus.interfaces.cli import cli
 
     seen = {}
 
@@ -55,7 +55,7 @@ def test_the_demo_without_a_model_runs_the_tiny_preset_and_a_typed_preset_wins(m
         seen["settings"] = settings
         raise ValueError("stop here")
 
-    monkeypatch.setattr("sqlchorus.api.ask", fake_ask)
+    monkeypatch.setattr("sqlchorus.runs.session.ask", fake_ask)
     monkeypatch.delenv("SQLCHORUS_MODEL", raising=False)
     CliRunner().invoke(cli, ["demo", "--no-trace"])
     s = seen["settings"]
@@ -71,8 +71,8 @@ def test_the_tiny_preset_answers_with_one_call(demo_db):
     """Keywords from the question and lexical linking make no call; the direct prompt makes one."""
     import sqlchorus
     from sqlchorus.config.settings import Settings
-    from sqlchorus.demo import load_demo_questions
     from sqlchorus.graph.expected_calls import expected_calls
+    from sqlchorus.runs.demo import load_demo_questions
     from sqlchorus.testing import current_call, oracle_model
 
     gold = {q["question"]: q["sql"] for q in load_demo_questions()}

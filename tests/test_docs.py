@@ -6,7 +6,7 @@ import click
 import pytest
 
 from conftest import REPO
-from sqlchorus.cli import cli
+from sqlchorus.interfaces.cli import cli
 
 
 def commands(group: click.Group, prefix: str = "sqlchorus") -> list[tuple[str, click.Command]]:

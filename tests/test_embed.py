@@ -13,8 +13,8 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 import sqlchorus
-from sqlchorus.demo import load_demo_questions
-from sqlchorus.embed import AskInput, tool_result
+from sqlchorus.runs.demo import load_demo_questions
+from sqlchorus.runs.integrations import AskInput, tool_result
 from sqlchorus.testing import ScriptedChatModel, oracle_model
 
 GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
@@ -122,7 +122,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 import sqlchorus
-from sqlchorus.demo import load_demo_questions
+from sqlchorus.runs.demo import load_demo_questions
 from sqlchorus.testing import oracle_model
 
 exporter = InMemorySpanExporter()

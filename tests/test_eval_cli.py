@@ -8,9 +8,9 @@ import pytest
 from click.testing import CliRunner
 from test_evaluate import N_MISSING, N_SPIDER, oracle_for, small_dataset, spider_dev
 
-from sqlchorus.cli import cli
 from sqlchorus.evaluation.runs import read_records
 from sqlchorus.evaluation.scoring import write_predictions
+from sqlchorus.interfaces.cli import cli
 from sqlchorus.testing import ScriptedChatModel, role_of_call
 
 LIMIT = 6

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from conftest import data_dir
-from sqlchorus.api import ask as real_ask
 from sqlchorus.config.settings import Settings
 from sqlchorus.evaluation.datasets import load_dataset
 from sqlchorus.evaluation.runs import (
@@ -20,6 +19,7 @@ from sqlchorus.evaluation.runs import (
     score_prediction_file,
 )
 from sqlchorus.evaluation.scoring import read_predictions, write_predictions
+from sqlchorus.runs.session import ask as real_ask
 from sqlchorus.testing import oracle_model
 
 WRONG = "SELECT 'not the answer'"

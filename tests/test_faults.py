@@ -18,9 +18,10 @@ import pytest
 from click.testing import CliRunner
 
 import sqlchorus
-from sqlchorus.cli import cli
-from sqlchorus.demo import load_demo_questions
+from conftest import interruptible
 from sqlchorus.evaluation.runs import read_records
+from sqlchorus.interfaces.cli import cli
+from sqlchorus.runs.demo import load_demo_questions
 from sqlchorus.testing import oracle_model
 
 GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
@@ -30,7 +31,7 @@ def test_ctrl_c_in_ask_exits_130(monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("sqlchorus.api.ask", interrupted)
+    monkeypatch.setattr("sqlchorus.runs.session.ask", interrupted)
     out = CliRunner().invoke(cli, ["ask", "How many customers do we have?", "--model", "x:y", "--no-trace"])
     assert out.exit_code == 130
     assert "Interrupted." in out.output and "Traceback" not in out.output
@@ -169,8 +170,8 @@ generation call appends its question there.
 """
 import json, os, sys, threading
 import sqlchorus.core.models as models
-from sqlchorus.cli import cli
-from sqlchorus.demo import load_demo_questions
+from sqlchorus.interfaces.cli import cli
+from sqlchorus.runs.demo import load_demo_questions
 from sqlchorus.testing import ScriptedChatModel, oracle_model, prompt_text, question_of, role_of_call
 
 gold = {q["question"]: q["sql"] for q in load_demo_questions()}
@@ -257,7 +258,8 @@ def test_ctrl_c_in_a_parallel_eval_keeps_every_finished_answer_and_does_not_wait
     command = _command(tmp_path, "eval", "--dataset", dataset, "--workers", 4, "--model", "x:y", "--no-cache",
                        "--no-trace", "--out", run)
     proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "HOLD": json.dumps(held), "ASKED": str(asked)})
+                            env={**os.environ, "HOLD": json.dumps(held), "ASKED": str(asked)},
+                            preexec_fn=interruptible)
     try:
         deadline = time.monotonic() + 120
         while len(_lines(run / "records.jsonl")) < 6 or len(_lines(asked)) < 10:

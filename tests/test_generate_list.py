@@ -55,7 +55,7 @@ GOOD = {1: FROM, 2: JOIN, 3: WHERE, 4: FINAL}
 
 @pytest.fixture(scope="module")
 def demo():
-    from sqlchorus.demo import demo_db_path
+    from sqlchorus.runs.demo import demo_db_path
 
     with GuardedDatabase(demo_db_path()) as db:
         yield db, introspect(db, sample_values=0)
@@ -187,7 +187,7 @@ class Script:
 def run_search(answers: dict, settings: Settings | None = None, question: str = QUESTION):
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from sqlchorus.demo import demo_db_path
+    from sqlchorus.runs.demo import demo_db_path
 
     script = Script(answers)
     spans = InMemorySpanExporter()
@@ -280,7 +280,7 @@ def test_reprompt_shows_the_failing_sub_query():
 
     script = Script({"plan": [PLAN], ("write", 1): [FROM], ("write", 2): [JOIN], ("write", 3): [broken_where],
                      ("repair", 3): [WHERE], ("write", 4): [FINAL]})
-    from sqlchorus.demo import demo_db_path
+    from sqlchorus.runs.demo import demo_db_path
 
     with GuardedDatabase(demo_db_path()) as db:
         context = Context(db=db, models={"generation": ScriptedChatModel(capture)}, settings=Settings(trace_dir=None),
@@ -389,7 +389,7 @@ def test_replan_prompt_says_why_the_plan_failed():
         seen.append((role_of_call(), prompt_text(messages)))
         return script(messages)
 
-    from sqlchorus.demo import demo_db_path
+    from sqlchorus.runs.demo import demo_db_path
 
     with GuardedDatabase(demo_db_path()) as db:
         context = Context(db=db, models={"generation": ScriptedChatModel(capture)}, settings=Settings(trace_dir=None),
@@ -526,7 +526,7 @@ def test_the_step_limit_covers_the_worst_case():
 
 
 def test_oracle_answers_with_gold_sql_through_the_list_generator():
-    from sqlchorus.demo import demo_db_path, load_demo_questions
+    from sqlchorus.runs.demo import demo_db_path, load_demo_questions
 
     questions = load_demo_questions()[::3]
     model = oracle_model({q["question"]: q["sql"] for q in questions}.get)
@@ -554,7 +554,7 @@ def test_spider_oracle_with_two_generators(spider):
 
 
 def test_inner_nodes_trace_under_generate_list(demo_db, spans):
-    from sqlchorus.demo import load_demo_questions
+    from sqlchorus.runs.demo import load_demo_questions
 
     q = load_demo_questions()[5]
     model = oracle_model({q["question"]: q["sql"]}.get)
@@ -576,8 +576,8 @@ def test_inner_nodes_trace_under_generate_list(demo_db, spans):
 def test_runs_inside_a_checkpointed_graph(demo_db):
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from sqlchorus.demo import load_demo_questions
     from sqlchorus.graph.build import build_graph
+    from sqlchorus.runs.demo import load_demo_questions
 
     q = load_demo_questions()[0]
     settings = Settings(generators={"list": 1}, trace_dir=None, model=oracle_model({q["question"]: q["sql"]}.get))
@@ -608,7 +608,7 @@ def run_sampled_search(answers: dict, cache_path, settings: Settings | None = No
     sampling; returns the update, every prompt sent in order, the model and ``chat_calls``."""
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from sqlchorus.demo import demo_db_path
+    from sqlchorus.runs.demo import demo_db_path
     from sqlchorus.tools.cache import ResponseCache
 
     script = Script(answers)

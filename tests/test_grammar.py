@@ -16,7 +16,7 @@ CASES = sorted((FIXTURES / "grammar").glob("*.json"))
 
 def _schema(db: str) -> DatabaseSchema:
     if db == "demo":
-        from sqlchorus.demo import demo_db_path
+        from sqlchorus.runs.demo import demo_db_path
 
         path = demo_db_path()
     else:
@@ -103,7 +103,7 @@ def test_every_spider_schema_gives_grammars_the_local_runtime_accepts(spider):
 
 
 def test_the_scoped_grammar_admits_only_columns_of_the_tables_in_from():
-    from sqlchorus.demo import demo_db_path
+    from sqlchorus.runs.demo import demo_db_path
     from sqlchorus.tools.grammar import scoped_grammar
 
     with GuardedDatabase(demo_db_path()) as db:

@@ -34,7 +34,7 @@ def test_generators_come_from_settings():
 
 
 def test_demo_questions_end_to_end(demo_db):
-    from sqlchorus.demo import load_demo_questions
+    from sqlchorus.runs.demo import load_demo_questions
     from sqlchorus.tools.database import GuardedDatabase
 
     questions = load_demo_questions()

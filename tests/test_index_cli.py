@@ -9,7 +9,7 @@ import sqlite3
 from click.testing import CliRunner
 
 import sqlchorus
-from sqlchorus.cli import cli
+from sqlchorus.interfaces.cli import cli
 from sqlchorus.testing import ScriptedChatModel
 
 

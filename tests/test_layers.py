@@ -20,7 +20,7 @@ from conftest import REPO
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
 LAYERS = next(c for c in PYPROJECT["tool"]["importlinter"]["contracts"] if c["type"] == "layers")["layers"]
 
-LATE_IMPORTS_ALLOWED = {"sqlchorus.cli"}
+LATE_IMPORTS_ALLOWED = {"sqlchorus.interfaces.cli"}
 """Modules that may import sqlchorus modules inside functions: the CLI does, commented, so that
 ``sqlchorus --help`` answers before LangGraph is imported."""
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import subprocess
-import threading
 import sys
+import threading
 
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -121,8 +121,8 @@ def test_grammar_lets_only_one_select_over_real_names_out(smollm2, concert_schem
 def test_demo_without_a_model_uses_smollm2_and_says_so_first(monkeypatch):
     from click.testing import CliRunner
 
-    from sqlchorus.cli import cli
-    from sqlchorus.demo import load_demo_questions
+    from sqlchorus.interfaces.cli import cli
+    from sqlchorus.runs.demo import load_demo_questions
     from sqlchorus.testing import oracle_model
 
     gold = {q["question"]: q["sql"] for q in load_demo_questions()}

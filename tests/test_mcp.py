@@ -15,7 +15,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from conftest import WAIT_S
 from servers import BIN, free_port, http, running, server_env
-from sqlchorus.demo import demo_db_path
+from sqlchorus.runs.demo import demo_db_path
 
 QUESTION = "How many customers do we have?"
 TOOLS = {"ask", "list_databases", "search_schema", "describe_table", "execute_sql", "validate_sql"}

@@ -282,8 +282,8 @@ def test_missing_provider_key_is_a_clear_configuration_error(monkeypatch):
     """A provider SDK's own error (here: no API key) becomes a message, not a traceback."""
     from click.testing import CliRunner
 
-    from sqlchorus.cli import cli
     from sqlchorus.core.models import ModelConfigError, resolve_model
+    from sqlchorus.interfaces.cli import cli
 
     pytest.importorskip("langchain_openai")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
@@ -318,7 +318,7 @@ def test_install_hints_fit_where_sqlchorus_runs_from(monkeypatch):
 
 
 FACTORY_MODULE = '''
-from sqlchorus.demo import load_demo_questions
+from sqlchorus.runs.demo import load_demo_questions
 from sqlchorus.testing import oracle_model
 
 GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
@@ -347,7 +347,7 @@ def factory_module(tmp_path, monkeypatch):
 def test_a_model_from_python_code_drives_the_cli(factory_module, demo_db):
     from click.testing import CliRunner
 
-    from sqlchorus.cli import cli
+    from sqlchorus.interfaces.cli import cli
 
     out = CliRunner().invoke(cli, ["ask", "How many customers do we have?", "--db", str(demo_db), "--json",
                                    "--model", f"python:{factory_module}:make_model", "--no-trace", "--no-cache"])

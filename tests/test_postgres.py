@@ -19,8 +19,8 @@ from sqlchorus import Session
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.checkpoints import CheckpointFileError
 from sqlchorus.core.checkpoints_postgres import open_checkpoints
-from sqlchorus.debugger import Debugger
-from sqlchorus.demo import load_demo_questions
+from sqlchorus.runs.debugger import Debugger
+from sqlchorus.runs.demo import load_demo_questions
 from sqlchorus.testing import oracle_model
 
 GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
@@ -132,7 +132,7 @@ def test_two_servers_share_runs_read_cancel_and_resume_across_them(postgres, tmp
 
 def test_a_run_whose_server_stopped_is_read_as_failed_and_can_be_resumed(tmp_path):
     from sqlchorus.core.checkpoints import RunCheckpoints
-    from sqlchorus.service import RunService
+    from sqlchorus.runs.service import RunService
 
     settings = Settings(trace_dir=str(tmp_path / "traces"), checkpoints=str(tmp_path / "cp.sqlite"), cache=False)
     service = RunService(settings=settings, model=oracle_model(GOLD.get))
@@ -157,7 +157,7 @@ def test_a_run_whose_server_stopped_is_read_as_failed_and_can_be_resumed(tmp_pat
 
 
 def test_closing_the_service_ends_runs_that_never_started(tmp_path):
-    from sqlchorus.service import RunService
+    from sqlchorus.runs.service import RunService
     from sqlchorus.testing import ScriptedChatModel
 
     called, release = threading.Event(), threading.Event()

@@ -10,11 +10,11 @@ from click.testing import CliRunner
 
 import sqlchorus
 from conftest import FIXTURES, REPO, spider_examples
-from sqlchorus.cli import cli
 from sqlchorus.config.presets import PRESET_NAMES
 from sqlchorus.config.settings import NREP_VIEWS, Settings
 from sqlchorus.graph.expected_calls import DIFFERS_FROM_PAPER, expected_calls, explain_preset
 from sqlchorus.graph.generators import GENERATORS
+from sqlchorus.interfaces.cli import cli
 from sqlchorus.testing import oracle_model
 
 CASES = json.loads((FIXTURES / "presets" / "presets.json").read_text())

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import FIXTURES
-from sqlchorus.cli import cli
+from sqlchorus.interfaces.cli import cli
 from sqlchorus.testing import oracle_model
 from sqlchorus.tools.pricing import BUILTIN_PRICES, Price, PriceFileError, PriceTable, load_prices
 

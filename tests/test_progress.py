@@ -7,8 +7,8 @@ import math
 from click.testing import CliRunner
 
 import sqlchorus
-from sqlchorus.cli import cli
-from sqlchorus.demo import load_demo_questions
+from sqlchorus.interfaces.cli import cli
+from sqlchorus.runs.demo import load_demo_questions
 from sqlchorus.testing import oracle_model
 
 GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}

@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 import sqlchorus
-from sqlchorus.cli import cli
 from sqlchorus.config.errors import QuestionTooLongError
+from sqlchorus.interfaces.cli import cli
 from sqlchorus.testing import ScriptedChatModel, oracle_model
 from sqlchorus.tools.schema import Column, DatabaseSchema, ForeignKey, Table
 from sqlchorus.tools.schema_narrow import narrow_schema, rank_columns, subset
@@ -184,7 +184,7 @@ def test_a_prompt_over_its_budget_is_not_sent(wide_db, tmp_path):
 
 
 def test_a_small_schema_is_never_narrowed(demo_db, tmp_path):
-    questions = {q["question"]: q["sql"] for q in sqlchorus.demo.load_demo_questions()}
+    questions = {q["question"]: q["sql"] for q in sqlchorus.runs.demo.load_demo_questions()}
     model = oracle_model(questions.get)
     result = sqlchorus.ask("How many customers do we have?", db=demo_db, model=model,
                            settings=sqlchorus.Settings(trace_dir=None))

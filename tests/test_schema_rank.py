@@ -11,7 +11,7 @@ from sqlchorus.tools.schema_rank import rank_schema
 
 @pytest.fixture(scope="module")
 def schema():
-    from sqlchorus.demo import demo_db_path
+    from sqlchorus.runs.demo import demo_db_path
 
     with GuardedDatabase(demo_db_path()) as db:
         return introspect(db, sample_values=0)

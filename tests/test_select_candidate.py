@@ -12,7 +12,7 @@ import pytest
 
 from conftest import FIXTURES, load_pairs
 from sqlchorus.config.settings import Settings
-from sqlchorus.select import select
+from sqlchorus.runs.standalone_selection import select
 from sqlchorus.testing import ScriptedChatModel, oracle_model
 from sqlchorus.tools import selection as sel
 from sqlchorus.tools.parsing import parse_verdict

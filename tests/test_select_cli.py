@@ -6,8 +6,8 @@ import json
 
 from click.testing import CliRunner
 
-from sqlchorus.cli import cli
-from sqlchorus.select import export_pairs
+from sqlchorus.interfaces.cli import cli
+from sqlchorus.runs.standalone_selection import export_pairs
 
 GOLD = "SELECT count(*) FROM singer"
 WRONG = "SELECT count(*) FROM stadium"

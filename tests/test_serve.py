@@ -225,7 +225,7 @@ def _demo_questions() -> list[str]:
 
 
 def _demo_gold() -> dict[str, str]:
-    from sqlchorus.demo import load_demo_questions
+    from sqlchorus.runs.demo import load_demo_questions
 
     return {q["question"]: q["sql"] for q in load_demo_questions()}
 

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import REPO, WAIT_S, wait_for
 from servers import START_TIMEOUT_S, free_port, stop
-from sqlchorus.demo import load_demo_questions
+from sqlchorus.runs.demo import load_demo_questions
 
 GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
 QUESTION = "How many customers do we have?"
@@ -22,7 +22,7 @@ QUESTION = "How many customers do we have?"
 def test_the_studio_graph_declares_what_it_takes_and_gives(monkeypatch, tmp_path, factories_env):
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("SQLCHORUS_MODEL", "python:scripted_factories:oracle")
-    from sqlchorus.studio import graph
+    from sqlchorus.interfaces.studio import graph
 
     assert list(graph.get_input_jsonschema()["properties"]) == ["question", "database", "evidence"]
     assert graph.get_input_jsonschema()["required"] == ["question"]

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 import sqlchorus
 from conftest import spider_examples
-from sqlchorus.cli import cli
 from sqlchorus.config.settings import Settings
+from sqlchorus.interfaces.cli import cli
 from sqlchorus.testing import oracle_model
 
 

@@ -18,8 +18,8 @@ import pytest
 from servers import free_port, running, server_env
 from sqlchorus import Session
 from sqlchorus.config.settings import Settings
-from sqlchorus.demo import demo_db_path, load_demo_questions
-from sqlchorus.runs_index import RunIndex, layout
+from sqlchorus.runs.demo import demo_db_path, load_demo_questions
+from sqlchorus.runs.run_index import RunIndex, layout
 from sqlchorus.testing import oracle_model
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -216,8 +216,8 @@ def test_security_headers_ids_only_and_a_token_beyond_loopback(viewer, tmp_path)
 def test_a_token_is_required_beyond_loopback_and_a_browser_keeps_it_as_a_cookie(tmp_path):
     from starlette.testclient import TestClient
 
-    from sqlchorus.service import RunService
-    from sqlchorus.viewer import create_app
+    from sqlchorus.interfaces.viewer import create_app
+    from sqlchorus.runs.service import RunService
 
     service = RunService(settings=Settings(trace_dir=str(tmp_path / "traces"), checkpoints=str(tmp_path / "c.sqlite")),
                          model=oracle_model(GOLD.get))
@@ -248,7 +248,7 @@ def test_layers_put_every_node_below_its_predecessors_and_loops_aside():
 
 
 def test_a_run_without_an_answer_says_why_on_its_span():
-    from sqlchorus.api import Result, failure_kind
+    from sqlchorus.runs.session import Result, failure_kind
 
     def result(candidates, error="No answer.", errors=()):
         return Result(question="q", error=error, candidates=candidates, errors=list(errors))

@@ -35,6 +35,7 @@ from typing import Any
 from opentelemetry.trace import Status, StatusCode
 from sqlglot import exp
 
+from sqlchorus.tools import attributes as attrs
 from sqlchorus.tools import sql_text
 from sqlchorus.tools.sql_errors import (
     DatabaseOpenError,
@@ -355,25 +356,25 @@ class GuardedDatabase:
         tracer = self.tracer
         if tracer is None:
             return self._execute(sql, tree, timeout_s, max_rows, max_bytes, parameters)
-        with tracer.start_as_current_span("sql") as span:
-            span.set_attribute("db.system.name", "sqlite")
-            span.set_attribute("db.namespace", self.name)
-            span.set_attribute("db.query.text", sql)
+        with tracer.start_as_current_span(attrs.SQL_SPAN) as span:
+            span.set_attribute(attrs.DB_SYSTEM, "sqlite")
+            span.set_attribute(attrs.DB_NAMESPACE, self.name)
+            span.set_attribute(attrs.DB_QUERY_TEXT, sql)
             # OpenInference's kind: a statement run for the agent is a tool call.
-            span.set_attribute("openinference.span.kind", "TOOL")
+            span.set_attribute(attrs.OPENINFERENCE_KIND, attrs.KIND_TOOL)
             try:
                 result = self._execute(sql, tree, timeout_s, max_rows, max_bytes, parameters)
             except SqlError as e:
-                span.set_attribute("sql.error", e.message)
-                span.set_attribute("sql.error_kind", e.kind)
-                span.set_attribute("error.type", e.kind)
+                span.set_attribute(attrs.SQL_ERROR, e.message)
+                span.set_attribute(attrs.SQL_ERROR_KIND, e.kind)
+                span.set_attribute(attrs.ERROR_TYPE, e.kind)
                 span.set_status(Status(StatusCode.ERROR, e.message[:300]))
                 raise
             span.set_status(Status(StatusCode.OK))
-            span.set_attribute("db.response.returned_rows", result.row_count)
-            span.set_attribute("sql.rows", result.row_count)
-            span.set_attribute("sql.truncated", result.truncated)
-            span.set_attribute("sql.elapsed_ms", round(result.elapsed_ms, 3))
+            span.set_attribute(attrs.DB_RETURNED_ROWS, result.row_count)
+            span.set_attribute(attrs.SQL_ROWS, result.row_count)
+            span.set_attribute(attrs.SQL_TRUNCATED, result.truncated)
+            span.set_attribute(attrs.SQL_ELAPSED_MS, round(result.elapsed_ms, 3))
             return result
 
     def _execute(

@@ -36,11 +36,14 @@ from sqlglot.optimizer.scope import build_scope
 
 from sqlchorus import prompts
 from sqlchorus.tools import sql_text
+from sqlchorus.tools.errors import SqlchorusError
 from sqlchorus.tools.schema import Column, DatabaseSchema, ForeignKey, Table, flatten_indices
 
 
-class ExamplesFileError(ValueError):
+class ExamplesFileError(SqlchorusError, ValueError):
     """An examples file that is missing, not JSON, or not a list of examples."""
+
+    kind = "examples_file"
 
 
 def examples(name: str, settings: Any = None) -> list[dict[str, Any]]:

@@ -39,6 +39,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from sqlchorus.tools.errors import SqlchorusError
 from sqlchorus.tools.schema import DatabaseSchema
 
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -269,8 +270,10 @@ class _Repeat:
     high: int | None
 
 
-class GrammarSyntaxError(ValueError):
+class GrammarSyntaxError(SqlchorusError, ValueError):
     """Text that is not GBNF of the subset this module reads."""
+
+    kind = "grammar"
 
 
 class _Parser:

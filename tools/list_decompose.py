@@ -58,6 +58,7 @@ from sqlglot.errors import SqlglotError
 
 from sqlchorus.tools import sql_text
 from sqlchorus.tools.database import GuardedDatabase, SqlError
+from sqlchorus.tools.errors import SqlchorusError
 
 if TYPE_CHECKING:
     from sqlchorus.tools.schema import DatabaseSchema
@@ -69,8 +70,10 @@ _SET_OPERATIONS = {exp.Union: "UNION", exp.Intersect: "INTERSECT", exp.Except: "
 _TAIL_ARGS = ("order", "limit", "offset")
 
 
-class DecomposeError(ValueError):
+class DecomposeError(SqlchorusError, ValueError):
     """The text is not one query that the decomposer can split."""
+
+    kind = "not_decomposable"
 
 
 @dataclass

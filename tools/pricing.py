@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from sqlchorus.tools.errors import SqlchorusError
+
 
 @dataclass(frozen=True)
 class Price:
@@ -56,8 +58,10 @@ BUILTIN_PRICES: dict[str, Price] = {
 }
 
 
-class PriceFileError(ValueError):
+class PriceFileError(SqlchorusError, ValueError):
     """A prices file that cannot be read, with what is wrong in it."""
+
+    kind = "price_file"
 
 
 class PriceTable:

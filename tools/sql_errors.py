@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from sqlchorus.tools.errors import SqlchorusError
 
-class SqlError(Exception):
+
+class SqlError(SqlchorusError):
     """Base of every error the guard raises. ``kind`` is a short stable name for the failure."""
 
     kind = "sql_error"

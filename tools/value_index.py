@@ -92,6 +92,7 @@ from rapidfuzz import fuzz
 
 from sqlchorus.tools.cache import default_cache_dir as cache_root
 from sqlchorus.tools.database import GuardedDatabase, SqlError
+from sqlchorus.tools.errors import SqlchorusError
 
 FORMAT_VERSION = 2
 NUM_PERM = 16
@@ -810,8 +811,10 @@ _CHUNK = 500  # parameters per statement
 _WORDS = re.compile(r"\w+")
 
 
-class IndexFormatError(ValueError):
+class IndexFormatError(SqlchorusError, ValueError):
     """A value index file of another format version: it must be rebuilt."""
+
+    kind = "index_format"
 
 
 class ValueIndex:

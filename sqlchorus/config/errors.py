@@ -2,45 +2,50 @@
 
 from __future__ import annotations
 
-
-class SqlchorusError(Exception):
-    """Base of the errors sqlchorus raises for bad input or configuration."""
+from sqlchorus.tools.errors import EXIT_INTERRUPTED, SqlchorusError
 
 
 class EmptyQuestionError(SqlchorusError):
     """The question is empty or only white space."""
 
+    kind = "empty_question"
+    http_status = 422
+
 
 class QuestionTooLongError(SqlchorusError):
     """The question, or its hint, is longer than ``Settings.max_question_chars``."""
+
+    kind = "question_too_long"
+    http_status = 413
 
 
 class RunCancelledError(SqlchorusError):
     """The run was cancelled (by its caller, or a client that went away) before it ended."""
 
+    kind = "cancelled"
+    exit_code = EXIT_INTERRUPTED
+    http_status = 409
+
 
 class ServiceError(SqlchorusError):
-    """A request a server cannot take: ``kind`` names it, ``status`` is its HTTP status."""
-
-    kind = "invalid_request"
-    status = 400
+    """A request a server cannot take."""
 
 
 class UnknownDatabaseError(ServiceError):
     kind = "unknown_database"
-    status = 404
+    http_status = 404
 
 
 class UnknownRunIdError(ServiceError):
     kind = "unknown_run"
-    status = 404
+    http_status = 404
 
 
 class RunFinishedError(ServiceError):
     kind = "run_finished"
-    status = 409
+    http_status = 409
 
 
 class NoCheckpointsError(ServiceError):
     kind = "no_checkpoints"
-    status = 409
+    http_status = 409

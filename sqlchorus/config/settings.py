@@ -2,7 +2,7 @@
 
 Each field carries its own help text and, where the command line offers it, the shape of its
 option (flag name, range, choices) in its metadata. The CLI builds its options from these
-(:func:`sqlchorus.cli`), so a name, a default or a help text is written once, here.
+(:func:`sqlchorus.interfaces.cli`), so a name, a default or a help text is written once, here.
 """
 
 from __future__ import annotations

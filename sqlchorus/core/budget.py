@@ -21,9 +21,10 @@ from typing import Any
 
 from opentelemetry import trace
 
-from sqlchorus.core import attributes as attrs
 from sqlchorus.core.context import Context
 from sqlchorus.core.models import model_name
+from sqlchorus.tools import attributes as attrs
+from sqlchorus.tools.errors import SqlchorusError
 from sqlchorus.tools.schema import DatabaseSchema
 from sqlchorus.tools.schema_narrow import Narrowing, narrow_schema, rank_columns
 from sqlchorus.tools.tokens import APPROXIMATE, TokenCounter, tiktoken_counter
@@ -32,8 +33,10 @@ from sqlchorus.tools.views import render_view, resolve_links
 _OPENAI_CLASSES = frozenset({"ChatOpenAI", "AzureChatOpenAI"})
 
 
-class PromptBudgetError(RuntimeError):
+class PromptBudgetError(SqlchorusError, RuntimeError):
     """A prompt that does not fit its model's budget even with the schema narrowed."""
+
+    kind = "prompt_budget"
 
 
 def token_counter(model: Any) -> TokenCounter:

@@ -22,6 +22,8 @@ from typing import Any
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from sqlchorus.tools.errors import SqlchorusError
+
 LOCK_TIMEOUT_S = 10.0
 """How long a write waits for another program's lock on the file before giving up."""
 VALUE_MIN_BYTES = 512
@@ -62,12 +64,18 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-class UnknownRunError(LookupError):
+class UnknownRunError(SqlchorusError, LookupError):
     """No run of that id in the checkpoint file."""
 
+    kind = "unknown_run"
+    http_status = 404
 
-class CheckpointFileError(RuntimeError):
+
+class CheckpointFileError(SqlchorusError, RuntimeError):
     """The checkpoint file cannot be opened or read (locked, not SQLite, no permission)."""
+
+    kind = "no_checkpoints"
+    http_status = 409
 
 
 class RunRecords:

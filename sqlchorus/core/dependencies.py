@@ -26,9 +26,9 @@ from langchain_core.language_models import BaseChatModel
 from opentelemetry import trace
 
 from sqlchorus.config.settings import ROLES, Settings
-from sqlchorus.core import attributes as attrs
 from sqlchorus.core.context import Context
 from sqlchorus.core.models import ModelConfigError, rate_limiter, resolve_roles
+from sqlchorus.tools import attributes as attrs
 from sqlchorus.tools.cache import ResponseCache
 from sqlchorus.tools.database import GuardedDatabase, SqlError
 from sqlchorus.tools.pricing import PriceFileError, PriceTable

@@ -36,12 +36,13 @@ from langchain_core.runnables import RunnableLambda
 from langchain_core.runnables.config import ensure_config, merge_configs
 from opentelemetry import trace
 
-from sqlchorus.core import attributes as attrs
 from sqlchorus.core.budget import PromptBudgetError, check_prompt
 from sqlchorus.core.context import Context
 from sqlchorus.core.models import model_name, provider_name
 from sqlchorus.core.state import UsageRecord
+from sqlchorus.tools import attributes as attrs
 from sqlchorus.tools.cache import request_key
+from sqlchorus.tools.errors import EXIT_NO_ANSWER, SqlchorusError
 from sqlchorus.tools.grammar import schema_grammar, scoped_grammar
 from sqlchorus.tools.pricing import PriceTable
 
@@ -61,18 +62,25 @@ _TRANSIENT_NAMES = (
 )
 
 
-class ModelCallError(RuntimeError):
+class ModelCallError(SqlchorusError, RuntimeError):
     """A model call that raised or returned nothing usable."""
+
+    kind = "model_failed"
+    exit_code = EXIT_NO_ANSWER
+    http_status = 502
 
     def __init__(self, message: str, usage: UsageRecord | None = None):
         super().__init__(message)
         self.usage = usage
 
 
-class ModelAuthError(RuntimeError):
+class ModelAuthError(SqlchorusError, RuntimeError):
     """A provider refused the credentials (401, 403): a configuration error, not a failed
     answer. It is not caught by the nodes, so the run stops at the first such call instead of
     every node meeting it in turn."""
+
+    kind = "model_auth"
+    http_status = 502
 
 
 _AUTH_STATUS = frozenset({401, 403})
@@ -88,12 +96,18 @@ def is_auth_error(error: BaseException) -> bool:
     return any(part in name for part in _AUTH_NAMES)
 
 
-class TransientModelError(RuntimeError):
+class TransientModelError(SqlchorusError, RuntimeError):
     """A failure worth retrying (raise it from a custom model to get retries)."""
 
+    kind = "model_transient"
+    http_status = 502
 
-class ModelTimeoutError(TimeoutError):
+
+class ModelTimeoutError(SqlchorusError, TimeoutError):
     """A model call that took longer than its time budget."""
+
+    kind = "model_timeout"
+    http_status = 504
 
 
 def is_transient(error: BaseException) -> bool:

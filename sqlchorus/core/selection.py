@@ -1,6 +1,6 @@
 """Selection: clusters, confidence-aware voting, and CHASE-SQL's pairwise selection agent.
 
-Used by the ``select_candidate`` node and by standalone selection (:mod:`sqlchorus.select`) alike.
+Used by the ``select_candidate`` node and by standalone selection (:mod:`sqlchorus.runs.standalone_selection`) alike.
 
 1. **Clusters.** Candidates that ran are grouped by execution result
    (:func:`sqlchorus.tools.selection.cluster`).

@@ -12,7 +12,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlchorus.core import attributes as attrs
+from sqlchorus.tools import attributes as attrs
+from sqlchorus.tools.errors import SqlchorusError
 
 
 @dataclass
@@ -32,8 +33,11 @@ class SpanNode:
         return (self.end - self.start).total_seconds() * 1000.0
 
 
-class TraceNotFoundError(FileNotFoundError):
-    pass
+class TraceNotFoundError(SqlchorusError, FileNotFoundError):
+    """No trace of that run, or no such trace file."""
+    
+    kind = "trace_not_found"
+    http_status = 404
 
 
 def find_trace(run: str, trace_dir: str | Path = "traces") -> Path:

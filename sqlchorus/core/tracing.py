@@ -36,7 +36,7 @@ from opentelemetry.sdk.trace.export import (
 )
 
 from sqlchorus.config.install import install_hint
-from sqlchorus.core import attributes as attrs
+from sqlchorus.tools import attributes as attrs
 
 
 class JsonlSpanExporter(SpanExporter):

@@ -48,7 +48,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sqlchorus.api import Session
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.models import ModelConfigError, model_name
 from sqlchorus.evaluation import report
@@ -60,6 +59,8 @@ from sqlchorus.evaluation.scoring import (
     score_predictions,
     write_predictions,
 )
+from sqlchorus.runs.session import Session
+from sqlchorus.tools.errors import SqlchorusError
 
 __all__ = [
     "EvalError",
@@ -81,8 +82,10 @@ SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.html"
 
 
-class EvalError(ValueError):
+class EvalError(SqlchorusError, ValueError):
     """A dataset, run folder or prediction file that cannot be used, with what to do about it."""
+
+    kind = "eval_input"
 
 
 class EvalInterrupted(KeyboardInterrupt):

@@ -76,6 +76,7 @@ from sqlchorus.tools.compare import (
     spider_result_eq,
 )
 from sqlchorus.tools.database import GuardedDatabase, QueryTimeoutError, SqlError
+from sqlchorus.tools.errors import SqlchorusError
 from sqlchorus.tools.hardness import HARDNESS_LEVELS
 
 __all__ = [
@@ -283,8 +284,10 @@ def _close_databases() -> None:
     _local.dbs = {}
 
 
-class _TooLarge(Exception):
-    pass
+class _TooLarge(SqlchorusError):
+    """A result larger than the scoring caps: it cannot be compared."""
+
+    kind = "result_too_large"
 
 
 def _rows(path: str, sql: str, timeout_s: float) -> list[tuple[Any, ...]]:

@@ -16,8 +16,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlchorus.core import attributes as attrs
 from sqlchorus.core.tracing import valid_run_id
+from sqlchorus.tools import attributes as attrs
 
 MAX_SPANS = 20_000
 """Spans of one run the viewer reads at most."""

@@ -1,5 +1,5 @@
 """The MCP server: ``sqlchorus mcp``, on the official ``mcp`` SDK, over a
-:class:`~sqlchorus.service.RunService`.
+:class:`~sqlchorus.runs.service.RunService`.
 
 Tools, each read-only and non-destructive:
 
@@ -27,12 +27,11 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 from rapidfuzz import process
 
-from sqlchorus.access import Guard
 from sqlchorus.config.errors import SqlchorusError
-from sqlchorus.embed import TOOL_ROWS, plain
-from sqlchorus.service import RunService, ServiceError
+from sqlchorus.interfaces.http_guard import Guard
+from sqlchorus.runs.integrations import TOOL_ROWS, plain
+from sqlchorus.runs.service import RunService, ServiceError
 from sqlchorus.tools.schema import DatabaseSchema, Table
-from sqlchorus.tools.sql_errors import SqlError
 from sqlchorus.tools.views import render_view
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
@@ -144,8 +143,8 @@ def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
         out when there is one; `evidence` is a hint that defines the question's terms."""
         try:
             live = await asyncio.to_thread(service.start, question, database, evidence)
-        except (ServiceError, SqlchorusError) as e:
-            return _failed(AskOutput(sql=None), getattr(e, "kind", "invalid_request"), str(e))
+        except SqlchorusError as e:
+            return _failed(AskOutput(sql=None), e.kind, str(e))
         finished = 0
         try:
             async for event in live.listen():
@@ -202,9 +201,7 @@ def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
         try:
             db = service.guarded(database)
             result = await asyncio.to_thread(db.execute, sql, max_rows=max(1, min(int(max_rows), MAX_EXECUTE_ROWS)))
-        except ServiceError as e:
-            return _failed(QueryOutput(), e.kind, str(e))
-        except SqlError as e:
+        except SqlchorusError as e:
             return _failed(QueryOutput(), e.kind, str(e))
         return QueryOutput(columns=result.columns, rows=[[plain(v) for v in row] for row in result.rows],
                            row_count=result.row_count, truncated=result.truncated,
@@ -217,9 +214,7 @@ def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
         try:
             db = service.guarded(database)
             plan = await asyncio.to_thread(db.explain_query_plan, sql)
-        except ServiceError as e:
-            return _failed(ValidateOutput(valid=False), e.kind, str(e))
-        except SqlError as e:
+        except SqlchorusError as e:
             return _failed(ValidateOutput(valid=False), e.kind, str(e))
         return ValidateOutput(valid=True, plan=[str(row[-1]) for row in plan.rows])
 

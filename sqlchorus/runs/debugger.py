@@ -24,16 +24,16 @@ from typing import Any
 from langgraph.graph import START
 from langgraph.types import Command, Overwrite
 
-from sqlchorus.api import Result, Session, _result, checked_question
 from sqlchorus.config.errors import SqlchorusError
 from sqlchorus.config.settings import Settings
-from sqlchorus.core import attributes as attrs
 from sqlchorus.core.checkpoints import CallLog, CheckpointFileError, UnknownRunError
 from sqlchorus.core.state import SqlchorusState
 from sqlchorus.core.tracing import RunTracer, apply_update, new_run_id
 from sqlchorus.graph import routing
 from sqlchorus.graph.build import NODES, ROUTED
 from sqlchorus.graph.generators import GENERATORS
+from sqlchorus.runs.session import Result, Session, _result, checked_question
+from sqlchorus.tools import attributes as attrs
 
 MAX_BREAK_CHECKS = 1_000
 """Breakpoints whose condition is false are passed at most this many times in one ``cont``."""
@@ -41,6 +41,9 @@ MAX_BREAK_CHECKS = 1_000
 
 class DebugError(SqlchorusError):
     """A debugger command that cannot be carried out; the session goes on."""
+
+    kind = "debug"
+    http_status = 409
 
 
 def state_keys() -> list[str]:
@@ -208,7 +211,7 @@ class Debugger:
         return values.get(key)
 
     def result(self) -> Result:
-        """The run as a :class:`~sqlchorus.api.Result`, as far as it got."""
+        """The run as a :class:`~sqlchorus.runs.session.Result`, as far as it got."""
         values = self.state()
         result = _result(values.get("question") or "", values, None if self.finished else "The run is paused.")
         result.run_id, result.checkpoint_path = self.run_id, str(self.store.path)
@@ -408,7 +411,7 @@ _TEST_TEMPLATE = '''"""Regression test written by `sqlchorus debug` (export-test
 from its kept model answers, with a model that fails if called, and checks its answer."""
 
 import sqlchorus
-from sqlchorus.testing import ScriptedChatModel
+from sqlchorus.runs.scripted_models import ScriptedChatModel
 
 RUN_ID = "{run_id}"
 CHECKPOINTS = "{checkpoints}"

@@ -17,6 +17,14 @@ GEN_AI_REQUEST_TOP_P = "gen_ai.request.top_p"
 GEN_AI_USAGE_INPUT = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT = "gen_ai.usage.output_tokens"
 
+# A statement run through the guard: the database conventions, and sqlchorus's own.
+SQL_SPAN = "sql"
+SQL_ERROR = "sql.error"
+SQL_ERROR_KIND = "sql.error_kind"
+SQL_ROWS = "sql.rows"
+SQL_TRUNCATED = "sql.truncated"
+SQL_ELAPSED_MS = "sql.elapsed_ms"
+
 DB_SYSTEM = "db.system.name"
 DB_NAMESPACE = "db.namespace"
 DB_QUERY_TEXT = "db.query.text"

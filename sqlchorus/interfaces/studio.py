@@ -1,7 +1,7 @@
 """The graph as `langgraph dev` (and LangGraph Studio) serve it: ``langgraph.json`` names
 ``graph`` here.
 
-A LangGraph server passes a run its input only, so this is :func:`sqlchorus.embed.graph_for`'s
+A LangGraph server passes a run its input only, so this is :func:`sqlchorus.runs.integrations.graph_for`'s
 graph: it declares what it takes (the question, the SQLite file, a hint) and what it gives (the
 answer), and builds each node's context itself from the database in the state. The model and
 preset come from ``SQLCHORUS_MODEL`` and ``SQLCHORUS_PRESET`` (set them in ``langgraph.json``'s
@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from sqlchorus.config.settings import Settings
-from sqlchorus.embed import graph_for
+from sqlchorus.runs.integrations import graph_for
 
 
 def studio_settings() -> Settings:

@@ -13,9 +13,6 @@ from urllib.parse import parse_qs, urlsplit
 from starlette.responses import JSONResponse
 
 from sqlchorus.config.errors import (
-    EmptyQuestionError,
-    QuestionTooLongError,
-    ServiceError,
     SqlchorusError,
 )
 
@@ -27,6 +24,8 @@ COOKIE = "sqlchorus_token"
 
 class UnsafeBindingError(SqlchorusError):
     """A server asked to listen beyond this machine without a token."""
+
+    kind = "unsafe_binding"
 
 
 def is_loopback(host: str) -> bool:
@@ -66,10 +65,10 @@ HTTP_KINDS = {400: "invalid_request", 401: "unauthorized", 404: "not_found", 405
 
 
 def install_error_handlers(app: Any, extra: Mapping[type[BaseException], tuple[int, str]] = {}) -> None:
-    """Make every error of ``app`` a JSON error with a stable kind: a refused request
-    (:class:`ServiceError` and the question's own limits), a body that does not fit, an unknown
-    path or method, ``extra`` (error type to status and kind), and any other fault (500,
-    ``internal``, without a traceback)."""
+    """Make every error of ``app`` a JSON error with a stable kind: sqlchorus's own errors with
+    theirs and their HTTP status (:mod:`sqlchorus.tools.errors`), a body that does not fit, an
+    unknown path or method, ``extra`` (other error types to status and kind), and any other fault
+    (500, ``internal``, without a traceback)."""
     from fastapi.exceptions import RequestValidationError
     from starlette.exceptions import HTTPException
 
@@ -78,8 +77,8 @@ def install_error_handlers(app: Any, extra: Mapping[type[BaseException], tuple[i
             return error_response(status, kind, str(e))
         return handle
 
-    async def refused(request: Any, e: ServiceError) -> JSONResponse:
-        return error_response(e.status, e.kind, str(e))
+    async def refused(request: Any, e: SqlchorusError) -> JSONResponse:
+        return error_response(e.http_status, e.kind, str(e))
 
     async def invalid(request: Any, e: RequestValidationError) -> JSONResponse:
         errors = e.errors()
@@ -95,12 +94,9 @@ def install_error_handlers(app: Any, extra: Mapping[type[BaseException], tuple[i
     async def fault(request: Any, e: Exception) -> JSONResponse:
         return error_response(500, "internal", f"The server failed: {type(e).__name__}.")
 
-    app.add_exception_handler(ServiceError, refused)
-    app.add_exception_handler(EmptyQuestionError, fixed(422, "empty_question"))
-    app.add_exception_handler(QuestionTooLongError, fixed(413, "question_too_long"))
+    app.add_exception_handler(SqlchorusError, refused)
     for error, (status, kind) in extra.items():
         app.add_exception_handler(error, fixed(status, kind))
-    app.add_exception_handler(SqlchorusError, fixed(400, "invalid_request"))
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(Exception, fault)

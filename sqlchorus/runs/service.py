@@ -1,12 +1,12 @@
 """Questions answered for servers: runs in the background, watched as they go, cancelled, kept.
 
-A :class:`RunService` holds one :class:`~sqlchorus.api.Session` over a fixed set of databases,
+A :class:`RunService` holds one :class:`~sqlchorus.runs.session.Session` over a fixed set of databases,
 each known by an id, and runs questions on a pool of worker threads. Each run is a
 :class:`LiveRun` while this process runs it: its events (nodes started and finished, candidates,
 the answer) go to whoever listens, in order. Its status, result and trace also go to the
 checkpoint store, so that every server sharing the store (a SQLite file on one machine, a
 PostgreSQL database across several) can read a run, cancel it or resume it, whichever server
-started it. The REST API (:mod:`sqlchorus.rest`) and the MCP server (:mod:`sqlchorus.mcp_server`)
+started it. The REST API (:mod:`sqlchorus.interfaces.rest`) and the MCP server (:mod:`sqlchorus.interfaces.mcp_server`)
 are thin layers over this.
 """
 
@@ -28,7 +28,6 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 
-from sqlchorus.api import Result, Session, checked_question
 from sqlchorus.config.errors import (
     NoCheckpointsError,
     RunFinishedError,
@@ -40,10 +39,10 @@ from sqlchorus.config.errors import (
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.checkpoints import FINISHED, UnknownRunError
 from sqlchorus.core.tracing import NodeEvent, new_run_id, valid_run_id
-from sqlchorus.debugger import checkpoint_history
-from sqlchorus.demo import demo_db_path
-from sqlchorus.embed import tool_result
-from sqlchorus.tools.database import DatabaseOpenError
+from sqlchorus.runs.debugger import checkpoint_history
+from sqlchorus.runs.demo import demo_db_path
+from sqlchorus.runs.integrations import tool_result
+from sqlchorus.runs.session import Result, Session, checked_question
 
 DEFAULT_WORKERS = 8
 """Runs one server answers at once; more wait (``queued``) for a worker."""
@@ -391,7 +390,7 @@ class RunService:
         return text
 
     def history(self, run_id: str) -> list[dict[str, Any]]:
-        """The run's checkpoints, oldest first (see :func:`sqlchorus.debugger.checkpoint_history`).
+        """The run's checkpoints, oldest first (see :func:`sqlchorus.runs.debugger.checkpoint_history`).
 
         Raises:
             NoCheckpointsError, UnknownRunIdError.
@@ -454,14 +453,9 @@ class RunService:
         self._store_status(live, "running")
         try:
             result = work()
-        except SqlchorusError as e:  # a model that cannot be set up, a store that went away
-            live.emit("error", kind=getattr(e, "kind", "configuration"), message=str(e))
-            self._finish(live, "failed", {"error": str(e), "kind": getattr(e, "kind", "configuration")}, None)
-            return
-        except (DatabaseOpenError, UnknownRunError) as e:
-            kind = getattr(e, "kind", "unknown_run")
-            live.emit("error", kind=kind, message=str(e))
-            self._finish(live, "failed", {"error": str(e), "kind": kind}, None)
+        except SqlchorusError as e:  # a model that cannot be set up, a database or store that went away
+            live.emit("error", kind=e.kind, message=str(e))
+            self._finish(live, "failed", {"error": str(e), "kind": e.kind}, None)
             return
         except Exception as e:  # a fault: the service goes on, the run says what it was
             message = f"The run failed: {type(e).__name__}: {e}"

@@ -1,4 +1,4 @@
-"""The REST API: ``sqlchorus serve``, on FastAPI, over a :class:`~sqlchorus.service.RunService`.
+"""The REST API: ``sqlchorus serve``, on FastAPI, over a :class:`~sqlchorus.runs.service.RunService`.
 
 Endpoints (all under ``/v1``; the OpenAPI document at ``/openapi.json``):
 
@@ -28,9 +28,9 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from pydantic import BaseModel, Field
 from sse_starlette.sse import EventSourceResponse
 
-from sqlchorus.access import Guard, error_response, install_error_handlers
 from sqlchorus.core.checkpoints import FINISHED
-from sqlchorus.service import LiveRun, RunService, ServiceError, model_failure
+from sqlchorus.interfaces.http_guard import Guard, error_response, install_error_handlers
+from sqlchorus.runs.service import LiveRun, RunService, ServiceError, model_failure
 
 MAX_BODY_BYTES = 64 * 1024
 """Largest request body taken; a question is limited by ``--max-question-chars`` besides."""

@@ -26,13 +26,13 @@ from pydantic import BaseModel
 from sse_starlette.sse import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from sqlchorus.access import Guard, install_error_handlers
 from sqlchorus.config.settings import Settings
-from sqlchorus.core.checkpoints import CheckpointFileError, UnknownRunError
+from sqlchorus.core.checkpoints import UnknownRunError
 from sqlchorus.core.tracing import valid_run_id
-from sqlchorus.debugger import DebugError, Debugger
 from sqlchorus.graph.build import build_graph
-from sqlchorus.runs_index import (
+from sqlchorus.interfaces.http_guard import Guard, install_error_handlers
+from sqlchorus.runs.debugger import DebugError, Debugger
+from sqlchorus.runs.run_index import (
     RunIndex,
     layout,
     path_taken,
@@ -40,7 +40,7 @@ from sqlchorus.runs_index import (
     summarise,
     waterfall,
 )
-from sqlchorus.service import RunService
+from sqlchorus.runs.service import RunService
 
 ASSETS = Path(__file__).parent / "ui"
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -252,8 +252,7 @@ def create_app(service: RunService, index: RunIndex, *, token: str | None = None
         response.headers["Cache-Control"] = "no-store"
         return response
 
-    install_error_handlers(app, {UnknownRunError: (404, "unknown_run"), CheckpointFileError: (409, "no_checkpoints"),
-                                 DebugError: (409, "debug"), ValueError: (422, "invalid_request")})
+    install_error_handlers(app, {ValueError: (422, "invalid_request")})
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:

@@ -1,4 +1,4 @@
-"""The commands of ``sqlchorus debug``: one line in, text out, over a :class:`~sqlchorus.debugger.Debugger`.
+"""The commands of ``sqlchorus debug``: one line in, text out, over a :class:`~sqlchorus.runs.debugger.Debugger`.
 
 :class:`DebugShell` reads no terminal itself: the CLI feeds it lines from a prompt (with
 completion) or from a file, so that scripts and tests drive it as a person would.
@@ -20,10 +20,9 @@ from rich.table import Table
 from rich.tree import Tree
 
 from sqlchorus.config.errors import SqlchorusError
-from sqlchorus.core.checkpoints import UnknownRunError
 from sqlchorus.core.state import SqlchorusState
 from sqlchorus.core.trace_file import load_spans, render_tree
-from sqlchorus.debugger import DebugError, Debugger, node_names, state_keys
+from sqlchorus.runs.debugger import DebugError, Debugger, node_names, state_keys
 
 PROMPT = "(sqlchorus) "
 
@@ -101,7 +100,7 @@ class DebugShell:
         try:
             args = shlex.split(rest) if command.name not in ("set", "answer", "break") else rest.split()
             self._handlers[command.name](args, rest.strip())
-        except (DebugError, UnknownRunError, SqlchorusError, ValueError) as e:
+        except (SqlchorusError, ValueError) as e:
             self._fail(str(e))
         except KeyboardInterrupt:
             self.out.print("[yellow]Interrupted[/]: the run stays at its last checkpoint.")

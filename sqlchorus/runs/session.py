@@ -20,7 +20,6 @@ from langgraph.errors import GraphRecursionError
 
 from sqlchorus.config.errors import EmptyQuestionError, QuestionTooLongError, RunCancelledError
 from sqlchorus.config.settings import Settings
-from sqlchorus.core import attributes as attrs
 from sqlchorus.core.candidates import fix_record
 from sqlchorus.core.checkpoints import (
     CallLog,
@@ -33,8 +32,9 @@ from sqlchorus.core.dependencies import DatabaseResources, Dependencies, databas
 from sqlchorus.core.llm import ModelAuthError
 from sqlchorus.core.models import ModelConfigError
 from sqlchorus.core.tracing import NodeEvent, RunTracer
-from sqlchorus.demo import demo_db_path
 from sqlchorus.graph.build import build_graph
+from sqlchorus.runs.demo import demo_db_path
+from sqlchorus.tools import attributes as attrs
 from sqlchorus.tools.database import GuardedDatabase
 from sqlchorus.tools.value_index import database_fingerprint
 

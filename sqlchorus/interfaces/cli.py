@@ -7,12 +7,14 @@ at once instead of after LangGraph's import.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
@@ -21,15 +23,9 @@ from rich.console import Console
 from rich.syntax import Syntax
 from rich.table import Table
 
-from sqlchorus.config.errors import SqlchorusError
 from sqlchorus.config.presets import PRESET_NAMES
 from sqlchorus.config.settings import SETTINGS_FIELDS, Settings, default_of
-from sqlchorus.core.models import ModelConfigError
-from sqlchorus.tools.database import SqlError
-
-EXIT_NO_ANSWER = 1
-EXIT_BAD_INPUT = 2
-EXIT_INTERRUPTED = 130
+from sqlchorus.tools.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_NO_ANSWER, SqlchorusError
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT, *, abandon_threads: bool = False) -> None:
@@ -45,6 +41,22 @@ def _fail(message: str, code: int = EXIT_BAD_INPUT, *, abandon_threads: bool = F
         sys.stderr.flush()
         os._exit(code)
     sys.exit(code)
+
+
+@contextlib.contextmanager
+def _reported(interrupted: Callable[[], str] = lambda: "Interrupted.") -> Iterator[None]:
+    """Where the command line turns an error into one line and an exit code: sqlchorus's own
+    errors exit with theirs (:mod:`sqlchorus.tools.errors`), any other bad value or unreadable
+    file with EXIT_BAD_INPUT, Ctrl-C with EXIT_INTERRUPTED after the message ``interrupted()``
+    gives then."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        _fail(interrupted(), EXIT_INTERRUPTED)
+    except SqlchorusError as e:
+        _fail(str(e), e.exit_code)
+    except (ValueError, OSError) as e:
+        _fail(str(e))
 
 
 @click.group()
@@ -260,20 +272,14 @@ def demo(question: str, **options: Any) -> None:
 
 
 def _ask(question: str, options: dict[str, Any], **fixed: Any) -> None:
-    from sqlchorus.api import ask as run_ask
+    from sqlchorus.runs.session import ask as run_ask
 
     db, evidence, as_json = options.pop("db"), options.pop("evidence"), options.pop("as_json")
     verbose = options.pop("verbose")
-    try:
+    with _reported():
         settings = typed_settings(options, **fixed)
         with _progress_display(verbose, quiet=as_json) as progress:
             result = run_ask(question, db=db, evidence=evidence, settings=settings, progress=progress)
-    except KeyboardInterrupt:
-        _fail("Interrupted.", EXIT_INTERRUPTED)
-        return
-    except (SqlchorusError, ModelConfigError, SqlError, ValueError, OSError) as e:
-        _fail(str(e))
-        return
     if as_json:
         click.echo(json.dumps(result.to_dict(), default=str, ensure_ascii=False))
     else:
@@ -359,10 +365,9 @@ def debug(question: str | None, db: str | None, evidence: str, run_id: str | Non
     from the answers it kept. Type `help` at the `(sqlchorus)` prompt for the commands.
     """
     # Late: the debugger pulls in LangGraph, which --help does not need.
-    from sqlchorus.api import Session
-    from sqlchorus.core.checkpoints import CheckpointFileError, UnknownRunError
-    from sqlchorus.debug_shell import PROMPT, DebugShell
-    from sqlchorus.debugger import DebugError, Debugger
+    from sqlchorus.interfaces.debug_shell import PROMPT, DebugShell
+    from sqlchorus.runs.debugger import Debugger
+    from sqlchorus.runs.session import Session
 
     if (question is None) == (run_id is None):
         _fail("Give a QUESTION to start a run, or --run ID to open one (not both).")
@@ -370,7 +375,7 @@ def debug(question: str | None, db: str | None, evidence: str, run_id: str | Non
     if checkpoint and not run_id:
         _fail("--at opens a checkpoint of an earlier run: give --run ID too.")
         return
-    try:
+    with _reported():
         settings = typed_settings(options)
         session = Session(settings)
         if run_id:
@@ -379,13 +384,6 @@ def debug(question: str | None, db: str | None, evidence: str, run_id: str | Non
                 debugger.add_break(node)
         else:
             debugger = Debugger.start(question, db, evidence=evidence, session=session, breakpoints=breaks)
-    except KeyboardInterrupt:
-        _fail("Interrupted.", EXIT_INTERRUPTED)
-        return
-    except (SqlchorusError, ModelConfigError, SqlError, CheckpointFileError, UnknownRunError, DebugError,
-            ValueError, OSError) as e:
-        _fail(str(e))
-        return
     console = Console(highlight=False)
     shell = DebugShell(debugger, console)
     for note in debugger.notes:
@@ -411,7 +409,7 @@ def _interactive(shell: Any) -> None:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.completion import WordCompleter
 
-    from sqlchorus.debug_shell import PROMPT, words_to_complete
+    from sqlchorus.interfaces.debug_shell import PROMPT, words_to_complete
 
     # Tab completes (a single match at once); no menu pops up while typing.
     prompt = PromptSession(completer=WordCompleter(words_to_complete(), sentence=True), complete_while_typing=False)
@@ -439,14 +437,11 @@ def select_command(candidates_file: str, model: str | None, out_file: str | None
     JSON line per question: the chosen SQL, its index, its cluster, the votes and the confidence.
     Exits 2 on bad input, 1 when some question had no candidate that ran.
     """
-    from sqlchorus.select import select_file
+    from sqlchorus.runs.standalone_selection import select_file
 
-    try:
+    with _reported():
         settings = typed_settings(options, names=SELECT_OPTIONS, trace_dir=None)
         sink = open(out_file, "w", encoding="utf-8") if out_file else None
-    except (ValueError, OSError) as e:
-        _fail(str(e))
-        return
     unanswered = 0
     try:
         for result in select_file(candidates_file, model=model, settings=settings):
@@ -456,8 +451,8 @@ def select_command(candidates_file: str, model: str | None, out_file: str | None
                 sink.write(line + "\n")
             else:
                 click.echo(line)
-    except (SqlchorusError, ModelConfigError) as e:
-        _fail(str(e))
+    except SqlchorusError as e:
+        _fail(str(e), e.exit_code)
     except BrokenPipeError:
         # The reader of standard output went away (| head): nothing is wrong with the input.
         sys.stdout = None  # Python would otherwise complain again while flushing at exit
@@ -492,11 +487,8 @@ def index(db: str, value_cache_dir: str | None, max_values: int | None, rebuild:
     from sqlchorus.tools.database import GuardedDatabase
     from sqlchorus.tools.value_index import DEFAULT_MAX_VALUES, ValueIndex
 
-    try:
+    with _reported():
         database = GuardedDatabase(db)
-    except SqlError as e:
-        _fail(str(e))
-        return
     with database, Progress(
         TextColumn("indexing values"), BarColumn(), MofNCompleteColumn(), TextColumn("columns"),
         TimeElapsedColumn(), console=Console(stderr=True), disable=as_json, transient=True,
@@ -513,8 +505,8 @@ def index(db: str, value_cache_dir: str | None, max_values: int | None, rebuild:
             else:
                 built = ValueIndex.load_or_build(database, value_cache_dir, max_values_per_column=max_values,
                                                  progress=progress)
-        except (OSError, sqlite3.Error, SqlError) as e:
-            _fail(f"Cannot build the value index: {getattr(e, 'message', None) or e}")
+        except (OSError, sqlite3.Error, SqlchorusError) as e:
+            _fail(f"Cannot build the value index: {e}", getattr(e, "exit_code", EXIT_BAD_INPUT))
             return
     with built:
         stats = dict(built.stats, path=str(built.path), skipped_columns=built.skipped)
@@ -541,13 +533,10 @@ def trace() -> None:
 @click.option("--trace-dir", default=default_of("trace_dir"), show_default=True, type=click.Path(file_okay=False), help="Folder of trace files.")
 def trace_show(run: str, trace_dir: str) -> None:
     """Print run RUN (its id, a unique prefix of it, or a trace file) as a tree with timings."""
-    from sqlchorus.core.trace_file import TraceNotFoundError, find_trace, load_spans, render_tree
+    from sqlchorus.core.trace_file import find_trace, load_spans, render_tree
 
-    try:
+    with _reported():
         roots = load_spans(find_trace(run, trace_dir))
-    except (TraceNotFoundError, ValueError, OSError) as e:
-        _fail(str(e))
-        return
     for line in render_tree(roots):
         click.echo(line)
 
@@ -583,7 +572,6 @@ def eval_command(dataset_name: str, limit: int | None, workers: int, out_dir: st
     from pathlib import Path
 
     from sqlchorus.evaluation.runs import (
-        EvalError,
         EvalInterrupted,
         open_dataset,
         run_eval,
@@ -597,36 +585,35 @@ def eval_command(dataset_name: str, limit: int | None, workers: int, out_dir: st
     if predictions and pairs_file:
         _fail("--export-pairs needs the candidates of a run; it cannot be used with --predictions.")
         return
-    try:
-        dataset = open_dataset(dataset_name)
-        if predictions:
-            run = score_prediction_file(dataset, predictions, limit=limit, workers=workers,
-                                        out_dir=out_dir, progress=progress)
-        else:
-            stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-            folder = Path(out_dir or Path("evals") / (run_name or f"{dataset.name}-{stamp}"))
-            settings = typed_settings(options, names=EVAL_OPTIONS,
-                                      trace_dir=None if no_trace else str(folder / "traces"))
-            run = run_eval(dataset, settings, out_dir=folder, limit=limit, workers=workers,
-                           resume=not no_resume, progress=progress, log=log)
-            if pairs_file:
-                from sqlchorus.select import export_pairs
+    # Ctrl-C while the questions run keeps the finished ones and says how to go on.
+    interrupted = {"message": "Interrupted."}
+    with _reported(lambda: interrupted["message"]):
+        try:
+            dataset = open_dataset(dataset_name)
+            if predictions:
+                run = score_prediction_file(dataset, predictions, limit=limit, workers=workers,
+                                            out_dir=out_dir, progress=progress)
+            else:
+                stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+                folder = Path(out_dir or Path("evals") / (run_name or f"{dataset.name}-{stamp}"))
+                interrupted["message"] = (f"Interrupted. Finished questions are in {folder / 'records.jsonl'}; "
+                                          f"rerun with --out {folder} to resume.")
+                settings = typed_settings(options, names=EVAL_OPTIONS,
+                                          trace_dir=None if no_trace else str(folder / "traces"))
+                run = run_eval(dataset, settings, out_dir=folder, limit=limit, workers=workers,
+                               resume=not no_resume, progress=progress, log=log)
+                if pairs_file:
+                    from sqlchorus.runs.standalone_selection import export_pairs
 
-                labelled = [{**r, "db": r["db_path"]} for r in run.records if r.get("db_path")]
-                pairs = export_pairs(labelled, pairs_file, settings=settings.replace(trace_dir=None))
-                log(f"wrote {pairs['pairs']} selection pair(s) from {pairs['questions']} question(s) to {pairs_file}")
-    except EvalInterrupted as e:
-        _fail(f"Interrupted. {e.kept} of {e.total} question(s) are kept in {e.records_path}; "
-              f"rerun with --out {folder} to run the other {e.total - e.kept}.",
-              EXIT_INTERRUPTED, abandon_threads=e.abandoned > 0)
-        return
-    except KeyboardInterrupt:
-        where = f" Finished questions are in {folder / 'records.jsonl'}; rerun with --out {folder} to resume." if folder else ""
-        _fail(f"Interrupted.{where}", EXIT_INTERRUPTED)
-        return
-    except (EvalError, SqlchorusError, ModelConfigError, SqlError, ValueError, OSError) as e:
-        _fail(str(e))
-        return
+                    labelled = [{**r, "db": r["db_path"]} for r in run.records if r.get("db_path")]
+                    pairs = export_pairs(labelled, pairs_file, settings=settings.replace(trace_dir=None))
+                    log(f"wrote {pairs['pairs']} selection pair(s) from {pairs['questions']} question(s) "
+                        f"to {pairs_file}")
+        except EvalInterrupted as e:
+            _fail(f"Interrupted. {e.kept} of {e.total} question(s) are kept in {e.records_path}; "
+                  f"rerun with --out {folder} to run the other {e.total - e.kept}.",
+                  EXIT_INTERRUPTED, abandon_threads=e.abandoned > 0)
+            return
     if as_json:
         out = {**run.summary, "out_dir": str(run.out_dir) if run.out_dir else None,
                "files": {kind: str(p) for kind, p in run.paths.items()}}
@@ -684,19 +671,17 @@ def _service(dbs: tuple[str, ...], workers: int, options: dict[str, Any], host: 
     """The run service and token of a server command (``model``: the chat model when none is
     named); fails with a clear message."""
     try:
-        from sqlchorus.access import server_token
-        from sqlchorus.service import RunService
+        from sqlchorus.interfaces.http_guard import server_token
+        from sqlchorus.runs.service import RunService
     except ImportError as e:  # pragma: no cover - depends on the extras installed
         _fail(f"This command needs the {extra} extra: pip install 'sqlchorus[{extra}]' ({e}).")
-    try:
+    with _reported():
         token = server_token(host)
         settings = typed_settings(options)
         databases = RunService.database_ids(list(dbs)) if dbs else None
         if model is not None and not settings.model and not settings.models:
             return RunService(databases, settings, workers=workers, model=model), token
         return RunService(databases, settings, workers=workers), token
-    except (SqlchorusError, ModelConfigError, SqlError, ValueError, OSError) as e:
-        _fail(str(e))
     raise AssertionError("unreachable")
 
 
@@ -731,7 +716,7 @@ def serve(dbs: tuple[str, ...], host: str, port: int, workers: int, max_body_byt
     document is at /openapi.json.
     """
     try:
-        from sqlchorus.rest import create_app
+        from sqlchorus.interfaces.rest import create_app
     except ImportError as e:  # pragma: no cover - depends on the extras installed
         _fail(f"sqlchorus serve needs the serve extra: pip install 'sqlchorus[serve]' ({e}).")
         return
@@ -755,7 +740,7 @@ def mcp_command(dbs: tuple[str, ...], transport: str, host: str, port: int, work
     """Serve the databases over MCP: ask, list_databases, search_schema, describe_table,
     execute_sql and validate_sql (all read-only), and each schema and run trace as a resource."""
     try:
-        from sqlchorus.mcp_server import build_server, http_app
+        from sqlchorus.interfaces.mcp_server import build_server, http_app
     except ImportError as e:  # pragma: no cover - depends on the extras installed
         _fail(f"sqlchorus mcp needs the mcp extra: pip install 'sqlchorus[mcp]' ({e}).")
         return
@@ -789,12 +774,12 @@ def ui_command(dbs: tuple[str, ...], host: str, port: int, evals_dir: str, worke
     calls need the checkpoints (--checkpoints). Asked questions run over --db.
     """
     try:
-        from sqlchorus.runs_index import RunIndex
-        from sqlchorus.viewer import create_app as create_viewer
+        from sqlchorus.interfaces.viewer import create_app as create_viewer
+        from sqlchorus.runs.run_index import RunIndex
     except ImportError as e:  # pragma: no cover - depends on the extras installed
         _fail(f"sqlchorus ui needs the serve extra: pip install 'sqlchorus[serve]' ({e}).")
         return
-    from sqlchorus.viewer import NoModel
+    from sqlchorus.interfaces.viewer import NoModel
 
     service, token = _service(dbs, workers, options, host, "serve", model=NoModel())
     if not service.settings.model and not service.settings.models:

@@ -6,7 +6,7 @@
 * :func:`graph_for` gives the graph with declared input (``question``, ``database``,
   ``evidence``) and output (``answer``, ``selection``, ``errors``), building each node's context
   itself, so it can run where only input is passed: as a node of a parent LangGraph graph, or
-  under a LangGraph server (:mod:`sqlchorus.studio`).
+  under a LangGraph server (:mod:`sqlchorus.interfaces.studio`).
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from langchain_core.tools import StructuredTool
 from pydantic import BaseModel, Field
 from typing_extensions import NotRequired, TypedDict
 
-from sqlchorus.api import Result, Session, ask
 from sqlchorus.config.errors import SqlchorusError
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.context import Context
+from sqlchorus.core.models import ModelConfigError
 from sqlchorus.core.state import Answer, ErrorRecord, Selection
 from sqlchorus.graph.build import build_graph
-from sqlchorus.tools.database import SqlError
+from sqlchorus.runs.session import Result, Session, ask
 
 TOOL_ROWS = 50
 """Rows a tool's result carries at most; ``truncated`` says when there were more."""
@@ -69,7 +69,7 @@ def as_tool(db: str | Path | None = None, *, model: Any = None, settings: Settin
             name: str = "ask_database", description: str | None = None, max_rows: int = TOOL_ROWS) -> StructuredTool:
     """A LangChain tool that answers questions over ``db`` (the demo database by default).
 
-    The tool keeps one :class:`~sqlchorus.api.Session` (models, cache, the database's schema and
+    The tool keeps one :class:`~sqlchorus.runs.session.Session` (models, cache, the database's schema and
     value index built once). A question it cannot answer, or cannot take (empty, too long), comes
     back as the result's ``error``, so that the agent can go on; a model that cannot be used at
     all raises, as a configuration error should.
@@ -80,7 +80,9 @@ def as_tool(db: str | Path | None = None, *, model: Any = None, settings: Settin
     def run(question: str, evidence: str = "") -> dict[str, Any]:
         try:
             return tool_result(session.ask(question, db=db, evidence=evidence), max_rows)
-        except (SqlchorusError, SqlError) as e:
+        except ModelConfigError:  # no question can be answered: the host must hear of it
+            raise
+        except SqlchorusError as e:
             return {"sql": None, "columns": [], "rows": [], "truncated": False, "confidence": None,
                     "run_id": "", "error": str(e)}
 
@@ -115,7 +117,7 @@ class GraphOutput(TypedDict, total=False):
 def graph_for(db: str | Path | None = None, *, model: Any = None, settings: Settings | None = None) -> Any:
     """The graph with declared input and output, for hosts that pass input only.
 
-    Each node builds its context from one :class:`~sqlchorus.api.Session` (made on first use)
+    Each node builds its context from one :class:`~sqlchorus.runs.session.Session` (made on first use)
     over the state's ``database``, else ``db``, else the demo database. Invoke it with
     ``config={"recursion_limit": settings.recursion_limit}``.
     """
