@@ -44,6 +44,8 @@ from sqlglot import exp
 from sqlchorus.tools import sql_text
 from sqlchorus.tools import value_index as vi
 from sqlchorus.tools.database import GuardedDatabase
+from sqlchorus.tools.value_index import lookup
+from sqlchorus.tools.value_index.reading import _column_pages, _quote, _text_columns
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("SQLCHORUS_DATA", REPO.parent / "shared" / "data")).resolve()
@@ -55,10 +57,10 @@ _TOKEN = re.compile(r"\w+(?:['’.-]\w+)*")
 
 
 def _chess_values(db: GuardedDatabase, max_values: int) -> dict[str, dict[str, list[str]]]:
-    plans, _ = vi._text_columns(db)
+    plans, _ = _text_columns(db)
     values: dict[str, dict[str, list[str]]] = {}
     for plan in plans:
-        reason, pages = vi._column_pages(db, plan, max_values, 300.0)
+        reason, pages = _column_pages(db, plan, max_values, 300.0)
         if reason:
             continue
         for page in pages:
@@ -213,7 +215,7 @@ def _resolve(db: GuardedDatabase, index: vi.ValueIndex, tables: list[str], colum
             continue
         t, c = name.split(".", 1)
         rows = db.execute(
-            f"SELECT 1 FROM {vi._quote(t)} WHERE lower({vi._quote(c)}) = lower(?) LIMIT 1",
+            f"SELECT 1 FROM {_quote(t)} WHERE lower({_quote(c)}) = lower(?) LIMIT 1",
             parameters=(literal.strip(),),
         ).rows
         if rows:
@@ -265,13 +267,13 @@ def _recall(db_ids: list[str], cache: Path, max_questions: int | None) -> dict:
             hits += any(h["value"].strip().lower() == target for h in result.get(name, []))
         return hits / max(len(cases), 1), latencies, per_kw
 
-    def without(lookup: str) -> tuple[float, float]:
-        saved = getattr(vi, lookup)
-        setattr(vi, lookup, 0)  # ablation: the same searches without this lookup's candidates
+    def without(bound: str) -> tuple[float, float]:
+        saved = getattr(lookup, bound)
+        setattr(lookup, bound, 0)  # ablation: the same searches without this lookup's candidates
         try:
             return run(False)[0], run(True)[0]
         finally:
-            setattr(vi, lookup, saved)
+            setattr(lookup, bound, saved)
 
     def returned(typo: bool) -> float:
         counts = []

@@ -12,6 +12,10 @@ from datasketch import MinHash, MinHashLSH
 
 from sqlchorus.tools import value_index as vi
 from sqlchorus.tools.database import GuardedDatabase
+from sqlchorus.tools.value_index.building import _write_index
+from sqlchorus.tools.value_index.hashing import _WORD
+from sqlchorus.tools.value_index.reading import _column_pages, _text_columns
+from sqlchorus.tools.value_index.storage import _index_path
 
 FIXTURES = Path(__file__).parent / "fixtures" / "value_index"
 CASES = json.loads((FIXTURES / "search_cases.json").read_text())
@@ -143,8 +147,8 @@ def test_cache_reuse_and_invalidation(tmp_path, monkeypatch):
     path = _make_db(tmp_path / "music.sqlite")
     cache = tmp_path / "cache"
     builds = []
-    real = vi._write_index
-    monkeypatch.setattr(vi, "_write_index", lambda *a, **k: (builds.append(1), real(*a, **k)))
+    monkeypatch.setattr("sqlchorus.tools.value_index.index._write_index",
+                        lambda *a, **k: (builds.append(1), _write_index(*a, **k)))
 
     with GuardedDatabase(path) as db:
         first = vi.ValueIndex.load_or_build(db, cache)
@@ -169,7 +173,7 @@ def test_cache_reuse_and_invalidation(tmp_path, monkeypatch):
 
 def test_damaged_cache_file_is_rebuilt(db_path, tmp_path):
     with GuardedDatabase(db_path) as db:
-        target, _ = vi._index_path(db, tmp_path)
+        target, _ = _index_path(db, tmp_path)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(b"not an index at all")
         index = vi.ValueIndex.load_or_build(db, tmp_path)
@@ -323,7 +327,7 @@ def test_typos_on_real_databases_need_the_one_edit_lookup(spider, tmp_path, monk
         return hits[0]["value"] if hits else None
 
     assert [first(d, k, c) for d, k, c, _ in cases] == [v for *_, v in cases]
-    monkeypatch.setattr(vi, "EDIT_CANDIDATES", 0)
+    monkeypatch.setattr("sqlchorus.tools.value_index.lookup.EDIT_CANDIDATES", 0)
     missed = [k for d, k, c, v in cases if first(d, k, c) != v]
     assert len(missed) >= 6, missed
     for built in indexes.values():
@@ -392,7 +396,7 @@ def test_spilled_build_equals_in_memory_build(db_path, tmp_path, monkeypatch):
     keywords = ["new yrok", "Frnce", "swift", "Beyonce", "york", "United States", "1999"]
     with GuardedDatabase(db_path) as db:
         in_memory = vi.ValueIndex.build(db, cache_dir=tmp_path / "a")
-        monkeypatch.setattr(vi, "SPILL_POSTINGS", 10)
+        monkeypatch.setattr("sqlchorus.tools.value_index.building.SPILL_POSTINGS", 10)
         spilled = vi.ValueIndex.build(db, cache_dir=tmp_path / "b")
     assert spilled.search(keywords) == in_memory.search(keywords)
     assert in_memory.search(keywords)["city.name"][0]["value"] == "York"
@@ -402,9 +406,9 @@ def test_spilled_build_equals_in_memory_build(db_path, tmp_path, monkeypatch):
 
 
 def test_postings_per_key_are_capped(db_path, tmp_path, monkeypatch):
-    monkeypatch.setattr(vi, "MAX_POSTINGS", 2)
+    monkeypatch.setattr("sqlchorus.tools.value_index.building.MAX_POSTINGS", 2)
     with GuardedDatabase(db_path) as db, vi.ValueIndex.build(db, cache_dir=tmp_path) as index:
-        key = int(vi.string_keys(["extra"], vi._WORD)[0])
+        key = int(vi.string_keys(["extra"], _WORD)[0])
         assert len(index._postings({key})[key]) == 2  # 20 values hold the word "extra"
 
 
@@ -439,7 +443,7 @@ def test_an_index_of_the_old_format_is_refused_with_a_clear_message(tmp_path):
 
 def test_an_old_format_file_in_the_cache_is_rebuilt(db_path, tmp_path):
     with GuardedDatabase(db_path) as db:
-        target, _ = vi._index_path(db, tmp_path)
+        target, _ = _index_path(db, tmp_path)
         target.parent.mkdir(parents=True, exist_ok=True)
         _old_format_file(target)
         index = vi.ValueIndex.load_or_build(db, tmp_path)
@@ -450,9 +454,10 @@ def test_an_old_format_file_in_the_cache_is_rebuilt(db_path, tmp_path):
 
 def test_the_format_version_is_part_of_the_cache_file_name(db_path, tmp_path, monkeypatch):
     with GuardedDatabase(db_path) as db:
-        current, _ = vi._index_path(db, tmp_path)
-        monkeypatch.setattr(vi, "FORMAT_VERSION", vi.FORMAT_VERSION - 1)
-        older, _ = vi._index_path(db, tmp_path)
+        current, _ = _index_path(db, tmp_path)
+        monkeypatch.setattr("sqlchorus.tools.value_index.storage.FORMAT_VERSION",
+                            vi.FORMAT_VERSION - 1)
+        older, _ = _index_path(db, tmp_path)
     assert current != older
 
 
@@ -490,13 +495,13 @@ def test_a_page_made_from_the_sample_is_the_page_sqlite_makes(tmp_path):
     conn.commit()
     conn.close()
     with GuardedDatabase(path) as db:
-        plans, _ = vi._text_columns(db)
+        plans, _ = _text_columns(db)
         for plan in plans:
             for limit in (100_000, 3):
-                reason, pages = vi._column_pages(db, plan, limit, 30.0)
+                reason, pages = _column_pages(db, plan, limit, 30.0)
                 from_sample = [v for page in pages for v in page]
                 # A declared collation makes the reader ask SQLite for the page instead.
-                _, pages = vi._column_pages(db, dataclasses.replace(plan, collated=True), limit, 30.0)
+                _, pages = _column_pages(db, dataclasses.replace(plan, collated=True), limit, 30.0)
                 assert reason is None and from_sample == [v for page in pages for v in page]
                 # SQLite's length() stops at a NUL: of the 17 distinct texts, the empty one, the
                 # 201-character one and "\x00abc" are left out; TEXT affinity made 1 and 2.5 text.

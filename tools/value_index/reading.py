@@ -1,0 +1,132 @@
+"""Reading the values to index from a database, through its guard, a page at a time.
+
+Which values are indexed (the documented rule; skipped columns are listed in ``index.skipped``):
+text values of every column of every ordinary table, read as ``SELECT DISTINCT`` in key order,
+a page at a time, up to ``max_values_per_column`` per column. Values longer than
+:data:`MAX_VALUE_CHARS` are not indexed (questions do not quote paragraphs). A column is skipped
+when a sample of its text values averages more than :data:`FREE_TEXT_AVG_CHARS` characters (free
+text) or when nearly all sampled values are hexadecimal or UUID identifiers (nobody types them
+with a typo). Views are skipped (their values come from tables) and so are virtual tables.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sqlchorus.tools.database import GuardedDatabase
+from sqlchorus.tools.value_index.parameters import (
+    FREE_TEXT_AVG_CHARS,
+    MAX_VALUE_CHARS,
+    PAGE_SIZE,
+    SAMPLE_ROWS,
+)
+
+_HEX_ID = re.compile(r"^(?:[0-9a-fA-F]{16,}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
+                     r"[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$")
+
+
+@dataclass
+class _ColumnPlan:
+    table: str
+    column: str
+    collated: bool = False  # the table declares a collation: only SQLite sorts and compares it
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _text_columns(db: GuardedDatabase) -> tuple[list[_ColumnPlan], list[dict[str, str]]]:
+    plans: list[_ColumnPlan] = []
+    skipped: list[dict[str, str]] = []
+    tables = db.lookup(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'table' "
+        "AND name NOT LIKE 'sqlite_%' ORDER BY name"
+    ).rows
+    conn = db.introspection_connection()
+    with db.locked():
+        for name, sql in tables:
+            if (sql or "").lstrip().upper().startswith("CREATE VIRTUAL"):
+                skipped.append({"table": name, "column": "*", "reason": "virtual table"})
+                continue
+            for row in conn.execute(f"PRAGMA table_info({_quote(name)})").fetchall():
+                declared = (row[2] or "").upper()
+                if "BLOB" in declared:
+                    skipped.append({"table": name, "column": row[1], "reason": "BLOB column"})
+                    continue
+                plans.append(_ColumnPlan(name, row[1], "COLLATE" in (sql or "").upper()))
+    return plans, skipped
+
+
+def _column_pages(db: GuardedDatabase, plan: _ColumnPlan, limit: int, timeout_s: float
+                  ) -> tuple[str | None, Iterable[list[str]]]:
+    """Why a column is not indexed (None when it is), and its pages of distinct text values.
+
+    A sample of the column's text values (the first :data:`SAMPLE_ROWS` in table order)
+    decides. When the sample holds every text value of the column, the page is made from it,
+    as SQLite would make it (distinct, 1 to :data:`MAX_VALUE_CHARS` characters, in binary
+    order), without reading the column again.
+    """
+    col, tbl = _quote(plan.column), _quote(plan.table)
+    sample = db.lookup(
+        f"SELECT {col} FROM {tbl} WHERE typeof({col}) = 'text' LIMIT {SAMPLE_ROWS + 1}",
+        timeout_s=timeout_s, max_rows=SAMPLE_ROWS + 1,
+    )
+    complete = not sample.truncated and len(sample.rows) <= SAMPLE_ROWS
+    values = [r[0] for r in sample.rows[:SAMPLE_ROWS]]
+    if not values:
+        return None, ()
+    avg = sum(len(v) for v in values) / len(values)
+    if avg > FREE_TEXT_AVG_CHARS:
+        return f"free text (sampled values average {avg:.0f} characters)", ()
+    ids = sum(1 for v in values if _HEX_ID.match(v))
+    if len(values) >= 20 and ids >= 0.95 * len(values):
+        return "identifiers (hexadecimal or UUID values)", ()
+    if complete and not plan.collated:
+        page = sorted({v for v in values if 1 <= _sqlite_length(v) <= MAX_VALUE_CHARS})[:limit]
+        return None, [page] if page else ()
+    return None, _pages(db, plan, limit, timeout_s)
+
+
+def _sqlite_length(text: str) -> int:
+    """SQLite's ``length()`` of a text value: its characters before the first NUL."""
+    nul = text.find("\x00")
+    return len(text) if nul < 0 else nul
+
+
+def _pages(db: GuardedDatabase, plan: _ColumnPlan, limit: int, timeout_s: float
+           ) -> Iterable[list[str]]:
+    """Distinct text values of one column, a page at a time, in key order (keyset paging)."""
+    col, tbl = _quote(plan.column), _quote(plan.table)
+    base = (f"SELECT DISTINCT {col} FROM {tbl} WHERE typeof({col}) = 'text' "
+            f"AND length({col}) BETWEEN 1 AND {MAX_VALUE_CHARS}")
+    last: str | None = None
+    remaining = limit
+    while remaining > 0:
+        size = min(PAGE_SIZE, remaining)
+        if last is None:
+            sql, params = f"{base} ORDER BY {col} LIMIT {size}", ()
+        else:
+            sql, params = f"{base} AND {col} > ? ORDER BY {col} LIMIT {size}", (last,)
+        rows = db.lookup(sql, parameters=params, timeout_s=timeout_s, max_rows=size,
+                          max_bytes=size * MAX_VALUE_CHARS * 4 + 1024).rows
+        if not rows:
+            return
+        page = [r[0] for r in rows]
+        yield page
+        remaining -= len(page)
+        if len(page) < size:
+            return
+        last = page[-1]
+
+
+def _count_beyond(db: GuardedDatabase, plan: _ColumnPlan, limit: int, timeout_s: float) -> bool:
+    col, tbl = _quote(plan.column), _quote(plan.table)
+    rows = db.lookup(
+        f"SELECT 1 FROM (SELECT DISTINCT {col} FROM {tbl} WHERE typeof({col}) = 'text' "
+        f"AND length({col}) BETWEEN 1 AND {MAX_VALUE_CHARS}) LIMIT 1 OFFSET {limit}",
+        timeout_s=timeout_s, max_rows=1,
+    ).rows
+    return bool(rows)
