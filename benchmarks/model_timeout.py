@@ -27,38 +27,36 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from sqlchorus.core.trace_file import SpanNode, load_spans
+from sqlchorus.tools import attributes as attrs
 
 BURN_LIMIT_S = 3600.0  # a burner that outlives its benchmark stops by itself
 
 
 def _burn(seconds: float) -> None:
     end = time.monotonic() + seconds
-    count = 0
     while time.monotonic() < end:
-        count += 1
+        pass
 
 
-def _seconds(start: str, end: str) -> float:
-    parse = lambda text: datetime.fromisoformat(text.replace("Z", "+00:00"))  # noqa: E731
-    return (parse(end) - parse(start)).total_seconds()
+def _spans(nodes: list[SpanNode]) -> list[SpanNode]:
+    return [span for node in nodes for span in (node, *_spans(node.children))]
 
 
 def model_calls(trace: Path) -> list[dict[str, Any]]:
     """The model calls of one trace file: clock time, span time, waiting time, stopped or not."""
     calls = []
-    for line in trace.read_text(encoding="utf-8").splitlines():
-        span = json.loads(line)
-        if not span.get("name", "").startswith("chat "):
+    for span in _spans(load_spans(trace)):
+        if not span.name.startswith("chat "):
             continue
-        attributes = span.get("attributes", {})
-        span_s = _seconds(span["start_time"], span["end_time"])
-        ready_s = float(attributes.get("sqlchorus.model.ready_s", 0.0))
+        span_s = span.ms / 1000.0
+        ready_s = float(span.attributes.get(attrs.SQLCHORUS_MODEL_READY_S, 0.0))
         calls.append({
             "span_s": span_s, "ready_s": ready_s, "call_s": span_s - ready_s,
-            "stopped": "no answer within" in str(attributes.get("sqlchorus.error", "")),
+            "stopped": "no answer within" in str(span.attributes.get(attrs.SQLCHORUS_ERROR, "")),
         })
     return calls
 

@@ -23,10 +23,8 @@ tell calls apart without reading the prompt's wording.
 
 from __future__ import annotations
 
-import contextvars
 import hashlib
 import sqlite3
-import threading
 import time
 from collections.abc import Collection
 from typing import Any
@@ -38,6 +36,7 @@ from opentelemetry import trace
 
 from sqlchorus.core.budget import PromptBudgetError, check_prompt
 from sqlchorus.core.context import Context
+from sqlchorus.core.deadline import Overran, run_within
 from sqlchorus.core.models import model_name, provider_name
 from sqlchorus.core.state import UsageRecord
 from sqlchorus.tools import attributes as attrs
@@ -233,7 +232,7 @@ def call_model(
         attempts = [0]
         try:
             runnable = model.bind(**kwargs) if kwargs else model
-            reply = _invoke(runnable, messages, settings, metadata, native=_has_own_retries(model),
+            reply = _invoke(runnable, messages, settings, metadata, own_retries=_has_own_retries(model),
                             keeps_time=bool(getattr(model, "keeps_time", False)), attempts=attempts)
         except Exception as e:  # any provider failure: network, auth, rate limit, bad output
             latency = (time.perf_counter() - start) * 1000.0
@@ -389,7 +388,7 @@ def _has_own_retries(model: Any) -> bool:
 
 
 def _invoke(
-    runnable: Any, messages: list[BaseMessage], settings: Any, metadata: dict[str, Any], *, native: bool,
+    runnable: Any, messages: list[BaseMessage], settings: Any, metadata: dict[str, Any], *, own_retries: bool,
     keeps_time: bool, attempts: list[int],
 ) -> Any:
     """One model call under the time limit: every attempt ends, with an answer or an error, within
@@ -408,7 +407,7 @@ def _invoke(
         return _with_timeout(lambda m: runnable.invoke(m, config), msgs, settings.model_timeout_s)
 
     call: Any = RunnableLambda(once)
-    if settings.model_retries > 0 and not native:
+    if settings.model_retries > 0 and not own_retries:
         call = call.with_retry(
             retry_if_exception_type=is_transient,
             stop_after_attempt=settings.model_retries + 1,
@@ -423,30 +422,16 @@ def _invoke(
 
 
 def _with_timeout(fn: Any, arg: Any, timeout_s: float) -> Any:
-    """Run ``fn(arg)`` in a daemon thread and give up after ``timeout_s``.
+    """``fn(arg)``, given up after ``timeout_s``.
 
-    For models that talk to a provider over the network: a thread cannot be stopped, so a call
-    that overruns finishes in the background and its result is dropped (the provider's own
-    timeout, set to the same limit, ends its request); a daemon thread at least never holds up
-    the process's exit. In-process models keep their own time instead.
+    For models that talk to a provider over the network: a call that overruns finishes in a
+    daemon thread and its result is dropped (the provider's own timeout, set to the same limit,
+    ends its request). In-process models keep their own time instead.
     """
-    outcome: dict[str, Any] = {}
-    ctx = contextvars.copy_context()
-
-    def target() -> None:
-        try:
-            outcome["value"] = ctx.run(fn, arg)
-        except BaseException as e:  # handed to the caller's thread below
-            outcome["error"] = e
-
-    worker = threading.Thread(target=target, name="sqlchorus-model-call", daemon=True)
-    worker.start()
-    worker.join(timeout_s)
-    if worker.is_alive():
-        raise ModelTimeoutError(f"no answer within {timeout_s:g} s")
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
+    try:
+        return run_within(lambda: fn(arg), timeout_s, name="sqlchorus-model-call")
+    except Overran as e:
+        raise ModelTimeoutError(str(e)) from None
 
 
 # -- cost -----------------------------------------------------------------------------------------

@@ -58,6 +58,7 @@ from opentelemetry import trace
 from pydantic import ConfigDict, PrivateAttr
 
 from sqlchorus.config.install import install_hint
+from sqlchorus.core.deadline import Overran, run_within
 from sqlchorus.tools import attributes as attrs
 from sqlchorus.tools.errors import SqlchorusError
 
@@ -262,40 +263,26 @@ class ChatLlamaCpp(BaseChatModel):
         """
         deadline = time.monotonic() + timeout_s
         cancelled = threading.Event()
-        finished = threading.Event()
-        outcome: dict[str, Any] = {}
 
         def should_stop() -> bool:
             return cancelled.is_set() or time.monotonic() > deadline
 
-        def work() -> None:
+        def work() -> tuple:
             try:
-                outcome["answer"] = engine.complete(chat, should_stop=should_stop, **request)
-            except BaseException as e:  # handed to the caller below
-                outcome["error"] = e
+                return engine.complete(chat, should_stop=should_stop, **request)
             finally:
                 self._lock.release()
-                finished.set()
 
-        # Not a daemon: a process that exits while the engine winds down waits for it, rather
-        # than tearing llama.cpp down under a running batch.
-        worker = threading.Thread(target=work, name="sqlchorus-local-model")
         try:
-            worker.start()
-        except BaseException:
-            self._lock.release()
-            raise
-        try:
-            done = finished.wait(max(0.0, deadline - time.monotonic()))
+            # Not a daemon: a process that exits while the engine winds down waits for it, rather
+            # than tearing llama.cpp down under a running batch.
+            return run_within(work, timeout_s, name="sqlchorus-local-model", daemon=False)
+        except (Overran, LocalModelTimeout):
+            cancelled.set()
+            raise LocalModelTimeout(f"no answer within {timeout_s:g} s; the model was stopped") from None
         except BaseException:  # Ctrl-C while waiting: the engine stops at its next step
             cancelled.set()
             raise
-        if not done or isinstance(outcome.get("error"), LocalModelTimeout):
-            cancelled.set()
-            raise LocalModelTimeout(f"no answer within {timeout_s:g} s; the model was stopped")
-        if "error" in outcome:
-            raise outcome["error"]
-        return outcome["answer"]
 
     def bind_tools(self, tools: Any, **kwargs: Any) -> ChatLlamaCpp:
         # Tool calling is not supported; returning self lets frameworks that probe for it proceed.

@@ -35,7 +35,7 @@ class SpanNode:
 
 class TraceNotFoundError(SqlchorusError, FileNotFoundError):
     """No trace of that run, or no such trace file."""
-    
+
     kind = "trace_not_found"
     http_status = 404
 

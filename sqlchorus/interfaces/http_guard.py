@@ -12,9 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from starlette.responses import JSONResponse
 
-from sqlchorus.config.errors import (
-    SqlchorusError,
-)
+from sqlchorus.config.errors import SqlchorusError
 
 TOKEN_ENV = "SQLCHORUS_TOKEN"
 """The environment variable that holds the bearer token."""
