@@ -20,7 +20,7 @@ _EXPORTS = {
     "as_tool": "sqlchorus.runs.integrations",
     "graph_for": "sqlchorus.runs.integrations",
     "Session": "sqlchorus.runs.session",
-    "Result": "sqlchorus.runs.session",
+    "Result": "sqlchorus.runs.result",
     "build_graph": "sqlchorus.graph.build",
     "Settings": "sqlchorus.config.settings",
     "SqlchorusError": "sqlchorus.config.errors",

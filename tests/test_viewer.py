@@ -248,7 +248,7 @@ def test_layers_put_every_node_below_its_predecessors_and_loops_aside():
 
 
 def test_a_run_without_an_answer_says_why_on_its_span():
-    from sqlchorus.runs.session import Result, failure_kind
+    from sqlchorus.runs.result import Result, failure_kind
 
     def result(candidates, error="No answer.", errors=()):
         return Result(question="q", error=error, candidates=candidates, errors=list(errors))

@@ -32,7 +32,8 @@ from sqlchorus.core.tracing import RunTracer, apply_update, new_run_id
 from sqlchorus.graph import routing
 from sqlchorus.graph.build import NODES, ROUTED
 from sqlchorus.graph.generators import GENERATORS
-from sqlchorus.runs.session import Result, Session, _result, checked_question
+from sqlchorus.runs.result import Result, result_from_state
+from sqlchorus.runs.session import Session, checked_question
 from sqlchorus.tools import attributes as attrs
 
 MAX_BREAK_CHECKS = 1_000
@@ -213,7 +214,7 @@ class Debugger:
     def result(self) -> Result:
         """The run as a :class:`~sqlchorus.runs.session.Result`, as far as it got."""
         values = self.state()
-        result = _result(values.get("question") or "", values, None if self.finished else "The run is paused.")
+        result = result_from_state(values.get("question") or "", values, None if self.finished else "The run is paused.")
         result.run_id, result.checkpoint_path = self.run_id, str(self.store.path)
         return result
 

@@ -26,7 +26,8 @@ from sqlchorus.core.context import Context
 from sqlchorus.core.models import ModelConfigError
 from sqlchorus.core.state import Answer, ErrorRecord, Selection
 from sqlchorus.graph.build import build_graph
-from sqlchorus.runs.session import Result, Session, ask
+from sqlchorus.runs.result import Result
+from sqlchorus.runs.session import Session, ask
 
 TOOL_ROWS = 50
 """Rows a tool's result carries at most; ``truncated`` says when there were more."""

@@ -42,7 +42,8 @@ from sqlchorus.core.tracing import NodeEvent, new_run_id, valid_run_id
 from sqlchorus.runs.debugger import checkpoint_history
 from sqlchorus.runs.demo import demo_db_path
 from sqlchorus.runs.integrations import tool_result
-from sqlchorus.runs.session import Result, Session, checked_question
+from sqlchorus.runs.result import Result
+from sqlchorus.runs.session import Session, checked_question
 
 DEFAULT_WORKERS = 8
 """Runs one server answers at once; more wait (``queued``) for a worker."""

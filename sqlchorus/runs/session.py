@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,6 @@ from langgraph.errors import GraphRecursionError
 
 from sqlchorus.config.errors import EmptyQuestionError, QuestionTooLongError, RunCancelledError
 from sqlchorus.config.settings import Settings
-from sqlchorus.core.candidates import fix_record
 from sqlchorus.core.checkpoints import (
     CallLog,
     CheckpointFileError,
@@ -34,87 +32,10 @@ from sqlchorus.core.models import ModelConfigError
 from sqlchorus.core.tracing import NodeEvent, RunTracer
 from sqlchorus.graph.build import build_graph
 from sqlchorus.runs.demo import demo_db_path
+from sqlchorus.runs.result import Result, failure_kind, result_from_state
 from sqlchorus.tools import attributes as attrs
 from sqlchorus.tools.database import GuardedDatabase
 from sqlchorus.tools.value_index import database_fingerprint
-
-
-@dataclass
-class Result:
-    """The answer to one question, with everything that led to it.
-
-    Attributes:
-        question: the question asked.
-        sql: the chosen query, or None when no query ran.
-        columns, rows: its result (at most ``Settings.answer_rows`` rows; ``truncated`` says so).
-        candidates: every candidate with its generator, status, error and fix attempts.
-        selection: how the answer was chosen (clusters, confidence, reason).
-        usage: one record per model call (node, role, model, tokens, latency).
-        errors: problems met on the way that did not stop the run.
-        error: why there is no answer, or None.
-        run_id, trace_path: where the trace of this run is.
-        checkpoint_path: the file of this run's checkpoints (its thread id is ``run_id``), or None.
-        seconds: wall time of the run.
-    """
-
-    question: str
-    sql: str | None = None
-    columns: list[str] = field(default_factory=list)
-    rows: list[list[Any]] = field(default_factory=list)
-    truncated: bool = False
-    candidates: list[dict[str, Any]] = field(default_factory=list)
-    selection: dict[str, Any] = field(default_factory=dict)
-    usage: list[dict[str, Any]] = field(default_factory=list)
-    errors: list[dict[str, Any]] = field(default_factory=list)
-    error: str | None = None
-    run_id: str = ""
-    trace_path: str | None = None
-    checkpoint_path: str | None = None
-    seconds: float = 0.0
-    state: dict[str, Any] = field(default_factory=dict, repr=False)
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.sql is not None
-
-    @property
-    def cost(self) -> dict[str, Any]:
-        """Model calls, tokens, dollars and seconds, in total and per node.
-
-        ``cost_usd`` comes from the price table (:mod:`sqlchorus.tools.pricing`); calls answered from
-        the response cache count in ``cached_calls`` and cost nothing; ``unpriced_models`` names
-        models that have no price, whose calls are counted at 0.
-        """
-        per_node: dict[str, dict[str, Any]] = {}
-        for u in self.usage:
-            entry = per_node.setdefault(u["node"], {"calls": 0, "cached_calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "model_seconds": 0.0})
-            entry["calls"] += 1
-            entry["cached_calls"] += 1 if u.get("cached") else 0
-            entry["input_tokens"] += u["input_tokens"]
-            entry["output_tokens"] += u["output_tokens"]
-            entry["cost_usd"] = round(entry["cost_usd"] + float(u.get("cost_usd") or 0.0), 10)
-            entry["model_seconds"] = round(entry["model_seconds"] + u["latency_ms"] / 1000.0, 4)
-        return {
-            "calls": len(self.usage),
-            "cached_calls": sum(1 for u in self.usage if u.get("cached")),
-            "replayed_calls": sum(1 for u in self.usage if u.get("replayed")),
-            "input_tokens": sum(u["input_tokens"] for u in self.usage),
-            "output_tokens": sum(u["output_tokens"] for u in self.usage),
-            "cost_usd": round(sum(float(u.get("cost_usd") or 0.0) for u in self.usage), 10),
-            "unpriced_models": sorted({u["model"] for u in self.usage if u.get("priced") is False}),
-            "model_seconds": round(sum(u["latency_ms"] for u in self.usage) / 1000.0, 4),
-            "seconds": round(self.seconds, 4),
-            "by_node": per_node,
-        }
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe dict: binary values become ``<blob N bytes>``."""
-        data = asdict(self)
-        data.pop("state", None)
-        data["rows"] = [[_json_safe(v) for v in row] for row in self.rows]
-        data["cost"] = self.cost
-        data["ok"] = self.ok
-        return data
 
 
 def _valid_text(text: str) -> str:
@@ -140,12 +61,6 @@ def checked_question(question: str, evidence: str, limit: int) -> tuple[str, str
                 "Put long background in the database's descriptions, or raise the limit."
             )
     return question, evidence
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return f"<blob {len(bytes(value))} bytes>"
-    return value
 
 
 PREPARE = "prepare"
@@ -325,7 +240,7 @@ class Session:
                 # The run's id is its thread's: its trace and its checkpoints are found by one id.
                 config["configurable"] = {"thread_id": run.run_id}
             state, error = _invoke(graph, initial, config, context, run, "run", updates)
-            result = _result(question, state, error)
+            result = result_from_state(question, state, error)
             result.run_id = run.run_id
             if checkpointer is not None and checkpointer.failed:
                 notes.append({"node": "checkpoints", "kind": "checkpoints", "message": checkpointer.failed + "."})
@@ -407,7 +322,7 @@ class Session:
             config = {"recursion_limit": run_settings.recursion_limit,
                       "configurable": {**thread, "checkpoint_id": checkpoint_id}}
             state, error = _invoke(graph, None, config, context, run, "replay", updates)
-            result = _result(info["question"], state, error)
+            result = result_from_state(info["question"], state, error)
             result.run_id = run.run_id
             result.errors.extend(notes)
             result.checkpoint_path = str(store.path)
@@ -542,37 +457,6 @@ def _invoke(graph: Any, value: Any, config: dict[str, Any], context: Any, run: R
         return {}, f"The {what} failed: {type(e).__name__}: {e}"
 
 
-FAILURE_KINDS = ("cancelled", "step_limit", "model", "no_sql", "timeout", "fixer_gave_up", "execution_error",
-                 "empty", "no_answer")
-"""Why a run has no answer, most telling first (see :func:`failure_kind`)."""
-
-
-def failure_kind(result: Result) -> str | None:
-    """Why ``result`` has no answer, as one of :data:`FAILURE_KINDS`, or None when it has one."""
-    if result.ok:
-        return None
-    error = result.error or ""
-    if error == "The run was cancelled.":
-        return "cancelled"
-    if "step limit" in error:
-        return "step_limit"
-    candidates = result.candidates
-    if not any(c.get("sql") for c in candidates):
-        return "model" if any(e.get("kind") == "model" for e in result.errors) else "no_sql"
-    if any(c.get("error_kind") == "timeout" for c in candidates):
-        return "timeout"
-    failed = [c for c in candidates if c.get("status") == "error"]
-    # Rounds the fixer spent count, not only those that gave a new query: a fixer that only
-    # repeated a query, or answered without one, gave up as well.
-    if failed and any(fix_record({"fix_attempts": 0, **c})["rounds"] for c in failed):
-        return "fixer_gave_up"
-    if failed:
-        return "execution_error"
-    if candidates and all(c.get("status") == "empty" for c in candidates):
-        return "empty"
-    return "no_answer"
-
-
 def _mark_outcome(run: RunTracer, result: Result) -> None:
     """Put on the run's span what it chose, what it cost, and why it has no answer."""
     if result.sql:
@@ -581,20 +465,3 @@ def _mark_outcome(run: RunTracer, result: Result) -> None:
         run.root.set_attribute(attrs.SQLCHORUS_ERROR, result.error)
         run.root.set_attribute(attrs.SQLCHORUS_FAILURE, failure_kind(result) or "no_answer")
     run.root.set_attribute(attrs.SQLCHORUS_COST_USD, result.cost["cost_usd"])
-
-
-def _result(question: str, state: dict[str, Any], error: str | None) -> Result:
-    answer = state.get("answer") or {}
-    return Result(
-        question=question,
-        sql=answer.get("sql"),
-        columns=list(answer.get("columns") or []),
-        rows=[list(r) for r in answer.get("rows") or []],
-        truncated=bool(answer.get("truncated")),
-        candidates=[dict(c) for c in state.get("candidates") or []],
-        selection=dict(state.get("selection") or {}),
-        usage=[dict(u) for u in state.get("usage") or []],
-        errors=[dict(e) for e in state.get("errors") or []],
-        error=error or answer.get("error") or (None if answer else "The run ended without an answer."),
-        state=state,
-    )
