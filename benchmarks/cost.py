@@ -73,7 +73,7 @@ def summary(values: list[float]) -> dict[str, float]:
 
 
 def measure(preset: str, chosen: list[dict], root: Path, model: ScriptedChatModel) -> dict[str, Any]:
-    settings = Settings(model=model, trace_dir=None).with_preset(preset)
+    settings = Settings(model=model, trace_dir=None, preset=preset)
     calls: list[int] = []
     tokens: list[int] = []
     nodes: set[str] = set()

@@ -171,7 +171,7 @@ UNBUDGETED = {"max_prompt_tokens": 10_000_000, "max_schema_tokens": 10_000_000}
 def measure(preset: str, db: Path, asked: list[dict[str, Any]], model: ScriptedChatModel, values_dir: Path,
             **overrides: Any) -> dict[str, Any]:
     settings = Settings(model=model, trace_dir=None, cache=False, value_cache_dir=str(values_dir),
-                        **overrides).with_preset(preset)
+                        preset=preset, **overrides)
     per_question, per_question_o200k, per_call, per_call_o200k, calls, refused = [], [], [], [], [], 0
     answered = narrowed = 0
     started = time.perf_counter()

@@ -166,8 +166,8 @@ def run_demo_suite(threads: int | None, model_timeout_s: float) -> dict[str, Any
     from sqlchorus.tools.database import GuardedDatabase, SqlError
 
     questions = load_demo_questions()
-    settings = Settings.for_preset("tiny", model="local:smollm2", cache=False, trace_dir=None,
-                                   model_timeout_s=model_timeout_s)
+    settings = Settings(preset="tiny", model="local:smollm2", cache=False, trace_dir=None,
+                        model_timeout_s=model_timeout_s)
     executes = correct = 0
     start = time.perf_counter()
     with sqlchorus.Session(settings) as session, GuardedDatabase(demo_db_path(), timeout_s=30) as db:

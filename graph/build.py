@@ -65,23 +65,18 @@ CHECK_DESTINATIONS = ("fix_candidates", "select_candidate")
 
 
 def build_graph(
-    settings: Settings | None = None, *, checkpointer: Any = None, input_schema: Any = None,
-    output_schema: Any = None, context_for: Callable[[dict, Any], Context] | None = None, **compile_kwargs: Any,
+    settings: Settings | None = None, *, checkpointer: Any = None, **compile_kwargs: Any,
 ):
     """Compile the graph for ``settings``.
 
     The graph expects a :class:`~sqlchorus.core.context.Context` as ``context=`` and must be
     invoked with ``config={"recursion_limit": settings.recursion_limit}``; ``sqlchorus.ask`` does
-    both. Pass a ``checkpointer`` to pause, inspect and resume runs.
-
-    For a host that cannot hand over a context (a server that only passes input), give
-    ``context_for(state, runtime)``: each node gets the context it returns. ``input_schema`` and
-    ``output_schema`` declare what the graph takes and gives, for forms and generated tools.
+    both. Pass a ``checkpointer`` to pause, inspect and resume runs. A host that passes input
+    only runs :func:`sqlchorus.graph_for`'s graph, which prepares each run as ``ask`` does.
     """
     settings = settings or Settings()
     reducers = state_reducers(SqlchorusState)
-    builder = StateGraph(SqlchorusState, context_schema=Context if context_for is None else None,
-                         input_schema=input_schema, output_schema=output_schema)
+    builder = StateGraph(SqlchorusState, context_schema=Context)
 
     nodes = dict(NODES)
     generator_nodes: list[str] = []
@@ -106,7 +101,7 @@ def build_graph(
         builder.add_node(
             name,
             traced_node(name, nodes[name], successors=tuple(successors[name]), router=routers.get(name),
-                        reducers=reducers, context_for=context_for),
+                        reducers=reducers),
             destinations=destinations.get(name),
         )
     for source, target in edges:

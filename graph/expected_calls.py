@@ -1,12 +1,19 @@
-"""What a run will cost in model calls, worked out from the settings and the generator registry."""
+"""What a run will cost in model calls, worked out from the settings and the generator registry.
+
+What each generator costs, and where it departs from its paper, is in its own description
+(:class:`sqlchorus.core.generator.Generator`); the nodes before and after the generators keep
+their figures and notes here.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from sqlchorus.config.presets import preset
 from sqlchorus.config.settings import Settings
-from sqlchorus.graph.generators import GENERATORS, enabled
+from sqlchorus.core.generator import Generator
+from sqlchorus.graph.generators import GENERATORS, LiveView, enabled
 from sqlchorus.tools.selection import tournament, tournament_calls
 
 FIXED_CALLS: dict[str, int] = {"extract_keywords": 1, "link_schema": 1}
@@ -19,41 +26,11 @@ SAMPLING = (
     "diversifies its samples the same two ways but says neither whether any stays greedy nor at what "
     "temperature its 21-candidate pool was drawn (its Table 6 compares 0.5 and 1.8)"
 )
-SAMPLED = frozenset({"divide_conquer", "query_plan", "synthetic"})
-"""CHASE-SQL's generators, whose samples differ as the paper's do (the note on sampling is theirs)."""
+SAMPLED: Mapping[str, Generator] = LiveView(lambda: {k: g for k, g in GENERATORS.items() if g.sampled})
+"""CHASE-SQL's generators, by key: those whose description says their samples differ as the
+paper's do (the note on sampling is theirs)."""
 
-DIFFERS_FROM_PAPER: dict[str, str] = {
-    "generate_divide_conquer": (
-        "CHASE-SQL: the few-shot examples are the project's own two, over small databases of its own "
-        "(the paper shows one of its demonstrations, not the set)"
-    ),
-    "generate_query_plan": (
-        "CHASE-SQL: the few-shot examples are the project's own three, their plans worded by rule from "
-        "SQLite's EXPLAIN QUERY PLAN of their SQL (the paper turns EXPLAIN output into readable steps "
-        "without publishing how)"
-    ),
-    "generate_synthetic": (
-        "CHASE-SQL: 12 examples by SQL feature and 12 over the linked columns (synthetic_feature_examples, "
-        "synthetic_schema_examples; the paper's ablations generate 75 per set, and its Table 9 is within "
-        "0.4 points of its best at 25); every sample writes its own examples, three calls a sample; "
-        "examples whose SQL does not run on the database are dropped (the paper does not say it checks them)"
-    ),
-    "generate_din": (
-        "DIN-SQL: the links come from link_schema's call, whose prompt has three examples and shows the "
-        "retrieved values and the hint; retrieved values go in beside the links as a separate hint; "
-        "schemas are shown in the run's schema format"
-    ),
-    "generate_nrep": (
-        "N-rep: the three examples per candidate are the most similar questions of a small shipped file "
-        "by word overlap, not retrieved from a train set by embeddings; views in the run's schema format "
-        "reuse link_schema's links instead of a linking call of their own"
-    ),
-    "generate_list": (
-        "LIST: the plan examples are natural-language back-translations written by hand for four "
-        "questions over the demo database, not by a model over train-set queries; a re-plan is shown "
-        "the plan that failed and why"
-    ),
-    "generate_direct": "no paper: the project's own short prompt for small local models",
+NOTES: dict[str, str] = {
     "fix_candidates": (
         "CHASE-SQL: the few-shot examples are the project's own, over the demo database (the paper does "
         "not print its examples); the prompt also shows the retrieved values; schemas are in the run's "
@@ -67,8 +44,14 @@ DIFFERS_FROM_PAPER: dict[str, str] = {
         "accuracy for untuned Claude-3.5-sonnet and Gemini-1.5-pro, 71.01% for its tuned Gemini-1.5-flash)"
     ),
 }
-"""Where each node departs from the paper it implements, by node name: ``--explain-preset`` prints
-the notes of the nodes a preset runs, and README.md's table of nodes says the same at length."""
+"""Where the nodes after the generators depart from CHASE-SQL, by node name."""
+
+DIFFERS_FROM_PAPER: Mapping[str, str] = LiveView(
+    lambda: {**{g.node: g.note for g in GENERATORS.values()}, **NOTES}
+)
+"""Where each node departs from the paper it implements, by node name: the generators' notes come
+from their descriptions, the other nodes' from :data:`NOTES`. ``--explain-preset`` prints the
+notes of the nodes a preset runs, and README.md's table of nodes says the same at length."""
 
 UNTUNED = (
     "selection model: the selection role's model (--role-model selection=MODEL, else --model), used "
@@ -124,15 +107,11 @@ def explain_preset(name: str) -> str:
         ValueError: an unknown preset.
     """
     chosen = preset(name)
-    settings = Settings().with_preset(name)
+    settings = Settings(preset=name)
     cost = expected_calls(settings)
     lines = [f"preset {name}: {chosen.summary}", "generators:"]
-    for gen, samples in settings.generators.items():
-        extra = ""
-        if gen == "nrep":
-            extra = f" (views: {', '.join(settings.nrep_views)})"
-        elif gen == "din":
-            extra = f" (self-correction: {settings.din_correction})"
+    for gen, generator, samples in enabled(settings.generators):
+        extra = f" ({generator.detail(settings)})" if generator.detail else ""
         lines.append(f"  {gen} x{samples}{extra}")
     if any(n > 1 for n in settings.generators.values()):
         lines.append(f"samples after each generator's first: temperature {settings.sample_temperature}"
@@ -151,11 +130,12 @@ def explain_preset(name: str) -> str:
     lines.append(
         f"  at most: {cost['most']} (fixer {cost['fixer_max']}, pairwise selection {cost['selection_max']})"
     )
-    nodes = [GENERATORS[gen].node for gen in settings.generators]
-    nodes += ["fix_candidates"] * (settings.fix_rounds > 0) + ["select_candidate"] * (settings.pairwise != "never")
+    notes = [(generator.node, generator.note) for _, generator, _ in enabled(settings.generators)]
+    later = ["fix_candidates"] * (settings.fix_rounds > 0) + ["select_candidate"] * (settings.pairwise != "never")
+    notes += [(node, NOTES[node]) for node in later]
     lines.append("where it differs from the papers:")
-    lines += [f"  {node}: {DIFFERS_FROM_PAPER[node]}" for node in nodes]
-    if any(n > 1 for gen, n in settings.generators.items() if gen in SAMPLED):
+    lines += [f"  {node}: {note}" for node, note in notes]
+    if any(n > 1 for _, generator, n in enabled(settings.generators) if generator.sampled):
         lines.append(f"  sampling: {SAMPLING}")
     return "\n".join(lines)
 

@@ -1,74 +1,73 @@
 """The generator branches a graph can run, by name, with what each costs in model calls.
 
-A generator registers here with the node name it runs as, its node function, and how many
-model calls and candidates one sample makes under given settings (for
-:func:`sqlchorus.graph.expected_calls.expected_calls`). ``Settings.generators`` chooses which
-branches a graph has and how many samples each draws.
+Nothing here names a generator. Each describes itself once, with a ``GENERATOR`` object
+(:class:`sqlchorus.core.generator.Generator`) in its own node module or in a plugin's module
+named under the entry point group ``sqlchorus.generators``; :mod:`sqlchorus.config.catalog`
+discovers them, and this registry serves them to the graph assembly, the cost explanation and
+the debugger, with each search subgraph's import path resolved to its function.
+``Settings.generators`` chooses which branches a graph has and how many samples each draws.
+
+:data:`GENERATORS` is a live view: it reads the catalog on each use, so a generator the catalog
+finds later (a plugin installed in a test, after :func:`sqlchorus.config.catalog.clear`) is there
+too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, NamedTuple
+import pkgutil
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
+from typing import Any, TypeVar
 
-from sqlchorus.config.settings import Settings, linking_formats
-from sqlchorus.graph.list_graph import build_list_graph
-from sqlchorus.nodes.generate_din import generate_din
-from sqlchorus.nodes.generate_direct import generate_direct
-from sqlchorus.nodes.generate_divide_conquer import generate_divide_conquer
-from sqlchorus.nodes.generate_list import generate_list
-from sqlchorus.nodes.generate_nrep import generate_nrep
-from sqlchorus.nodes.generate_query_plan import generate_query_plan
-from sqlchorus.nodes.generate_synthetic import generate_synthetic
+from sqlchorus.config import catalog
+from sqlchorus.core.generator import Generator
 
-LIST_PAPER_CALLS = 6
-"""Model calls per question LIST made with GPT-4o in the paper (5.84 on BIRD dev, its Table 5).
-A search makes at most ``list_max_global_attempts`` step queries, plus a plan and one re-plan per
-stuck first step; this is the typical count."""
+V = TypeVar("V")
+
+_registry: tuple[tuple[Any, ...], dict[str, Generator]] = ((), {})
 
 
-def _one(settings: Settings) -> int:
-    return 1
+def registry() -> dict[str, Generator]:
+    """The discovered generators by key, in their order.
 
-
-class Generator(NamedTuple):
-    """One generator branch.
-
-    Attributes:
-        node: the node name it runs as.
-        fn: the node function.
-        calls: model calls one sample makes, given the settings (the typical count).
-        candidates: candidates one sample makes.
-        search: for a generator that runs a subgraph of its own, the function that compiles it;
-            the node then gets the compiled subgraph as its ``search`` argument.
+    Raises:
+        TypeError: a discovered description that is not a :class:`Generator`.
     """
+    global _registry
+    described = catalog.generators()
+    if _registry[0] is not described:
+        found: dict[str, Generator] = {}
+        for generator in described:
+            if not isinstance(generator, Generator):
+                raise TypeError(f"Generator {generator.key!r} is not described by sqlchorus.core.generator.Generator.")
+            if isinstance(generator.search, str):
+                generator = replace(generator, search=pkgutil.resolve_name(generator.search))
+            found[generator.key] = generator
+        _registry = (described, found)
+    return _registry[1]
 
-    node: str
-    fn: Callable[..., Any]
-    calls: Callable[[Settings], int] = _one
-    candidates: Callable[[Settings], int] = _one
-    search: Callable[[], Any] | None = None
+
+class LiveView(Mapping[str, V]):
+    """A read-only mapping worked out afresh from the discovered generators at each use."""
+
+    def __init__(self, make: Callable[[], Mapping[str, V]]):
+        self._make = make
+
+    def __getitem__(self, key: str) -> V:
+        return self._make()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._make())
+
+    def __len__(self) -> int:
+        return len(self._make())
+
+    def __repr__(self) -> str:
+        return repr(dict(self._make()))
 
 
-GENERATORS: dict[str, Generator] = {
-    "divide_conquer": Generator("generate_divide_conquer", generate_divide_conquer),
-    "query_plan": Generator("generate_query_plan", generate_query_plan),
-    # one call per example set asked for, plus the generation
-    "synthetic": Generator(
-        "generate_synthetic", generate_synthetic,
-        calls=lambda s: 1 + (s.synthetic_feature_examples > 0) + (s.synthetic_schema_examples > 0),
-    ),
-    # classification, generation and (unless "none") self-correction
-    "din": Generator("generate_din", generate_din, calls=lambda s: 2 + (s.din_correction != "none")),
-    # its own linking calls plus one generation per view; one candidate per view
-    "nrep": Generator(
-        "generate_nrep", generate_nrep,
-        calls=lambda s: len(s.nrep_views) + len(linking_formats(s.nrep_views, s.schema_format)),
-        candidates=lambda s: len(s.nrep_views),
-    ),
-    "list": Generator("generate_list", generate_list, calls=lambda s: LIST_PAPER_CALLS, search=build_list_graph),
-    "direct": Generator("generate_direct", generate_direct),
-}
+GENERATORS: Mapping[str, Generator] = LiveView(registry)
+"""Every generator by key, in generator order."""
 
 
 def enabled(generators: dict[str, int]) -> list[tuple[str, Generator, int]]:
@@ -77,9 +76,10 @@ def enabled(generators: dict[str, int]) -> list[tuple[str, Generator, int]]:
     Raises:
         ValueError: a name that no generator registered.
     """
-    unknown = [name for name in generators if name not in GENERATORS]
+    known = registry()
+    unknown = [name for name in generators if name not in known]
     if unknown:
         raise ValueError(
-            f"Unknown generator(s) {unknown}; available: {', '.join(sorted(GENERATORS))}."
+            f"Unknown generator(s) {unknown}; available: {', '.join(sorted(known))}."
         )
-    return [(name, GENERATORS[name], samples) for name, samples in generators.items()]
+    return [(name, known[name], samples) for name, samples in generators.items()]

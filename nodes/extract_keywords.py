@@ -13,7 +13,7 @@ from langgraph.runtime import Runtime
 
 from sqlchorus import prompts
 from sqlchorus.core.context import Context
-from sqlchorus.core.llm import ModelCallError, call_model
+from sqlchorus.core.llm import try_call_model
 from sqlchorus.core.state import SqlchorusState
 from sqlchorus.tools import fewshot
 from sqlchorus.tools.parsing import extract_list
@@ -59,16 +59,16 @@ def extract_keywords(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
         question=question,
         evidence=state.get("evidence") or "(none)",
     )
-    try:
-        text, usage = call_model(runtime.context, role="keywords", node=NODE, prompt=prompt)
-    except ModelCallError as e:
-        return {
-            "keywords": fallback_keywords(question),
-            "usage": [e.usage] if e.usage else [],
-            "errors": [{"node": NODE, "kind": "model", "message": f"{e}; using the question's words instead."}],
-        }
+    usage: list = []
+    errors: list = []
+    text = try_call_model(
+        runtime.context, usage, errors, node=NODE, suffix="; using the question's words instead.",
+        role="keywords", prompt=prompt,
+    )
+    if text is None:
+        return {"keywords": fallback_keywords(question), "usage": usage, "errors": errors}
     keywords = extract_list(text)
-    update: dict = {"usage": [usage]}
+    update: dict = {"usage": usage}
     if keywords is None:
         keywords = fallback_keywords(question)
         update["errors"] = [

@@ -33,7 +33,7 @@ from sqlchorus import prompts
 from sqlchorus.core.candidates import can_fix, fix_record, tried, updated
 from sqlchorus.core.context import Context
 from sqlchorus.core.diversity import retry_sampling
-from sqlchorus.core.llm import ModelCallError, call_model
+from sqlchorus.core.llm import ModelCallError, call_model, model_error
 from sqlchorus.core.state import SqlchorusState
 from sqlchorus.tools import fewshot
 from sqlchorus.tools.parsing import extract_sql
@@ -119,7 +119,7 @@ def fix_candidates(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
                     usage.append(e.usage)
         text = answers[prompt, retry]
         if isinstance(text, ModelCallError):
-            errors.append({"node": NODE, "kind": "model", "message": f"{candidate['id']}: {text}"})
+            errors.append(model_error(NODE, text, prefix=f"{candidate['id']}: "))
             changed.append(updated(candidate, meta={**meta, "fix": fix}))
             continue
         sql = extract_sql(text)

@@ -33,10 +33,12 @@ from langgraph.runtime import Runtime
 from opentelemetry import trace
 
 from sqlchorus import prompts
+from sqlchorus.config.settings import Settings
 from sqlchorus.core.budget import schema_view
 from sqlchorus.core.candidates import new_candidate, updated
 from sqlchorus.core.context import Context
-from sqlchorus.core.llm import ModelCallError, call_model
+from sqlchorus.core.generator import Generator
+from sqlchorus.core.llm import try_call_model
 from sqlchorus.core.state import GeneratorInput
 from sqlchorus.tools import fewshot
 from sqlchorus.tools.classify import FALLBACK_CLASS
@@ -46,7 +48,7 @@ from sqlchorus.tools.values import values_text
 from sqlchorus.tools.views import render_view
 
 NODE = "generate_din"
-GENERATOR = "din"
+KEY = "din"
 CLASSIFY_PROMPT = "din_classify"
 PROMPT_OF_CLASS = {"EASY": "din_easy", "NON-NESTED": "din_medium", "NESTED": "din_hard"}
 CORRECTION_PROMPT = {"gentle": "din_correct_gentle", "generic": "din_correct_generic"}
@@ -133,16 +135,10 @@ def generate_din(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
     span = trace.get_current_span()
 
     def ask(prompt: str, role: str, *, answer_is_sql: bool = True) -> str | None:
-        try:
-            text, record = call_model(
-                context, role=role, node=NODE, prompt=prompt, constrain_sql=None if answer_is_sql else False
-            )
-        except ModelCallError as e:
-            usage.extend([e.usage] if e.usage else [])
-            errors.append({"node": NODE, "kind": "model", "message": str(e)})
-            return None
-        usage.append(record)
-        return text
+        return try_call_model(
+            context, usage, errors, node=NODE, role=role, prompt=prompt,
+            constrain_sql=None if answer_is_sql else False,
+        )
 
     classify_text = ask(
         prompts.render(
@@ -197,7 +193,7 @@ def generate_din(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
             f"[self-correction: {settings.din_correction}]\n{correct_text}" if correct_text else "",
         ) if part
     )
-    candidate = new_candidate(GENERATOR, sample, final, reasoning=reasoning)
+    candidate = new_candidate(KEY, sample, final, reasoning=reasoning)
     meta = {
         "class": label,
         "tables": parsed["tables"],
@@ -209,3 +205,30 @@ def generate_din(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
         "corrected": bool(final and generated and final != generated),
     }
     return {"candidates": [updated(candidate, meta=meta)], "usage": usage, "errors": errors}
+
+
+def _calls(settings: Settings) -> int:
+    """Classification, generation and (unless "none") self-correction."""
+    return 2 + (settings.din_correction != "none")
+
+
+GENERATOR = Generator(
+    key=KEY,
+    node=NODE,
+    fn=generate_din,
+    calls=_calls,
+    paper="DIN-SQL",
+    differs=(
+        "the links come from link_schema's call, whose prompt has three examples and shows the "
+        "retrieved values and the hint; retrieved values go in beside the links as a separate hint; "
+        "schemas are shown in the run's schema format"
+    ),
+    detail=lambda settings: f"self-correction: {settings.din_correction}",
+    oracle={
+        CLASSIFY_PROMPT: "din:classification",
+        **{prompt: "din:generation" for prompt in PROMPT_OF_CLASS.values()},
+        **{prompt: "din:correction" for prompt in CORRECTION_PROMPT.values()},
+    },
+    presets={"full": 1},
+    order=40,
+)

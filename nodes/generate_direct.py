@@ -15,11 +15,12 @@ from langgraph.runtime import Runtime
 
 from sqlchorus.core.context import Context
 from sqlchorus.core.generation import generate_once
+from sqlchorus.core.generator import Generator
 from sqlchorus.core.state import GeneratorInput
 from sqlchorus.tools import fewshot
 
 NODE = "generate_direct"
-GENERATOR = "direct"
+KEY = "direct"
 
 
 def _examples_text(settings) -> str:
@@ -28,6 +29,17 @@ def _examples_text(settings) -> str:
 
 def generate_direct(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
     return generate_once(
-        state, runtime.context, node=NODE, generator=GENERATOR, examples=_examples_text(runtime.context.settings),
+        state, runtime.context, node=NODE, generator=KEY, examples=_examples_text(runtime.context.settings),
         grammar_tables=list(state.get("links") or {}),
     )
+
+
+GENERATOR = Generator(
+    key=KEY,
+    node=NODE,
+    fn=generate_direct,
+    differs="the project's own short prompt for small local models",
+    oracle={NODE: "generation:direct"},
+    presets={"tiny": 1},
+    order=70,
+)

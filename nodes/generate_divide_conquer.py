@@ -12,13 +12,15 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
+from sqlchorus.config.presets import PAPER_SAMPLES
 from sqlchorus.core.context import Context
 from sqlchorus.core.generation import generate_once
+from sqlchorus.core.generator import Generator
 from sqlchorus.core.state import GeneratorInput
 from sqlchorus.tools import fewshot
 
 NODE = "generate_divide_conquer"
-GENERATOR = "divide_conquer"
+KEY = "divide_conquer"
 
 
 def _examples_text(settings) -> str:
@@ -30,4 +32,20 @@ def _examples_text(settings) -> str:
 
 
 def generate_divide_conquer(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
-    return generate_once(state, runtime.context, node=NODE, generator=GENERATOR, examples=_examples_text(runtime.context.settings))
+    return generate_once(state, runtime.context, node=NODE, generator=KEY, examples=_examples_text(runtime.context.settings))
+
+
+GENERATOR = Generator(
+    key=KEY,
+    node=NODE,
+    fn=generate_divide_conquer,
+    paper="CHASE-SQL",
+    differs=(
+        "the few-shot examples are the project's own two, over small databases of its own "
+        "(the paper shows one of its demonstrations, not the set)"
+    ),
+    sampled=True,
+    oracle={NODE: "generation"},
+    presets={"fast": 1, "full": 1, "paper": PAPER_SAMPLES},
+    order=10,
+)

@@ -23,11 +23,20 @@ from langgraph.runtime import Runtime
 
 from sqlchorus.core.candidates import new_candidate, updated
 from sqlchorus.core.context import Context
+from sqlchorus.core.generator import Generator
 from sqlchorus.core.list_search import recursion_limit
 from sqlchorus.core.state import GeneratorInput
 
 NODE = "generate_list"
-GENERATOR = "list"
+KEY = "list"
+SEARCH = "sqlchorus.graph.list_graph:build_list_graph"
+"""The LIST subgraph's compiler, by import path: the graph floor wires it from the ``list_*``
+nodes, which this module may not import."""
+
+LIST_PAPER_CALLS = 6
+"""Model calls per question LIST made with GPT-4o in the paper (5.84 on BIRD dev, its Table 5).
+A search makes at most ``list_max_global_attempts`` step queries, plus a plan and one re-plan per
+stuck first step; this is the typical count."""
 
 
 def generate_list(state: GeneratorInput, runtime: Runtime[Context], *, search: Any) -> dict:
@@ -40,7 +49,7 @@ def generate_list(state: GeneratorInput, runtime: Runtime[Context], *, search: A
         "evidence": state.get("evidence") or "",
         "schema_view": state.get("schema_view") or "",
         "values": dict(state.get("values") or {}),
-        "generator": GENERATOR,
+        "generator": KEY,
         "sample": sample,
     }
     limit = recursion_limit(context.settings)
@@ -48,7 +57,7 @@ def generate_list(state: GeneratorInput, runtime: Runtime[Context], *, search: A
         final = search.invoke(inputs, config={"recursion_limit": limit}, context=context)
     except GraphRecursionError:
         message = f"the LIST search exceeded its step limit ({limit})"
-        candidate = updated(new_candidate(GENERATOR, sample, None), error=message, error_kind="list")
+        candidate = updated(new_candidate(KEY, sample, None), error=message, error_kind="list")
         return {"candidates": [candidate], "errors": [{"node": NODE, "kind": "recursion", "message": message}]}
     return {
         "candidates": [candidate_of(final, sample, context.settings)],
@@ -83,7 +92,7 @@ def candidate_of(final: dict[str, Any], sample: int, settings: Any) -> dict[str,
         "gave_up": reason,
         "attempts": list(final.get("trail") or []),
     }
-    candidate = new_candidate(GENERATOR, sample, sql, reasoning=_reasoning(plan, verified if complete else []))
+    candidate = new_candidate(KEY, sample, sql, reasoning=_reasoning(plan, verified if complete else []))
     if sql is None:
         candidate = updated(candidate, error=f"LIST verified no step: {reason}", error_kind="list")
     return updated(candidate, meta={"list": meta})
@@ -97,3 +106,21 @@ def _reasoning(plan: list[str], verified: list[dict[str, Any]]) -> str:
         if i in queries:
             lines.append(f"  {queries[i]}")
     return "\n".join(lines)
+
+
+GENERATOR = Generator(
+    key=KEY,
+    node=NODE,
+    fn=generate_list,
+    calls=lambda settings: LIST_PAPER_CALLS,
+    search=SEARCH,
+    paper="LIST",
+    differs=(
+        "the plan examples are natural-language back-translations written by hand for four "
+        "questions over the demo database, not by a model over train-set queries; a re-plan is shown "
+        "the plan that failed and why"
+    ),
+    oracle={"list_plan": "list:plan", "list_write_step": "list:write_step", "list_reprompt": "list:reprompt"},
+    presets={"full": 1},
+    order=60,
+)

@@ -35,11 +35,12 @@ from langgraph.runtime import Runtime
 from opentelemetry import trace
 
 from sqlchorus import prompts
-from sqlchorus.config.settings import View, linking_formats, parse_view
+from sqlchorus.config.settings import Settings, View, linking_formats, parse_view
 from sqlchorus.core.budget import schema_view
 from sqlchorus.core.candidates import new_candidate, updated
 from sqlchorus.core.context import Context
-from sqlchorus.core.llm import ModelCallError, call_model
+from sqlchorus.core.generator import Generator
+from sqlchorus.core.llm import ModelCallError, call_model, model_error, try_call_model
 from sqlchorus.core.state import GeneratorInput
 from sqlchorus.tools import fewshot
 from sqlchorus.tools.parsing import extract_sql, parse_links
@@ -47,7 +48,7 @@ from sqlchorus.tools.values import values_by_column
 from sqlchorus.tools.views import render_view, resolve_links
 
 NODE = "generate_nrep"
-GENERATOR = "nrep"
+KEY = "nrep"
 LINK_PROMPT = "nrep_link"
 GENERATE_PROMPT = "nrep_generate"
 SYSTEM_PROMPT = {"paper": "nrep_system", "question": "nrep_system_question"}
@@ -125,13 +126,12 @@ def generate_nrep(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
             question=question,
             evidence=evidence,
         )
-        try:
-            text, record = call_model(context, role="linking", node=NODE, prompt=prompt)
-        except ModelCallError as e:
-            usage.extend([e.usage] if e.usage else [])
-            errors.append({"node": NODE, "kind": "model", "message": f"{fmt} linking: {e}; its views show the whole schema."})
+        text = try_call_model(
+            context, usage, errors, node=NODE, prefix=f"{fmt} linking: ", suffix="; its views show the whole schema.",
+            role="linking", prompt=prompt,
+        )
+        if text is None:
             continue
-        usage.append(record)
         raw = parse_links(text)
         if raw is None:
             errors.append({"node": NODE, "kind": "parse", "message": f"{fmt} linking returned no links; its views show the whole schema."})
@@ -171,11 +171,11 @@ def generate_nrep(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
     for i, ((view, links, _), (reply, failure)) in enumerate(zip(jobs, outcomes)):
         if failure is not None:
             usage.extend([failure.usage] if failure.usage else [])
-            errors.append({"node": NODE, "kind": "model", "message": f"view {view.spec}: {failure}"})
+            errors.append(model_error(NODE, failure, prefix=f"view {view.spec}: "))
             continue
         text, record = reply
         usage.append(record)
-        candidate = new_candidate(GENERATOR, sample * len(views) + i, extract_sql(text), reasoning=text)
+        candidate = new_candidate(KEY, sample * len(views) + i, extract_sql(text), reasoning=text)
         meta = {
             "view": view.spec,
             "format": view.format,
@@ -185,3 +185,27 @@ def generate_nrep(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
         }
         candidates.append(updated(candidate, meta=meta))
     return {"candidates": candidates, "usage": usage, "errors": errors}
+
+
+def _calls(settings: Settings) -> int:
+    """Its own linking calls plus one generation per view."""
+    return len(settings.nrep_views) + len(linking_formats(settings.nrep_views, settings.schema_format))
+
+
+GENERATOR = Generator(
+    key=KEY,
+    node=NODE,
+    fn=generate_nrep,
+    calls=_calls,
+    candidates=lambda settings: len(settings.nrep_views),  # one per view
+    paper="N-rep",
+    differs=(
+        "the three examples per candidate are the most similar questions of a small shipped file "
+        "by word overlap, not retrieved from a train set by embeddings; views in the run's schema format "
+        "reuse link_schema's links instead of a linking call of their own"
+    ),
+    detail=lambda settings: f"views: {', '.join(settings.nrep_views)}",
+    oracle={LINK_PROMPT: "nrep:linking", GENERATE_PROMPT: "nrep:generation"},
+    presets={"balanced": 1, "full": 1},
+    order=50,
+)

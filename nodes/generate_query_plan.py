@@ -14,14 +14,16 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from sqlchorus.config.presets import PAPER_SAMPLES
 from sqlchorus.core.context import Context
 from sqlchorus.core.generation import generate_once
+from sqlchorus.core.generator import Generator
 from sqlchorus.core.state import GeneratorInput
 from sqlchorus.tools import fewshot
 from sqlchorus.tools.query_plan import plan_for_schema
 
 NODE = "generate_query_plan"
-GENERATOR = "query_plan"
+KEY = "query_plan"
 
 
 def derive_examples(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -40,4 +42,21 @@ def _examples_text(settings) -> str:
 
 
 def generate_query_plan(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
-    return generate_once(state, runtime.context, node=NODE, generator=GENERATOR, examples=_examples_text(runtime.context.settings))
+    return generate_once(state, runtime.context, node=NODE, generator=KEY, examples=_examples_text(runtime.context.settings))
+
+
+GENERATOR = Generator(
+    key=KEY,
+    node=NODE,
+    fn=generate_query_plan,
+    paper="CHASE-SQL",
+    differs=(
+        "the few-shot examples are the project's own three, their plans worded by rule from "
+        "SQLite's EXPLAIN QUERY PLAN of their SQL (the paper turns EXPLAIN output into readable steps "
+        "without publishing how)"
+    ),
+    sampled=True,
+    oracle={NODE: "generation:query_plan"},
+    presets={"full": 1, "paper": PAPER_SAMPLES},
+    order=20,
+)

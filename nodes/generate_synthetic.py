@@ -25,19 +25,21 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from sqlchorus import prompts
+from sqlchorus.config.presets import PAPER_SAMPLES
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.budget import schema_view
 from sqlchorus.core.context import Context
 from sqlchorus.core.diversity import sample_temperature, shuffle_seed
 from sqlchorus.core.generation import generate_once
-from sqlchorus.core.llm import ModelCallError, call_model
+from sqlchorus.core.generator import Generator
+from sqlchorus.core.llm import try_call_model
 from sqlchorus.core.state import GeneratorInput
 from sqlchorus.tools import fewshot
 from sqlchorus.tools.database import SqlError
 from sqlchorus.tools.parsing import parse_examples
 
 NODE = "generate_synthetic"
-GENERATOR = "synthetic"
+KEY = "synthetic"
 FEATURES_PROMPT = "generate_synthetic_features"
 SCHEMA_PROMPT = "generate_synthetic_schema"
 CHECK_TIMEOUT_S = 1.0
@@ -74,26 +76,19 @@ def _runs(context: Context, sql: str) -> bool:
 
 
 def _ask(context, prompt, temperature, sample, usage, errors, what) -> str:
-    try:
-        # The answer is a list of question/SQL examples, not one query: no SQL grammar.
-        text, record = call_model(
-            context, role="generation", node=NODE, prompt=prompt, temperature=temperature, sample=sample,
-            constrain_sql=False,
-        )
-    except ModelCallError as e:
-        if e.usage:
-            usage.append(e.usage)
-        errors.append({"node": NODE, "kind": "model", "message": f"{what}: {e}"})
-        return ""
-    usage.append(record)
-    return text
+    # The answer is a list of question/SQL examples, not one query: no SQL grammar.
+    text = try_call_model(
+        context, usage, errors, node=NODE, prefix=f"{what}: ", role="generation", prompt=prompt,
+        temperature=temperature, sample=sample, constrain_sql=False,
+    )
+    return text or ""
 
 
 def generate_synthetic(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
     context = runtime.context
     settings = context.settings
     sample = state.get("sample", 0)
-    temperature = sample_temperature(context, GENERATOR, sample)
+    temperature = sample_temperature(context, KEY, sample)
     seed = shuffle_seed(context, sample)
     usage: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
@@ -116,7 +111,31 @@ def generate_synthetic(state: GeneratorInput, runtime: Runtime[Context]) -> dict
         proposed += parse_examples(_ask(context, prompt, temperature, sample, usage, errors, "examples over the linked columns"), n_t)
 
     kept = [ex for ex in proposed if _runs(context, ex["sql"])]
-    update = generate_once(state, context, node=NODE, generator=GENERATOR, examples=_examples_text(kept))
+    update = generate_once(state, context, node=NODE, generator=KEY, examples=_examples_text(kept))
     for candidate in update.get("candidates", []):
         candidate["meta"].update(examples_proposed=len(proposed), examples_kept=len(kept), examples=kept)
     return {**update, "usage": usage + update["usage"], "errors": errors + update.get("errors", [])}
+
+
+def _calls(settings: Settings) -> int:
+    """One call per example set asked for, plus the generation."""
+    return 1 + (settings.synthetic_feature_examples > 0) + (settings.synthetic_schema_examples > 0)
+
+
+GENERATOR = Generator(
+    key=KEY,
+    node=NODE,
+    fn=generate_synthetic,
+    calls=_calls,
+    paper="CHASE-SQL",
+    differs=(
+        "12 examples by SQL feature and 12 over the linked columns (synthetic_feature_examples, "
+        "synthetic_schema_examples; the paper's ablations generate 75 per set, and its Table 9 is within "
+        "0.4 points of its best at 25); every sample writes its own examples, three calls a sample; "
+        "examples whose SQL does not run on the database are dropped (the paper does not say it checks them)"
+    ),
+    sampled=True,
+    oracle={NODE: "generation:synthetic", FEATURES_PROMPT: "synthesis:features", SCHEMA_PROMPT: "synthesis:schema"},
+    presets={"full": 1, "paper": PAPER_SAMPLES},
+    order=30,
+)

@@ -22,7 +22,7 @@ from langgraph.runtime import Runtime
 from sqlchorus import prompts
 from sqlchorus.core.budget import schema_view
 from sqlchorus.core.context import Context
-from sqlchorus.core.llm import ModelCallError, call_model
+from sqlchorus.core.llm import try_call_model
 from sqlchorus.core.state import SqlchorusState
 from sqlchorus.tools import fewshot
 from sqlchorus.tools.parsing import extract_schema_links, schema_links_as_written
@@ -42,13 +42,15 @@ def _examples_text(settings) -> str:
 
 def _link_with_model(context: Context, prompt: str, update: dict) -> dict[str, list[str]]:
     """DIN-SQL's linking call: its links (none when it failed); usage and errors go into ``update``."""
-    try:
-        text, usage = call_model(context, role="linking", node=NODE, prompt=prompt)
-    except ModelCallError as e:
-        update["usage"] = [e.usage] if e.usage else []
-        update["errors"] = [{"node": NODE, "kind": "model", "message": f"{e}; the whole schema is used."}]
+    errors: list = []
+    update["usage"] = []
+    text = try_call_model(
+        context, update["usage"], errors, node=NODE, suffix="; the whole schema is used.", role="linking",
+        prompt=prompt,
+    )
+    if text is None:
+        update["errors"] = errors
         return {}
-    update["usage"] = [usage]
     update["link_reasoning"] = text
     update["schema_links"] = schema_links_as_written(text) or ""
     pairs = extract_schema_links(text)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from sqlchorus.config.settings import SETTINGS_FIELDS, Settings, default_of
+from sqlchorus.config.settings import Settings, default_of, option_of
 from sqlchorus.interfaces.cli import RUN_OPTIONS, cli
 from sqlchorus.testing import ScriptedChatModel
 
@@ -37,7 +37,7 @@ def test_every_option_shows_the_fields_help_and_default(command):
     for name in RUN_OPTIONS:
         if command == "eval" and name == "trace_dir":
             continue  # eval writes its traces into its run folder
-        spec = SETTINGS_FIELDS[name].metadata["option"]
+        spec = option_of(name)
         flag = spec.get("flag") or spec["negate"][0]
         assert flag in help_text, (command, flag)
         if spec.get("flag"):

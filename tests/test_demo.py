@@ -85,7 +85,7 @@ def test_the_tiny_preset_answers_with_one_call(demo_db):
 
     from sqlchorus.testing import ScriptedChatModel
 
-    settings = Settings.for_preset("tiny", model=ScriptedChatModel(respond), trace_dir=None)
+    settings = Settings(preset="tiny", model=ScriptedChatModel(respond), trace_dir=None)
     question = "How many customers do we have?"
     result = sqlchorus.ask(question, db=demo_db, settings=settings)
     assert result.ok and result.rows == [[62]]

@@ -4,6 +4,7 @@ node of a parent graph whose state differs."""
 from __future__ import annotations
 
 import asyncio
+import json
 import operator
 import threading
 from typing import Annotated
@@ -113,6 +114,59 @@ def test_the_graph_runs_as_a_node_of_a_parent_graph(demo_db):
     parent.add_edge("ask_database", END)
     out = parent.compile().invoke({"user_request": QUESTION})
     assert out["sql"] == GOLD[QUESTION] and out["log"] == ["planned", "1 row(s)"]
+
+
+def test_the_embedded_graph_runs_as_ask_does_traced_and_checked(demo_db, tmp_path):
+    calls: list[int] = []
+    oracle = _oracle().responses
+
+    def counted(messages):
+        calls.append(1)
+        return oracle(messages)
+
+    traces = tmp_path / "traces"
+    graph = sqlchorus.graph_for(demo_db, model=ScriptedChatModel(counted, name="oracle"),
+                                settings=sqlchorus.Settings(trace_dir=str(traces), checkpoints=None))
+    # Refused before any model is asked, as ask refuses them.
+    for bad in ("", "   ", "x" * 20_000):
+        try:
+            graph.invoke({"question": bad})
+        except (sqlchorus.EmptyQuestionError, sqlchorus.QuestionTooLongError):
+            pass
+        else:
+            raise AssertionError(f"{bad[:10]!r} was asked")
+    assert calls == []
+    # Streamed as a subgraph: the host sees every node of the pipeline.
+    seen = [(ns, list(chunk)) for ns, chunk in graph.stream({"question": QUESTION}, subgraphs=True)]
+    inner = [names[0] for ns, names in seen if ns]
+    assert inner[0] == "extract_keywords" and inner[-1] == "select_candidate" and seen[-1] == ((), ["sqlchorus"])
+    # ...and traced: one trace file with the run and its nodes.
+    (trace_file,) = traces.glob("*.jsonl")
+    names = {json.loads(line)["name"] for line in trace_file.read_text(encoding="utf-8").splitlines()}
+    assert {"run", "node:extract_keywords", "node:select_candidate"} <= names
+
+
+def test_the_embedded_graph_keeps_its_steps_in_the_hosts_checkpoints(demo_db):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    child = sqlchorus.graph_for(demo_db, model=_oracle(), settings=sqlchorus.Settings(trace_dir=None, checkpoints=None))
+
+    class Host(TypedDict, total=False):
+        question: str
+        answer: dict
+
+    builder = StateGraph(Host)
+    builder.add_node("ask", child)
+    builder.add_edge(START, "ask")
+    builder.add_edge("ask", END)
+    saver = InMemorySaver()
+    host = builder.compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "host-thread"}}
+    assert host.invoke({"question": QUESTION}, config)["answer"]["rows"] == [[62]]
+    # The host's own steps, those of its node "ask", and the pipeline's inside that node.
+    namespaces = {"|".join(part.split(":")[0] for part in c.config["configurable"]["checkpoint_ns"].split("|"))
+                  for c in saver.list(config)}
+    assert namespaces == {"", "ask", "ask|sqlchorus"}
 
 
 HOST_APP = """

@@ -105,3 +105,31 @@ def test_every_third_party_import_is_declared():
         if not dists & (declared | extras):
             undeclared[name] = sorted(dists)
     assert undeclared == {}, "imported but not declared in pyproject.toml"
+
+
+RUN_PATH = REPO / "sqlchorus" / "runs" / "session.py"
+"""Where every run is prepared (``Session.open_run``) and run."""
+
+
+def _run_steps(paths: list[Path]) -> list[str]:
+    """Places in ``paths`` that build a run's trace or call log, or run a graph with a runtime
+    context of their own."""
+    found = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+            if name in ("RunTracer", "CallLog") or (
+                    name in ("invoke", "stream", "ainvoke", "astream") and any(k.arg == "context" for k in node.keywords)):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno} {name}")
+    return found
+
+
+def test_every_run_is_prepared_in_one_place():
+    # The floors below runs define these steps; above them, only the run path takes them.
+    above = [p for p in sorted((REPO / "sqlchorus").rglob("*.py"))
+             if p != RUN_PATH and p.relative_to(REPO / "sqlchorus").parts[0] in ("runs", "evaluation", "interfaces")]
+    assert len(above) > 20
+    assert _run_steps(above) == []
+    assert {line.split()[-1] for line in _run_steps([RUN_PATH])} >= {"RunTracer", "CallLog", "invoke"}

@@ -22,7 +22,7 @@ CASES = json.loads((FIXTURES / "presets" / "presets.json").read_text())
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c["preset"])
 def test_preset_choices(case):
-    for settings in (Settings().with_preset(case["preset"]), Settings(preset=case["preset"])):
+    for settings in (Settings().replace(preset=case["preset"]), Settings(preset=case["preset"])):
         if "generators" in case:
             assert settings.generators == case["generators"]
         for name in case.get("generators_include", []):
@@ -46,8 +46,10 @@ def test_explicit_choices_win_over_the_preset():
     assert settings.generators == {"din": 2}
     assert settings.fix_rounds == 2
     assert settings.nrep_views != NREP_VIEWS  # still filled: left at its default
-    # with_preset overrides everything it covers
-    assert settings.with_preset("fast").generators == {"divide_conquer": 1}
+    # another preset keeps the values given and refills the rest from itself (or the defaults)
+    other = settings.replace(preset="fast")
+    assert (other.generators, other.fix_rounds, other.pairwise) == ({"din": 2}, 2, "never")
+    assert other.nrep_views == NREP_VIEWS
 
 
 @pytest.mark.parametrize(
@@ -60,29 +62,29 @@ def test_settings_validate(kwargs, message):
         Settings(**kwargs)
     if "preset" in kwargs:
         with pytest.raises(ValueError, match=message):
-            Settings().with_preset(kwargs["preset"])
+            Settings().replace(preset=kwargs["preset"])
 
 
 def test_presets_name_only_registered_generators():
     """A preset is data that names generators; the registry must have every one of them."""
     for name in PRESET_NAMES:
-        assert set(Settings().with_preset(name).generators) <= set(GENERATORS)
+        assert set(Settings(preset=name).generators) <= set(GENERATORS)
 
 
-def test_for_preset_lets_explicit_values_win_even_at_their_default():
-    settings = Settings.for_preset("balanced", fix_rounds=3, trace_dir=None)
+def test_explicit_values_win_over_the_preset_even_at_their_default():
+    settings = Settings(preset="balanced", fix_rounds=3, trace_dir=None)
     assert (settings.preset, settings.fix_rounds, settings.generators) == ("balanced", 3, {"nrep": 1})
-    assert Settings.for_preset("balanced").fix_rounds == 1
-    assert Settings.for_preset(None, fix_rounds=2).preset is None
+    assert Settings(preset="balanced").fix_rounds == 1
+    assert Settings(preset=None, fix_rounds=2).preset is None
 
 
 @pytest.mark.parametrize("name", PRESET_NAMES)
 def test_explain_preset(name):
     text = explain_preset(name)
-    cost = expected_calls(Settings().with_preset(name))
+    cost = expected_calls(Settings(preset=name))
     assert text.startswith(f"preset {name}:")
     assert f"typical: {cost['typical']}" in text
-    for generator in Settings().with_preset(name).generators:
+    for generator in Settings(preset=name).generators:
         assert f"  {generator} x" in text
 
 
@@ -155,7 +157,7 @@ def test_paper_run_with_21_different_results_matches_its_explained_calls(spider)
 @pytest.mark.parametrize("name", PRESET_NAMES)
 def test_explain_preset_says_where_each_method_differs_from_its_paper(name):
     text = explain_preset(name)
-    settings = Settings().with_preset(name)
+    settings = Settings(preset=name)
     for generator in settings.generators:
         node = GENERATORS[generator].node
         assert f"  {node}: {DIFFERS_FROM_PAPER[node]}" in text

@@ -149,7 +149,7 @@ def test_narrowing_keeps_the_longest_prefix_that_fits_and_says_what_it_left_out(
 def test_every_call_fits_the_budget_and_the_run_says_what_was_left_out(wide_db, tmp_path):
     model = _model()
     settings = sqlchorus.Settings(model=model, trace_dir=str(tmp_path), max_schema_tokens=1500,
-                                  value_cache_dir=str(tmp_path / "values")).with_preset("balanced")
+                                  value_cache_dir=str(tmp_path / "values"), preset="balanced")
     result = sqlchorus.ask(QUESTION, db=wide_db, settings=settings)
     assert result.ok and result.rows == [[1]]
     seen = model.__dict__["seen"]
@@ -168,7 +168,7 @@ def test_every_call_fits_the_budget_and_the_run_says_what_was_left_out(wide_db, 
 
 def test_a_model_with_a_small_window_gets_a_smaller_schema(wide_db, tmp_path):
     model = _model(profile={"max_input_tokens": 6000})
-    settings = sqlchorus.Settings(model=model, trace_dir=None, value_cache_dir=str(tmp_path / "values")).with_preset("fast")
+    settings = sqlchorus.Settings(model=model, trace_dir=None, value_cache_dir=str(tmp_path / "values"), preset="fast")
     result = sqlchorus.ask(QUESTION, db=wide_db, settings=settings)
     assert result.ok
     assert all(tokens <= 6000 for _, tokens, _ in model.__dict__["seen"])
@@ -176,7 +176,7 @@ def test_a_model_with_a_small_window_gets_a_smaller_schema(wide_db, tmp_path):
 
 def test_a_prompt_over_its_budget_is_not_sent(wide_db, tmp_path):
     model = _model(profile={"max_input_tokens": 600})
-    settings = sqlchorus.Settings(model=model, trace_dir=None, value_cache_dir=str(tmp_path / "values")).with_preset("fast")
+    settings = sqlchorus.Settings(model=model, trace_dir=None, value_cache_dir=str(tmp_path / "values"), preset="fast")
     result = sqlchorus.ask(QUESTION, db=wide_db, settings=settings)
     assert not result.ok
     assert all(tokens <= 600 for _, tokens, _ in model.__dict__.get("seen", []))

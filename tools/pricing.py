@@ -16,15 +16,19 @@ longest known name it starts with (so a dated snapshot such as ``gpt-4o-mini-202
 the price of ``gpt-4o-mini``). A model with no price costs 0 and is reported as unpriced, so a
 missing price is visible rather than silently guessed. Local models (``local:...``) cost 0.
 Calls answered from the response cache cost 0.
+
+:func:`usage_cost` adds up what a run's model calls cost, in total and per node, from their usage
+records (in memory, or read back from a trace).
 """
 
 from __future__ import annotations
 
 import json
 import tomllib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from sqlchorus.tools.errors import SqlchorusError
 
@@ -142,3 +146,40 @@ def _price(name: str, value: Any, path: Path | None = None) -> Price:
     if price.input < 0 or price.output < 0:
         raise PriceFileError(f"The price of {name!r}{where} is negative.")
     return price
+
+
+def usage_cost(usage: Iterable[Mapping[str, Any]], seconds: float = 0.0) -> dict[str, Any]:
+    """Model calls, tokens, dollars and seconds of a run's usage records, in total and per node.
+
+    ``cost_usd`` adds up each call's price; calls answered from the response cache count in
+    ``cached_calls`` and cost nothing; ``unpriced_models`` names models that have no price, whose
+    calls are counted at 0. ``seconds`` is the run's wall time, given by the caller.
+    """
+    usage = list(usage)
+    by_node: dict[str, list[Mapping[str, Any]]] = {}
+    for u in usage:
+        by_node.setdefault(u["node"], []).append(u)
+    total = _usage_sums(usage)
+    return {
+        "calls": total["calls"],
+        "cached_calls": total["cached_calls"],
+        "replayed_calls": sum(1 for u in usage if u.get("replayed")),
+        "input_tokens": total["input_tokens"],
+        "output_tokens": total["output_tokens"],
+        "cost_usd": total["cost_usd"],
+        "unpriced_models": sorted({u["model"] for u in usage if u.get("priced") is False}),
+        "model_seconds": total["model_seconds"],
+        "seconds": round(seconds, 4),
+        "by_node": {node: _usage_sums(calls) for node, calls in by_node.items()},
+    }
+
+
+def _usage_sums(usage: list[Mapping[str, Any]]) -> dict[str, Any]:
+    return {
+        "calls": len(usage),
+        "cached_calls": sum(1 for u in usage if u.get("cached")),
+        "input_tokens": sum(u["input_tokens"] for u in usage),
+        "output_tokens": sum(u["output_tokens"] for u in usage),
+        "cost_usd": round(sum(float(u.get("cost_usd") or 0.0) for u in usage), 10),
+        "model_seconds": round(sum(u["latency_ms"] for u in usage) / 1000.0, 4),
+    }

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlchorus.tools.database import GuardedDatabase, SqlError
+from sqlchorus.tools.json_values import BLOB_TYPES, blob_text
 
 
 def normalise_value(value: Any) -> Any:
@@ -15,7 +16,7 @@ def normalise_value(value: Any) -> Any:
         if value.is_integer():
             return int(value)
         return round(value, 6)
-    if isinstance(value, (bytes, bytearray, memoryview)):
+    if isinstance(value, BLOB_TYPES):
         return "blob:" + hashlib.sha1(bytes(value)).hexdigest()
     return value
 
@@ -42,7 +43,7 @@ def preview(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, limit: int
     for row in rows[:limit]:
         cells = []
         for value in row:
-            text = f"<blob {len(value)} bytes>" if isinstance(value, (bytes, bytearray)) else repr(value)
+            text = blob_text(value) if isinstance(value, BLOB_TYPES) else repr(value)
             cells.append(text if len(text) <= width else text[: width - 3] + "...")
         shown.append("(" + ", ".join(cells) + ")")
     more = f"\n... {len(rows) - limit} more rows" if len(rows) > limit else ""

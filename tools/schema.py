@@ -54,6 +54,7 @@ from typing import Any
 import sqlite_utils
 
 from sqlchorus.tools.database import GuardedDatabase, SqlError
+from sqlchorus.tools.json_values import BLOB_TYPES, blob_text
 
 DESCRIPTION_FOLDER = "database_description"
 
@@ -350,9 +351,9 @@ def _add_sample(values: dict[tuple[str, Any], Any], value: Any, max_chars: int) 
     # Empty and blank strings are skipped: as examples they read as a missing value.
     if value is None or (isinstance(value, str) and not value.strip()):
         return
-    if isinstance(value, (bytes, bytearray, memoryview)):
+    if isinstance(value, BLOB_TYPES):
         key: tuple[str, Any] = ("blob", bytes(value))
-        shown: Any = f"<blob {len(value)} bytes>"
+        shown: Any = blob_text(value)
     else:
         key = (type(value).__name__, value)
         shown = value

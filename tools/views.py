@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlchorus.tools.json_values import json_value
 from sqlchorus.tools.schema import Column, DatabaseSchema, ForeignKey, Table
 
 SCHEMA_FORMATS: tuple[str, ...] = ("ddl", "m-schema", "mac-schema", "json", "markdown")
@@ -381,7 +382,14 @@ def _ddl_comment(table: Table, column: Column, notes: _Notes) -> str | None:
     return ". ".join(parts) or None
 
 
-def _render_m_schema(db_name: str, shown: list[_ShownTable], notes: _Notes) -> str:
+def _render_bracketed(
+    db_name: str,
+    shown: list[_ShownTable],
+    field_text: Callable[[Table, Column], str],
+    fk_line: Callable[[Table, ForeignKey], str],
+) -> str:
+    """The frame M-Schema and MAC-SQL share: the database, each table's header and its fields
+    in brackets, then the foreign keys; ``field_text`` and ``fk_line`` write what differs."""
     lines = [f"【DB_ID】 {_one_line(db_name)}", "【Schema】"]
     for item in shown:
         table = item.table
@@ -390,79 +398,66 @@ def _render_m_schema(db_name: str, shown: list[_ShownTable], notes: _Notes) -> s
             header += f", {_one_line(table.description)}"
         lines.append(header)
         lines.append("[")
-        fields = []
-        for column in item.columns:
-            parts = [f"{column.name}:{_type(column)}"]
-            if column.primary_key:
-                parts.append("Primary Key")
-            comment = "; ".join(
-                p for p in (_description(column), _value_description(column)) if p
-            )
-            if comment:
-                parts.append(comment)
-            if examples := notes.examples(column):
-                parts.append("Examples: [" + ", ".join(_plain(v) for v in examples) + "]")
-            if matches := notes.matches(table, column):
-                parts.append("Matched values: [" + ", ".join(_plain(v) for v in matches) + "]")
-            fields.append("(" + ", ".join(parts) + ")")
+        fields = [field_text(table, column) for column in item.columns]
         if fields:
             lines.append(",\n".join(fields))
         lines.append("]")
-    fks = [
-        f"{_backtick_name(item.table.name)}.{_backtick_name(fk.column)}="
-        f"{_backtick_name(fk.ref_table)}.{_backtick_name(fk.ref_column)}"
-        for item in shown
-        for fk in item.foreign_keys
-    ]
+    fks = [fk_line(item.table, fk) for item in shown for fk in item.foreign_keys]
     if fks:
         lines.append("【Foreign keys】")
         lines.extend(fks)
     return "\n".join(lines)
+
+
+def _render_m_schema(db_name: str, shown: list[_ShownTable], notes: _Notes) -> str:
+    def field_text(table: Table, column: Column) -> str:
+        parts = [f"{column.name}:{_type(column)}"]
+        if column.primary_key:
+            parts.append("Primary Key")
+        comment = "; ".join(
+            p for p in (_description(column), _value_description(column)) if p
+        )
+        if comment:
+            parts.append(comment)
+        if examples := notes.examples(column):
+            parts.append("Examples: [" + ", ".join(_plain(v) for v in examples) + "]")
+        if matches := notes.matches(table, column):
+            parts.append("Matched values: [" + ", ".join(_plain(v) for v in matches) + "]")
+        return "(" + ", ".join(parts) + ")"
+
+    def fk_line(table: Table, fk: ForeignKey) -> str:
+        return (f"{_backtick_name(table.name)}.{_backtick_name(fk.column)}="
+                f"{_backtick_name(fk.ref_table)}.{_backtick_name(fk.ref_column)}")
+
+    return _render_bracketed(db_name, shown, field_text, fk_line)
 
 
 def _render_mac_schema(db_name: str, shown: list[_ShownTable], notes: _Notes) -> str:
-    lines = [f"【DB_ID】 {_one_line(db_name)}", "【Schema】"]
-    for item in shown:
-        table = item.table
-        header = f"# {'View' if table.is_view else 'Table'}: {table.name}"
-        if table.description:
-            header += f", {_one_line(table.description)}"
-        lines.append(header)
-        lines.append("[")
-        fields = []
-        for column in item.columns:
-            desc = _description(column) or _one_line(column.name.replace("_", " "))
-            text = f"  ({column.name}, {desc}."
-            if examples := notes.examples(column):
-                listed = ", ".join(_python_literal(v) for v in examples)
-                text += f" Value examples: [{listed}]."
-            if matches := notes.matches(table, column):
-                listed = ", ".join(_python_literal(v) for v in matches)
-                text += f" Matched values: [{listed}]."
-            if vd := _value_description(column):
-                text += f" Value description: {vd}."
-            fields.append(text + ")")
-        if fields:
-            lines.append(",\n".join(fields))
-        lines.append("]")
-    fks = [
-        f"{_backtick_name(item.table.name)}.{_backtick(fk.column)} = "
-        f"{_backtick_name(fk.ref_table)}.{_backtick(fk.ref_column)}"
-        for item in shown
-        for fk in item.foreign_keys
-    ]
-    if fks:
-        lines.append("【Foreign keys】")
-        lines.extend(fks)
-    return "\n".join(lines)
+    def field_text(table: Table, column: Column) -> str:
+        desc = _description(column) or _one_line(column.name.replace("_", " "))
+        text = f"  ({column.name}, {desc}."
+        if examples := notes.examples(column):
+            listed = ", ".join(_python_literal(v) for v in examples)
+            text += f" Value examples: [{listed}]."
+        if matches := notes.matches(table, column):
+            listed = ", ".join(_python_literal(v) for v in matches)
+            text += f" Matched values: [{listed}]."
+        if vd := _value_description(column):
+            text += f" Value description: {vd}."
+        return text + ")"
+
+    def fk_line(table: Table, fk: ForeignKey) -> str:
+        return (f"{_backtick_name(table.name)}.{_backtick(fk.column)} = "
+                f"{_backtick_name(fk.ref_table)}.{_backtick(fk.ref_column)}")
+
+    return _render_bracketed(db_name, shown, field_text, fk_line)
 
 
 def _json_value(value: Any) -> Any:
+    # The view is strict JSON, which has no NaN or infinity.
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
-    if isinstance(value, (int, float, str)) or value is None:
-        return value
-    return str(value)
+    return json_value(value)
 
 
 def _render_json(db_name: str, shown: list[_ShownTable], notes: _Notes) -> str:

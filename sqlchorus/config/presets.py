@@ -25,15 +25,23 @@
   grammar that admits only columns of the tables in FROM; one call per question when it runs.
 
 A preset is data: the :class:`~sqlchorus.config.settings.Settings` fields it sets. ``Settings``
-applies it (see :meth:`~sqlchorus.config.settings.Settings.for_preset`); what a preset costs in
+applies it: ``Settings(preset=...)`` gives every field not given its preset's value; what a preset costs in
 model calls is worked out by the graph assembly, which knows the generators
 (:func:`sqlchorus.graph.expected_calls.explain_preset`).
+
+Every field but one is written here. The generators a preset runs are not: each generator's own
+description says which presets run it and with how many samples (``presets={"full": 1}`` in its
+node module, or in a plugin's), so that a new generator joins a preset without an edit here.
+:attr:`Preset.fields` reads that membership from :mod:`sqlchorus.config.catalog`, which finds
+the descriptions at run time, since this floor may not import the nodes that hold them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from sqlchorus.config import catalog
 
 BALANCED_VIEWS: tuple[str, ...] = (
     "mac-schema:full",
@@ -44,9 +52,10 @@ BALANCED_VIEWS: tuple[str, ...] = (
 )
 
 PAPER_SAMPLES = 7
-"""CHASE-SQL's samples per generator: seven from each of three, 21 candidates."""
-PAPER_GENERATORS: tuple[str, ...] = ("divide_conquer", "query_plan", "synthetic")
-PAPER_CANDIDATES = PAPER_SAMPLES * len(PAPER_GENERATORS)
+"""CHASE-SQL's samples per generator, which its three generators' descriptions give for the
+``paper`` preset."""
+PAPER_CANDIDATES = 21
+"""CHASE-SQL's candidate pool: seven samples from each of its three generators."""
 
 
 @dataclass(frozen=True)
@@ -56,45 +65,53 @@ class Preset:
     Attributes:
         name: its name.
         summary: one line on what it runs.
-        fields: the ``Settings`` fields it sets (generators, fix rounds, views, selection, ...).
+        settings: the ``Settings`` fields it sets besides the generators (fix rounds, views,
+            selection, ...).
         selection_summary: how the answer is chosen, in words.
     """
 
     name: str
     summary: str
-    fields: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
     selection_summary: str = ""
+
+    @property
+    def generators(self) -> dict[str, int]:
+        """The generators it runs and the samples each draws: those whose description names
+        this preset."""
+        return catalog.preset_generators(self.name)
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """Every ``Settings`` field it sets, its generators included."""
+        return {"generators": self.generators, **self.settings}
 
 
 PRESETS: dict[str, Preset] = {
     "fast": Preset(
         name="fast",
         summary="one generator (divide-and-conquer chain of thought) plus the fixer",
-        fields={"generators": {"divide_conquer": 1}, "fix_rounds": 3, "pairwise": "never"},
+        settings={"fix_rounds": 3, "pairwise": "never"},
         selection_summary="the single candidate; no selection call",
     ),
     "balanced": Preset(
         name="balanced",
         summary="N-rep: five greedy candidates over five schema views",
-        fields={"generators": {"nrep": 1}, "nrep_views": BALANCED_VIEWS, "fix_rounds": 1,
-                "pairwise": "low-confidence", "schema_level": "tables"},
+        settings={"nrep_views": BALANCED_VIEWS, "fix_rounds": 1, "pairwise": "low-confidence",
+                  "schema_level": "tables"},
         selection_summary="execution-result voting; pairwise comparison only when the vote is not confident",
     ),
     "full": Preset(
         name="full",
         summary="every generator of the graph",
-        fields={
-            "generators": {"divide_conquer": 1, "query_plan": 1, "synthetic": 1, "din": 1, "nrep": 1, "list": 1},
-            "fix_rounds": 3,
-            "pairwise": "always",
-        },
+        settings={"fix_rounds": 3, "pairwise": "always"},
         selection_summary="CHASE-SQL pairwise selection among result clusters",
     ),
     "tiny": Preset(
         name="tiny",
         summary="one short direct prompt over the linked columns, for small local models",
-        fields={
-            "generators": {"direct": 1}, "keywords": "question", "linking": "lexical", "grammar_scope": "from",
+        settings={
+            "keywords": "question", "linking": "lexical", "grammar_scope": "from",
             "fix_rounds": 1, "schema_level": "columns", "pairwise": "never", "max_tokens": 96,
         },
         selection_summary="the single candidate; no selection call",
@@ -103,8 +120,7 @@ PRESETS: dict[str, Preset] = {
         name="paper",
         summary="CHASE-SQL's candidate pool: its three generators, seven samples each, diversified by "
                 "temperature and a shuffled schema",
-        fields={
-            "generators": {name: PAPER_SAMPLES for name in PAPER_GENERATORS},
+        settings={
             "sample_temperature": 0.5,
             "shuffle_schema": True,
             "fix_rounds": 3,

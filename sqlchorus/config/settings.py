@@ -1,18 +1,28 @@
 """Settings: every knob of a run, as explicit arguments with sane defaults.
 
-Each field carries its own help text and, where the command line offers it, the shape of its
-option (flag name, range, choices) in its metadata. The CLI builds its options from these
-(:func:`sqlchorus.interfaces.cli`), so a name, a default or a help text is written once, here.
+:class:`Settings` is a pydantic-settings model, so a value is checked the same way, with the same
+message, wherever it comes from: a Python argument, a command-line option, or an environment
+variable ``SQLCHORUS_<FIELD>``. Each field carries its own help text, its constraints (a range,
+a set of choices, a validator) and, where the command line offers it, the shape of its option
+(flag name, metavar, a ``--no-...`` flag). The CLI builds its options from these
+(:mod:`sqlchorus.interfaces.cli`), so a name, a default, a limit or a help text is written once,
+here.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, replace
+import json
+import os
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args, get_origin
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from sqlchorus.config.presets import PRESET_NAMES, preset
+from sqlchorus.tools.errors import SqlchorusError
+from sqlchorus.tools.json_values import json_value
 
 ROLES: tuple[str, ...] = ("keywords", "linking", "generation", "fixing", "selection")
 """The model roles. Each can use its own chat model; unset roles use ``Settings.model``."""
@@ -89,78 +99,211 @@ def linking_formats(views: tuple[str, ...] | list[str], schema_format: str) -> l
 
 # -- fields ------------------------------------------------------------------------------------
 
+# The choices of each field, as types: pydantic refuses any other value, and the CLI lists them.
+PresetName = Literal[PRESET_NAMES]
+SchemaFormat = Literal[SCHEMA_FORMATS]
+SchemaLevel = Literal[SCHEMA_LEVELS]
+PairwiseMode = Literal[PAIRWISE_MODES]
+DinCorrection = Literal[DIN_CORRECTIONS]
+NrepCondition = Literal[NREP_CONDITIONS]
+ListVerifier = Literal[LIST_VERIFIERS]
+KeywordSource = Literal[KEYWORD_SOURCES]
+Linker = Literal[LINKERS]
+GrammarScope = Literal[GRAMMAR_SCOPES]
 
-def _field(default: Any, help: str, **option: Any) -> Any:
-    """A settings field with its help text and, when ``option`` names a ``flag``, the shape of
-    its command-line option: ``flag``, ``range`` (low, high),
-    ``choices``, ``env``, ``metavar``, ``path`` (``file`` or ``dir``), ``pairs`` (repeated
-    NAME=VALUE, values of that type), ``negate`` (a ``--no-...`` flag, the value it sets, its help)."""
-    metadata = {"help": help, "option": option or None}
-    if callable(default) and not isinstance(default, (str, int, float, bool, type(None))):
-        return dataclasses.field(default_factory=default, metadata=metadata)
-    return dataclasses.field(default=default, metadata=metadata)
+_UNSET: Any = object()
 
 
-@dataclass
-class Settings:
+def _field(default: Any, help: str, *, flag: str | None = None, metavar: str | None = None,
+           path: str | None = None, pairs: bool = False, negate: tuple[str, Any, str] | None = None,
+           env: str | None = _UNSET, **constraints: Any) -> Any:
+    """A settings field: its default (a callable is a factory), its help text, its constraints
+    (pydantic's ``ge``, ``le``, ``gt``, ``title`` and so on) and, in its JSON schema extra, the
+    shape of its command-line option: ``flag``, ``metavar``, ``path`` (``file`` or ``dir``),
+    ``pairs`` (a repeated NAME=VALUE option), ``negate`` (a ``--no-...`` flag, the value it sets,
+    its help). ``env`` names its environment variable when that is not ``SQLCHORUS_<FIELD>``
+    (None: it has none)."""
+    option = {"flag": flag, "metavar": metavar, "path": path, "pairs": pairs or None,
+              "negate": list(negate) if negate else None}
+    extra: dict[str, Any] = {"option": {k: v for k, v in option.items() if v is not None}}
+    if env is not _UNSET:
+        extra["env"] = env
+    if callable(default):
+        return Field(default_factory=default, description=help, json_schema_extra=extra, **constraints)
+    return Field(default, description=help, json_schema_extra=extra, **constraints)
+
+
+class SettingsError(SqlchorusError, ValueError):
+    """Settings refused a value: each problem names the field, option or environment variable it
+    came from and says what is wrong, in words that are the same wherever the value came from.
+
+    Attributes:
+        problems: ``(field, where, message)`` for each refused value; ``field`` is None for a
+            problem of no one field.
+    """
+
+    kind = "invalid_settings"
+
+    def __init__(self, problems: list[tuple[str | None, str, str]]):
+        self.problems = problems
+        super().__init__("\n".join(f"{where}: {message}" if where else message for _, where, message in problems))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.problems,)
+
+    @classmethod
+    def of(cls, error: ValidationError, *, given: dict[str, Any] | None = None) -> SettingsError:
+        """The problems of pydantic's ``error``; a field's value that was not among ``given``
+        (None: no environment was read) came from its environment variable, which is named."""
+        problems = []
+        for e in error.errors(include_url=False):
+            loc = e.get("loc") or ()
+            field = loc[0] if loc and loc[0] in Settings.model_fields else None
+            where = ".".join(str(p) for p in loc)
+            if field is not None and given is not None and field not in given and env_name(field) in os.environ:
+                where = env_name(field) + "".join(f".{p}" for p in loc[1:])
+            problems.append((field, where, _message(e, field if len(loc) == 1 else None)))
+        return cls(problems)
+
+    def naming(self, labels: dict[str, str]) -> SettingsError:
+        """The same problems, with the fields in ``labels`` called by those names (an option's
+        flag, say)."""
+        return SettingsError([
+            (field, labels[field] if field in labels else where, message)
+            for field, where, message in self.problems
+        ])
+
+
+_RANGE_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal"})
+
+
+def _message(error: dict[str, Any], field: str | None) -> str:
+    """What is wrong, in words: the same for a value typed in Python, on the command line or in
+    the environment (``field``: the field whose own value it is, for its range and title)."""
+    kind, value, ctx = error["type"], error.get("input"), error.get("ctx") or {}
+    if kind in _RANGE_ERRORS:
+        bounds = range_of(field) if field else _Range(ctx.get("ge", ctx.get("gt")), ctx.get("le", ctx.get("lt")),
+                                                       "gt" in ctx, "lt" in ctx)
+        return f"{value} is not in the range {bounds.describe()}."
+    if kind == "literal_error" and field:
+        title = Settings.model_fields[field].title or field.replace("_", " ")
+        return f"Unknown {title}: {value!r} is not one of {', '.join(map(repr, choices_of(field)))}."
+    if kind == "value_error":
+        return str(ctx.get("error") or error["msg"])
+    if kind in ("int_parsing", "int_type", "int_from_float"):
+        return f"{value!r} is not a whole number."
+    if kind in ("float_parsing", "float_type"):
+        return f"{value!r} is not a number."
+    if kind in ("bool_parsing", "bool_type"):
+        return f"{value!r} is not true or false."
+    if kind == "extra_forbidden":
+        return "there is no such setting."
+    return f"{error['msg']} (got {value!r})."
+
+
+def _pairs(value: Any, *, bare: Any = None) -> Any:
+    """A mapping given as NAME=VALUE items: a sequence of them (a repeated option), or text of
+    them separated by commas, or a JSON object (the environment); anything else is left to
+    pydantic. A NAME alone takes ``bare`` when there is one."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("{"):
+            try:
+                return json.loads(text)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{text!r} is not a JSON object ({e}).") from None
+        value = [item for item in text.split(",") if item.strip()]
+    if not isinstance(value, (list, tuple)):
+        return value
+    pairs: dict[str, Any] = {}
+    for item in value:
+        key, sep, text = str(item).partition("=")
+        key, text = key.strip(), text.strip()
+        if not key or (sep and not text) or (not sep and bare is None):
+            raise ValueError(f"{item!r} is not of the form NAME=VALUE.")
+        pairs[key] = text if sep else bare
+    return pairs
+
+
+class Settings(BaseSettings):
     """How one question is answered.
 
     Every field documents itself: ``Settings.help(name)`` gives its text, the same one the CLI
-    shows for its option. ``Settings(preset=...)`` fills every field the preset covers that is
-    still at its default; :meth:`for_preset` applies a preset under explicit values, which always
-    win; :meth:`with_preset` overrides everything the preset covers.
+    shows for its option. A value is checked on the way in, from Python, the command line or the
+    environment alike; a bad one raises :class:`SettingsError` (a ``ValueError``). Building
+    ``Settings()`` also reads the environment variable ``SQLCHORUS_<FIELD>`` of each field not
+    given as an argument (see :func:`env_name`); unrelated variables are ignored.
+
+    ``preset`` names a preset: every field it covers that was not given (as an argument or in the
+    environment) takes the preset's value; a value given always wins, even one equal to the
+    default. :meth:`replace` keeps that: ``settings.replace(preset="fast")`` is the settings built
+    with the same given values and preset ``fast``.
     """
+
+    model_config = SettingsConfigDict(
+        env_prefix="SQLCHORUS_",
+        # A misspelt argument is an error, not silently ignored; the environment is read field
+        # by field (see _Environment), so unrelated SQLCHORUS_* variables never get here.
+        extra="forbid",
+        # A model object (a langchain-core BaseChatModel) is kept as it is.
+        arbitrary_types_allowed=True,
+        # Settings are a value: change one with replace(), which checks the change.
+        frozen=True,
+        # model_timeout_s and model_retries are settings, not pydantic's model_* API (older pydantic
+        # versions warn about the prefix).
+        protected_namespaces=(),
+    )
 
     model: Any = _field(
         None,
         "Chat model for every role without its own: a provider:model name (openai:gpt-4o-mini, "
         "openai-compatible:<model>@<base_url>, local:smollm2) or a langchain-core BaseChatModel.",
-        flag="--model", env="SQLCHORUS_MODEL",
+        flag="--model",
     )
     models: dict[str, Any] = _field(
         dict, f"A model for one role ({', '.join(ROLES)}), overriding --model for it.",
-        flag="--role-model", metavar="ROLE=MODEL", pairs=str,
+        flag="--role-model", metavar="ROLE=MODEL", pairs=True,
     )
     generators: dict[str, int] = _field(
         lambda: {"divide_conquer": 1},
         "Generator branches to run and the samples each draws (default: divide_conquer once).",
-        flag="--generator", metavar="NAME[=SAMPLES]", pairs=int,
+        flag="--generator", metavar="NAME[=SAMPLES]", pairs=True,
     )
-    preset: str | None = _field(
+    preset: PresetName | None = _field(
         None,
         "Generators, selection and fixing chosen by cost: fast, balanced, full, paper (CHASE-SQL's pool of 21 "
         "candidates), or tiny for small local models (options you give win over it).",
-        flag="--preset", choices=PRESET_NAMES,
+        flag="--preset", title="preset",
     )
-    keywords: str = _field(
+    keywords: KeywordSource = _field(
         "model",
         "Where value retrieval's keywords come from: the model (CHESS's prompt), or the question's "
         "own words with no model call (for small local models).",
-        flag="--keywords", choices=KEYWORD_SOURCES,
+        flag="--keywords", title="keyword source",
     )
-    linking: str = _field(
+    linking: Linker = _field(
         "model",
         "How link_schema links: the model (DIN-SQL's prompt), or lexically, ranking tables and "
         "columns by the question's words and retrieved values, with no model call.",
-        flag="--linking", choices=LINKERS,
+        flag="--linking", title="linker",
     )
-    din_correction: str = _field(
+    din_correction: DinCorrection = _field(
         "gentle",
         "DIN-SQL's self-correction prompt: gentle (checks, assumes nothing is wrong), generic "
         "(told the query is buggy) or none (no correction call).",
-        flag="--din-correction", choices=DIN_CORRECTIONS,
+        flag="--din-correction", title="DIN-SQL correction",
     )
     nrep_views: tuple[str, ...] = _field(
         NREP_VIEWS,
         "N-rep's schema views, one candidate each, as format:level, optionally @format to filter "
         "with another format's links; the paper's five by default.",
     )
-    nrep_conditions: str = _field(
+    nrep_conditions: NrepCondition = _field(
         "paper",
         "N-rep's system-prompt rule on conditions: paper (always add default conditions that filter "
         "invalid data, such as deleted_at IS NULL, when relevant) or question (only the conditions "
         "the question or hint asks for, as benchmark gold queries are written).",
-        flag="--nrep-conditions", choices=NREP_CONDITIONS,
+        flag="--nrep-conditions", title="N-rep conditions rule",
     )
     examples_dir: str | None = _field(
         None,
@@ -170,57 +313,57 @@ class Settings:
     )
     fix_rounds: int = _field(
         3, "Fixer rounds per broken candidate at most (CHASE-SQL's beta).",
-        flag="--fix-rounds", range=(0, 10),
+        flag="--fix-rounds", ge=0, le=10,
     )
     retry_temperature: float = _field(
         0.8,
         "Sampling temperature of every retry after a first attempt failed: fixer rounds after the "
         "first, LIST's reprompts, rewrites and re-plans (LIST's self-correction setting).",
-        flag="--retry-temperature", range=(0.0, 2.0),
+        flag="--retry-temperature", ge=0.0, le=2.0,
     )
     retry_top_p: float = _field(
         0.95,
         "Top-p of those retries (LIST's setting), sent to models whose API takes it per call "
         "(OpenAI and OpenAI-compatible; OpenAI reasoning models keep their own sampling).",
-        flag="--retry-top-p", range=(0.01, 1.0),
+        flag="--retry-top-p", gt=0.0, le=1.0,
     )
-    schema_format: str = _field(
+    schema_format: SchemaFormat = _field(
         "m-schema", "Schema view shown to linking and generation.",
-        flag="--schema-format", choices=SCHEMA_FORMATS,
+        flag="--schema-format", title="schema format",
     )
-    schema_level: str = _field(
+    schema_level: SchemaLevel = _field(
         "full",
         "How much of the schema generation sees: full, the linked tables with all their columns, "
         "or the linked columns only.",
-        flag="--schema-level", choices=SCHEMA_LEVELS,
+        flag="--schema-level", title="schema level",
     )
     max_prompt_tokens: int = _field(
         32_000,
         "Prompt tokens per model call at most; a model's own context window, when known, lowers it. "
         "A call that would not fit is not sent.",
-        flag="--max-prompt-tokens", range=(512, 10_000_000),
+        flag="--max-prompt-tokens", ge=512, le=10_000_000,
     )
     max_schema_tokens: int = _field(
         5_000,
         "Tokens one schema view may take in a prompt at most (and 4,000 less than the prompt budget); "
         "a larger schema is narrowed to what the question most likely needs.",
-        flag="--max-schema-tokens", range=(256, 10_000_000),
+        flag="--max-schema-tokens", ge=256, le=10_000_000,
     )
     max_question_chars: int = _field(
         8_000, "Characters a question, or its hint, may have at most.",
-        flag="--max-question-chars", range=(1, 10_000_000),
+        flag="--max-question-chars", ge=1, le=10_000_000,
     )
     sql_timeout_s: float = _field(
-        10.0, "Time budget per SQL statement, in seconds.", flag="--timeout", range=(0.1, 3600),
+        10.0, "Time budget per SQL statement, in seconds.", flag="--timeout", ge=0.1, le=3600,
     )
-    max_rows: int = _field(10_000, "Rows fetched per statement at most; more are cut and flagged.")
-    max_bytes: int = _field(16 * 1024 * 1024, "Approximate bytes fetched per statement at most.")
+    max_rows: int = _field(10_000, "Rows fetched per statement at most; more are cut and flagged.", ge=1)
+    max_bytes: int = _field(16 * 1024 * 1024, "Approximate bytes fetched per statement at most.", ge=1)
     answer_rows: int = _field(
-        1_000, "Rows kept in the final answer.", flag="--answer-rows", range=(1, 1_000_000),
+        1_000, "Rows kept in the final answer.", flag="--answer-rows", ge=1, le=1_000_000,
     )
-    sample_values: int = _field(3, "Distinct example values per column in schema views.")
-    values_per_keyword: int = _field(5, "Values kept per keyword by retrieve_values.")
-    value_threshold: float = _field(80.0, "Lowest fuzzy score (0-100) for a retrieved value.")
+    sample_values: int = _field(3, "Distinct example values per column in schema views.", ge=0)
+    values_per_keyword: int = _field(5, "Values kept per keyword by retrieve_values.", ge=0)
+    value_threshold: float = _field(80.0, "Lowest fuzzy score (0-100) for a retrieved value.", ge=0.0, le=100.0)
     value_cache_dir: str | None = _field(
         None,
         "Folder of value index files, built once per database content (default: values/ in the "
@@ -228,11 +371,11 @@ class Settings:
         flag="--values-dir", path="dir",
     )
     temperature: float = _field(
-        0.0, "Sampling temperature of generation (0 is greedy).", flag="--temperature", range=(0.0, 2.0),
+        0.0, "Sampling temperature of generation (0 is greedy).", flag="--temperature", ge=0.0, le=2.0,
     )
     max_tokens: int | None = _field(
         2048, "Tokens a model may generate per call at most (local models: 512 at most).",
-        flag="--max-tokens", range=(1, 1_000_000),
+        flag="--max-tokens", ge=1, le=1_000_000,
     )
     trace_dir: str | None = _field(
         "traces", "Folder for the run's <run-id>.jsonl trace file.",
@@ -252,6 +395,7 @@ class Settings:
         "Keep model responses in a persistent SQLite cache, so that the same request to the same "
         "named model is paid for once (a model object passed in is the caller's to cache).",
         negate=("--no-cache", False, "Neither read nor write the persistent model response cache."),
+        env=None,  # SQLCHORUS_CACHE names the cache folder (sqlchorus.tools.cache)
     )
     cache_path: str | None = _field(
         None,
@@ -259,22 +403,22 @@ class Settings:
         flag="--cache-path", path="file",
     )
     model_timeout_s: float = _field(
-        120.0, "Time limit of a model call (of each try), in seconds.", flag="--model-timeout", range=(1, 3600),
+        120.0, "Time limit of a model call (of each try), in seconds.", flag="--model-timeout", gt=0.0, le=3600,
     )
     model_retries: int = _field(
         2,
         "Retries of a model call after a transient error (rate limit, timeout, connection, server "
         "error), with exponential backoff.",
-        flag="--retries", range=(0, 10),
+        flag="--retries", ge=0, le=10,
     )
-    retry_backoff_s: float = _field(0.5, "The first backoff wait; each retry doubles it (with jitter).")
+    retry_backoff_s: float = _field(0.5, "The first backoff wait; each retry doubles it (with jitter).", ge=0.0)
     rate_limit: float | None = _field(
         None, "Most model requests per second, shared by all roles of named models.",
-        flag="--rate-limit", range=(0.001, 1000),
+        flag="--rate-limit", ge=0.001, le=1000,
     )
     prices_file: str | None = _field(
         None, "JSON or TOML file of model prices, USD per million tokens, read on top of the built-in table.",
-        flag="--prices", env="SQLCHORUS_PRICES", path="file",
+        flag="--prices", path="file", env="SQLCHORUS_PRICES",
     )
     grammar: bool = _field(
         True,
@@ -282,11 +426,11 @@ class Settings:
         "and fixing can only write one SELECT over real tables and columns.",
         negate=("--no-grammar", False, "Do not constrain local models with the schema grammar."),
     )
-    grammar_scope: str = _field(
+    grammar_scope: GrammarScope = _field(
         "schema",
         "What the schema grammar lets a local model write: any query over the schema's names "
         "(schema), or simpler queries whose columns belong to the tables in FROM (from).",
-        flag="--grammar-scope", choices=GRAMMAR_SCOPES,
+        flag="--grammar-scope", title="grammar scope",
     )
     generator_temperatures: dict[str, float] = _field(
         dict,
@@ -295,25 +439,26 @@ class Settings:
     )
     sample_temperature: float = _field(
         0.5, "Temperature of the second and later samples of a generator (CHASE-SQL's diversity).",
+        ge=0.0, le=2.0,
     )
     shuffle_schema: bool = _field(
         True, "Show later samples of a generator the schema in a shuffled order, as CHASE-SQL does.",
     )
-    pairwise: str = _field(
+    pairwise: PairwiseMode = _field(
         "low-confidence",
         "When the selection model compares candidates pairwise: never (the largest result cluster "
         "wins), low-confidence (N-rep: only when the vote is not confident) or always (CHASE-SQL).",
-        flag="--pairwise", choices=PAIRWISE_MODES,
+        flag="--pairwise", title="pairwise mode",
     )
     vote_confident_share: float = _field(
-        0.4, "Share of all votes the largest cluster needs for a confident vote.",
+        0.4, "Share of all votes the largest cluster needs for a confident vote.", ge=0.0, le=1.0,
     )
     vote_contender_share: float = _field(
-        0.4, "Share of all votes at which the runner-up makes a vote unconfident.",
+        0.4, "Share of all votes at which the runner-up makes a vote unconfident.", ge=0.0, le=1.0,
     )
     pairwise_max_clusters: int = _field(
         4, "Result clusters compared pairwise at most (the largest ones).",
-        flag="--max-clusters", range=(0, 50),
+        flag="--max-clusters", ge=0, le=50,
     )
     max_pairwise_calls: int = _field(
         0,
@@ -321,100 +466,148 @@ class Settings:
         "no bound, so every pair of the compared clusters meets. When every pair would exceed it, the "
         "largest clusters meet in a round robin and the smaller ones climb a ladder, one match each, "
         "for its last place: every cluster is compared while the budget allows two calls per cluster.",
-        flag="--max-pairwise-calls", range=(0, 100_000),
+        flag="--max-pairwise-calls", ge=0, le=100_000,
     )
     synthetic_feature_examples: int = _field(
-        12, "CHASE-SQL's n_f: synthetic examples generated over the whole schema, by SQL feature.",
+        12, "CHASE-SQL's n_f: synthetic examples generated over the whole schema, by SQL feature.", ge=0,
     )
     synthetic_schema_examples: int = _field(
-        12, "CHASE-SQL's n_t: synthetic examples generated over the linked columns.",
+        12, "CHASE-SQL's n_t: synthetic examples generated over the linked columns.", ge=0,
     )
     list_max_local_attempts: int = _field(
-        3, "LIST's max_local_attempts: reprompts of one step before the search traces back.",
+        3, "LIST's max_local_attempts: reprompts of one step before the search traces back.", ge=0,
     )
     list_max_global_attempts: int = _field(
-        15, "LIST's max_global_attempts: step queries written per LIST search.",
+        15, "LIST's max_global_attempts: step queries written per LIST search.", ge=1,
     )
-    list_verifier: str = _field(
+    list_verifier: ListVerifier = _field(
         "strong",
         "LIST's verifier: strong runs every sub-query of a step (errors, empty results, join "
         "growth); weak runs only the step's whole query.",
-        flag="--list-verifier", choices=LIST_VERIFIERS,
+        flag="--list-verifier", title="LIST verifier",
     )
     list_join_growth: float = _field(
         100.0, "A join returning more than this many times the rows of its larger input is implausible.",
+        gt=1.0,
     )
 
-    def __post_init__(self) -> None:
-        unknown = set(self.models) - set(ROLES)
+    # -- checks of more than a range or a choice ----------------------------------------------
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _models_as_pairs(cls, value: Any) -> Any:
+        return _pairs(value)
+
+    @field_validator("generators", mode="before")
+    @classmethod
+    def _generators_as_pairs(cls, value: Any) -> Any:
+        return _pairs(value, bare=1)
+
+    @field_validator("generator_temperatures", mode="before")
+    @classmethod
+    def _temperatures_as_pairs(cls, value: Any) -> Any:
+        return _pairs(value)
+
+    @field_validator("nrep_views", mode="before")
+    @classmethod
+    def _views_as_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                try:
+                    return json.loads(text)
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{text!r} is not a JSON list ({e}).") from None
+            return [view.strip() for view in text.split(",") if view.strip()]
+        return value
+
+    @field_validator("models")
+    @classmethod
+    def _known_roles(cls, models: dict[str, Any]) -> dict[str, Any]:
+        unknown = set(models) - set(ROLES)
         if unknown:
-            raise ValueError(
-                f"Unknown model role(s) {sorted(unknown)}; roles are {', '.join(ROLES)}."
-            )
-        _choose("schema format", self.schema_format, SCHEMA_FORMATS)
-        _choose("schema level", self.schema_level, SCHEMA_LEVELS)
-        _choose("DIN-SQL correction", self.din_correction, DIN_CORRECTIONS)
-        _choose("N-rep conditions rule", self.nrep_conditions, NREP_CONDITIONS)
-        _choose("pairwise mode", self.pairwise, PAIRWISE_MODES)
-        _choose("LIST verifier", self.list_verifier, LIST_VERIFIERS)
-        _choose("keyword source", self.keywords, KEYWORD_SOURCES)
-        _choose("linker", self.linking, LINKERS)
-        _choose("grammar scope", self.grammar_scope, GRAMMAR_SCOPES)
-        if self.model_timeout_s <= 0:
-            raise ValueError("model_timeout_s must be more than 0.")
-        if self.model_retries < 0:
-            raise ValueError("model_retries must be 0 or more.")
-        if self.rate_limit is not None and self.rate_limit <= 0:
-            raise ValueError("rate_limit must be more than 0 requests per second, or None.")
-        if self.preset is not None:
-            defaults = {f.name: _default(f) for f in dataclasses.fields(self)}
-            for key, value in preset(self.preset).fields.items():
-                if getattr(self, key) == defaults[key]:
-                    setattr(self, key, value)
-        self.nrep_views = tuple(self.nrep_views)
-        for view in self.nrep_views:
-            parse_view(view)  # raises ValueError naming the bad part
-        if self.fix_rounds < 0:
-            raise ValueError("fix_rounds must be 0 or more.")
-        if not 0.0 <= self.retry_temperature <= 2.0 or not 0.0 < self.retry_top_p <= 1.0:
-            raise ValueError("retry_temperature must be within 0 to 2, retry_top_p more than 0 and at most 1.")
-        if (self.pairwise_max_clusters < 0 or self.max_pairwise_calls < 0 or self.synthetic_feature_examples < 0
-                or self.synthetic_schema_examples < 0):
-            raise ValueError(
-                "pairwise_max_clusters, max_pairwise_calls and the synthetic example counts must be 0 or more."
-            )
-        if self.list_max_local_attempts < 0 or self.list_max_global_attempts < 1:
-            raise ValueError("list_max_local_attempts must be 0 or more, list_max_global_attempts 1 or more.")
-        if self.list_join_growth <= 1:
-            raise ValueError("list_join_growth must be more than 1.")
-        if not self.generators:
+            raise ValueError(f"Unknown model role(s) {sorted(unknown)}; roles are {', '.join(ROLES)}.")
+        return models
+
+    @field_validator("generators")
+    @classmethod
+    def _some_samples(cls, generators: dict[str, int]) -> dict[str, int]:
+        if not generators:
             raise ValueError("At least one generator must be enabled.")
-        for name, n in self.generators.items():
+        for name, n in generators.items():
             if n < 1:
                 raise ValueError(f"Generator {name!r} needs at least one sample, got {n}.")
+        return generators
 
+    @field_validator("nrep_views")
     @classmethod
-    def for_preset(cls, name: str | None, **explicit: Any) -> Settings:
-        """Settings with preset ``name`` applied under ``explicit`` values, which always win,
-        even when they equal a field's default (so an option a user typed is never overridden).
+    def _parsed_views(cls, views: tuple[str, ...]) -> tuple[str, ...]:
+        for view in views:
+            parse_view(view)  # raises ValueError naming the bad part
+        return views
 
-        Raises:
-            ValueError: an unknown preset or a bad value.
-        """
-        explicit.pop("preset", None)
-        if name is None:
-            return cls(**explicit)
-        settings = cls(**{**preset(name).fields, **explicit})
-        settings.preset = name  # set after: building with it would refill fields at their default
+    @field_validator("generator_temperatures")
+    @classmethod
+    def _temperatures_in_range(cls, temperatures: dict[str, float]) -> dict[str, float]:
+        for name, t in temperatures.items():
+            if not 0.0 <= t <= 2.0:
+                raise ValueError(f"Generator {name!r}: temperature {t} is not in the range 0.0<=x<=2.0.")
+        return temperatures
+
+    # -- the preset ---------------------------------------------------------------------------
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _preset_under_given_values(cls, data: Any, handler: Any) -> Any:
+        """Fill each field the preset covers and ``data`` does not give with the preset's value,
+        then validate all; ``model_fields_set`` stays the fields given, so that :meth:`replace`
+        (and a preset chosen again) knows what was chosen and what came with the preset."""
+        if not isinstance(data, dict):
+            return handler(data)
+        given = {name for name in data if name in cls.model_fields}
+        name = data.get("preset")
+        if isinstance(name, str) and name in PRESET_NAMES:
+            data = {**preset(name).fields, **data}
+        settings = handler(data)
+        object.__setattr__(settings, "__pydantic_fields_set__", given)
         return settings
 
-    def with_preset(self, name: str) -> Settings:
-        """A copy with every choice of preset ``name``, whatever was set before.
+    # -- where values come from ---------------------------------------------------------------
+
+    def __init__(self, **values: Any) -> None:
+        """Settings from ``values``, then the environment for the fields they do not give.
 
         Raises:
-            ValueError: an unknown preset.
+            SettingsError: a value refused (which field, from where, and why).
         """
-        return replace(self, preset=name, **preset(name).fields)
+        try:
+            super().__init__(**values)
+        except ValidationError as e:
+            raise SettingsError.of(e, given=values) from None
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Arguments first, then the process environment; no .env file or secrets folder (API
+        # keys stay in the providers' own variables, which the model clients read).
+        return init_settings, _Environment(settings_cls)
+
+    def replace(self, **changes: Any) -> Settings:
+        """These settings with ``changes``, checked as any value is: the values given to these
+        settings and the changes count as given, and a preset fills the rest (the environment is
+        not read again).
+
+        Raises:
+            SettingsError: a change refused.
+        """
+        given = {name: getattr(self, name) for name in self.model_fields_set}
+        try:
+            return type(self).model_validate({**given, **changes})
+        except ValidationError as e:
+            raise SettingsError.of(e) from None
+
+    # -- reading ------------------------------------------------------------------------------
 
     def model_for(self, role: str) -> Any:
         """The model spec for ``role``: its own, else the default."""
@@ -423,16 +616,10 @@ class Settings:
     def record(self) -> dict[str, Any]:
         """The settings as plain JSON data; a model object is kept by its name."""
 
-        def plain(value: Any) -> Any:
-            if value is None or isinstance(value, (str, int, float, bool)):
-                return value
-            if isinstance(value, (list, tuple)):
-                return [plain(v) for v in value]
-            if isinstance(value, dict):
-                return {str(k): plain(v) for k, v in value.items()}
+        def model_text(value: Any) -> str:
             return f"<{getattr(value, 'model_name', None) or type(value).__name__}>"
 
-        return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        return {name: json_value(getattr(self, name), model_text) for name in type(self).model_fields}
 
     @property
     def checkpoint_file(self) -> str | None:
@@ -447,32 +634,101 @@ class Settings:
         straight = 6  # keywords, values, linking, generators, check, select
         return 2 * (straight + 2 * self.fix_rounds) + 10
 
-    def replace(self, **changes: Any) -> Settings:
-        return replace(self, **changes)
-
     @staticmethod
     def help(name: str) -> str:
         """The help text of field ``name``."""
-        return SETTINGS_FIELDS[name].metadata["help"]
+        return SETTINGS_FIELDS[name].description or ""
 
 
-def _choose(what: str, value: Any, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"Unknown {what} {value!r}; choose one of {', '.join(choices)}.")
+class _Environment(PydanticBaseSettingsSource):
+    """The process environment, one variable per field (:func:`env_name`). An empty variable
+    counts as unset, as the command line has always taken it; every value is a string that the
+    field's own validation parses (the NAME=VALUE fields also take text such as ``din=2,nrep``)."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        name = env_name(field_name)
+        value = os.environ.get(name) if name else None
+        return value or None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        values = {}
+        for field_name, field in self.settings_cls.model_fields.items():
+            value, key, _ = self.get_field_value(field, field_name)
+            if value is not None:
+                values[key] = value
+        return values
 
 
-def _default(f: dataclasses.Field) -> Any:
-    if f.default is not dataclasses.MISSING:
-        return f.default
-    if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-        return f.default_factory()  # type: ignore[misc]
-    return dataclasses.MISSING
-
-
-SETTINGS_FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(Settings)}
-"""Every field of :class:`Settings`, by name, with its help and option metadata."""
+SETTINGS_FIELDS: dict[str, FieldInfo] = dict(Settings.model_fields)
+"""Every field of :class:`Settings`, by name (pydantic's ``FieldInfo``: its ``description`` is
+the help, its ``metadata`` the constraints); :func:`option_of`, :func:`choices_of`,
+:func:`range_of` and :func:`env_name` read the rest."""
 
 
 def default_of(name: str) -> Any:
     """The default value of field ``name``."""
-    return _default(SETTINGS_FIELDS[name])
+    return SETTINGS_FIELDS[name].get_default(call_default_factory=True)
+
+
+def option_of(name: str) -> dict[str, Any]:
+    """The shape of field ``name``'s command-line option (``flag``, ``metavar``, ``path``,
+    ``pairs``, ``negate``); empty for a field the command line does not offer."""
+    extra = SETTINGS_FIELDS[name].json_schema_extra
+    return dict(extra.get("option") or {}) if isinstance(extra, dict) else {}
+
+
+def env_name(name: str) -> str | None:
+    """The environment variable of field ``name``: ``SQLCHORUS_<NAME>`` unless the field names
+    another, or none."""
+    extra = SETTINGS_FIELDS[name].json_schema_extra
+    if isinstance(extra, dict) and "env" in extra:
+        return extra["env"]  # type: ignore[return-value]
+    return Settings.model_config["env_prefix"] + name.upper()
+
+
+def choices_of(name: str) -> tuple[Any, ...] | None:
+    """The values field ``name`` takes when they are a fixed set (its ``Literal`` type), else
+    None."""
+    annotation = SETTINGS_FIELDS[name].annotation
+    for kind in (annotation, *get_args(annotation)):
+        if get_origin(kind) is Literal:
+            return get_args(kind)
+    return None
+
+
+def is_whole(name: str) -> bool:
+    """Whether field ``name`` holds whole numbers."""
+    annotation = SETTINGS_FIELDS[name].annotation
+    return annotation is int or int in get_args(annotation)
+
+
+class _Range(NamedTuple):
+    low: float | None
+    high: float | None
+    low_open: bool = False
+    high_open: bool = False
+
+    def describe(self) -> str:
+        """As click shows a range: ``0<=x<=10``, ``x>1``."""
+        low_op, high_op = ("<" if self.low_open else "<="), ("<" if self.high_open else "<=")
+        if self.low is None:
+            return f"x{high_op}{self.high}"
+        if self.high is None:
+            return f"x{'>' if self.low_open else '>='}{self.low}"
+        return f"{self.low}{low_op}x{high_op}{self.high}"
+
+
+def range_of(name: str) -> _Range | None:
+    """The bounds field ``name`` declares (its ``ge``/``gt``, ``le``/``lt``), or None."""
+    low = high = None
+    low_open = high_open = False
+    for constraint in SETTINGS_FIELDS[name].metadata:
+        if getattr(constraint, "ge", None) is not None:
+            low = constraint.ge
+        elif getattr(constraint, "gt", None) is not None:
+            low, low_open = constraint.gt, True
+        elif getattr(constraint, "le", None) is not None:
+            high = constraint.le
+        elif getattr(constraint, "lt", None) is not None:
+            high, high_open = constraint.lt, True
+    return None if low is None and high is None else _Range(low, high, low_open, high_open)

@@ -15,7 +15,7 @@ from sqlchorus import prompts
 from sqlchorus.core.candidates import new_candidate
 from sqlchorus.core.context import Context
 from sqlchorus.core.diversity import generation_meta, sample_temperature, sample_view
-from sqlchorus.core.llm import ModelCallError, call_model
+from sqlchorus.core.llm import ModelCallError, call_model, model_error
 from sqlchorus.core.state import GeneratorInput
 from sqlchorus.tools.parsing import extract_sql
 from sqlchorus.tools.values import values_text
@@ -23,10 +23,7 @@ from sqlchorus.tools.values import values_text
 
 def model_error_update(node: str, error: ModelCallError) -> dict[str, Any]:
     """The update of a node whose model call failed: its usage and an error record, no candidate."""
-    return {
-        "usage": [error.usage] if error.usage else [],
-        "errors": [{"node": node, "kind": "model", "message": str(error)}],
-    }
+    return {"usage": [error.usage] if error.usage else [], "errors": [model_error(node, error)]}
 
 
 def generate_once(

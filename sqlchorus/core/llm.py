@@ -88,11 +88,17 @@ _AUTH_NAMES = ("authentication", "permissiondenied", "unauthorized", "forbidden"
 
 def is_auth_error(error: BaseException) -> bool:
     """Whether a provider error says the credentials were refused."""
+    return _says(error, _AUTH_STATUS, _AUTH_NAMES)
+
+
+def _says(error: BaseException, statuses: frozenset[int], names: tuple[str, ...]) -> bool:
+    """Whether a provider error has one of ``statuses`` as its HTTP status, or a class name
+    with one of ``names`` in it (providers' SDKs name their errors, not all give a status)."""
     status = getattr(error, "status_code", None) or getattr(getattr(error, "response", None), "status_code", None)
-    if isinstance(status, int) and status in _AUTH_STATUS:
+    if isinstance(status, int) and status in statuses:
         return True
     name = type(error).__name__.lower()
-    return any(part in name for part in _AUTH_NAMES)
+    return any(part in name for part in names)
 
 
 class TransientModelError(SqlchorusError, RuntimeError):
@@ -114,11 +120,7 @@ def is_transient(error: BaseException) -> bool:
     server errors."""
     if isinstance(error, (TimeoutError, ConnectionError, TransientModelError)):
         return True
-    status = getattr(error, "status_code", None) or getattr(getattr(error, "response", None), "status_code", None)
-    if isinstance(status, int) and status in _TRANSIENT_STATUS:
-        return True
-    name = type(error).__name__.lower()
-    return any(part in name for part in _TRANSIENT_NAMES)
+    return _says(error, _TRANSIENT_STATUS, _TRANSIENT_NAMES)
 
 
 def call_model(
@@ -264,6 +266,30 @@ def call_model(
         if log is not None:
             log.record({**recorded, "answer": text, "usage": usage})
         return text, usage
+
+
+def model_error(node: str, error: ModelCallError, *, prefix: str = "", suffix: str = "") -> dict[str, str]:
+    """The error record of ``node``'s failed model call: ``prefix`` says which of its calls it
+    was, ``suffix`` what the node does without the answer."""
+    return {"node": node, "kind": "model", "message": f"{prefix}{error}{suffix}"}
+
+
+def try_call_model(
+    context: Context, usage: list[UsageRecord], errors: list[dict[str, Any]], *, node: str,
+    prefix: str = "", suffix: str = "", **call: Any,
+) -> str | None:
+    """:func:`call_model` for a node that goes on without the answer: the call's usage record
+    goes into ``usage`` (a failed call's too, when it has one) and a failure into ``errors``
+    (:func:`model_error`); the answer's text, or None when the call failed. ``call`` holds the
+    other arguments of :func:`call_model`."""
+    try:
+        text, record = call_model(context, node=node, **call)
+    except ModelCallError as e:
+        usage.extend([e.usage] if e.usage else [])
+        errors.append(model_error(node, e, prefix=prefix, suffix=suffix))
+        return None
+    usage.append(record)
+    return text
 
 
 def _recorded_request(

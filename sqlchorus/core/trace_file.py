@@ -1,12 +1,15 @@
 """Reading a run's trace file back: spans as a tree, printable with timings.
 
 A trace file holds one finished span per line (see :mod:`sqlchorus.core.tracing`); this module
-needs nothing else to show what happened in a run.
+needs nothing else to show what happened in a run. Every reader of trace files reads its lines
+here: strictly for the tree (a damaged file is an error), leniently for the viewer (a torn last
+line of a run still being written is left out).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -65,7 +68,8 @@ def find_trace(run: str, trace_dir: str | Path = "traces") -> Path:
     )
 
 
-def _time(value: str) -> datetime:
+def span_time(value: str) -> datetime:
+    """A time stamp of a trace file, as OpenTelemetry writes it (``Z`` for UTC)."""
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
@@ -80,6 +84,52 @@ def _check_types(node: SpanNode) -> None:
         raise ValueError("start and end times mix time zones")
 
 
+def span_records(path: str | Path, *, strict: bool = True) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each span of a trace file as its JSON, with its line number; blank lines are skipped.
+
+    Args:
+        strict: a line that is not a span raises; else it is left out (a torn last line, a line
+            of another shape, bytes that are not UTF-8), for readers that show what they can.
+
+    Raises:
+        ValueError: with ``strict``, a line is not a span.
+    """
+    with open(path, encoding="utf-8", errors="strict" if strict else "replace") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                raw = json.loads(line)
+                if not _is_span(raw):
+                    raise ValueError("not of a span's shape")
+            except ValueError as e:
+                if strict:
+                    raise _not_a_span(path, number, e) from e
+                continue
+            yield number, raw
+
+
+def read_spans(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
+    """The spans of a trace file as their JSON, at most ``limit``, leaving out any line that
+    is not a span (see :func:`span_records`)."""
+    spans = []
+    for _, span in span_records(path, strict=False):
+        if limit is not None and len(spans) >= limit:
+            break
+        spans.append(span)
+    return spans
+
+
+def _is_span(span: Any) -> bool:
+    return (isinstance(span, dict) and isinstance(span.get("name"), str) and isinstance(span.get("start_time"), str)
+            and isinstance(span.get("context"), dict) and isinstance(span["context"].get("span_id"), str)
+            and isinstance(span.get("attributes") or {}, dict))
+
+
+def _not_a_span(path: str | Path, number: int, error: Exception) -> ValueError:
+    return ValueError(f"{path}:{number} is not a span ({error}).")
+
+
 def load_spans(path: str | Path) -> list[SpanNode]:
     """The root spans of a trace file, children sorted by start time.
 
@@ -87,26 +137,22 @@ def load_spans(path: str | Path) -> list[SpanNode]:
         ValueError: a line is not a span written by sqlchorus.
     """
     nodes: dict[str, SpanNode] = {}
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                raw = json.loads(line)
-                node = SpanNode(
-                    name=raw["name"],
-                    span_id=raw["context"]["span_id"],
-                    parent_id=raw.get("parent_id"),
-                    start=_time(raw["start_time"]),
-                    end=_time(raw["end_time"]),
-                    attributes=raw.get("attributes") or {},
-                    events=raw.get("events") or [],
-                    status=(raw.get("status") or {}).get("status_code", "UNSET"),
-                )
-                _check_types(node)
-            except (KeyError, TypeError, ValueError, AttributeError) as e:
-                raise ValueError(f"{path}:{number} is not a span ({e}).") from e
-            nodes[node.span_id] = node
+    for number, raw in span_records(path):
+        try:
+            node = SpanNode(
+                name=raw["name"],
+                span_id=raw["context"]["span_id"],
+                parent_id=raw.get("parent_id"),
+                start=span_time(raw["start_time"]),
+                end=span_time(raw["end_time"]),
+                attributes=raw.get("attributes") or {},
+                events=raw.get("events") or [],
+                status=(raw.get("status") or {}).get("status_code", "UNSET"),
+            )
+            _check_types(node)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise _not_a_span(path, number, e) from e
+        nodes[node.span_id] = node
     roots = []
     for node in nodes.values():
         parent = nodes.get(node.parent_id) if node.parent_id else None

@@ -426,7 +426,6 @@ def traced_node(
     successors: Sequence[str] = (),
     router: Callable[[dict, Any], list[tuple[Any, str]]] | None = None,
     reducers: dict[str, Callable[[Any, Any], Any]] | None = None,
-    context_for: Callable[[Any, Any], Any] | None = None,
 ) -> Callable[..., Any]:
     """Wrap a node so that each execution is a span ``node:<name>`` with its routing on it.
 
@@ -439,8 +438,6 @@ def traced_node(
     reducers = reducers or {}
 
     def run(state: Any, runtime: Any) -> Any:
-        if context_for is not None:
-            runtime = runtime.override(context=context_for(state, runtime))
         tracer = runtime.context.tracer
         progress = runtime.context.progress
         with tracer.start_as_current_span(attrs.NODE_SPAN_PREFIX + name) as span:

@@ -52,6 +52,7 @@ from sqlchorus.config.settings import Settings
 from sqlchorus.core.models import ModelConfigError, model_name
 from sqlchorus.evaluation import report
 from sqlchorus.evaluation.datasets import BUILTIN_DATASETS, Dataset, Example, data_dir, load_dataset
+from sqlchorus.evaluation.progress import ExProgress, Tally
 from sqlchorus.evaluation.scoring import (
     ScoreReport,
     one_line,
@@ -470,7 +471,8 @@ def _run(
     if done:
         say(f"resuming: {len(done)} question(s) already recorded in {records_path} are not run again")
     writer = _RecordWriter(records_path)
-    bar = _Progress(len(data.examples), data.name, done.values()) if progress else None
+    bar = ExProgress(f"eval {data.name}", len(data.examples), cost=True,
+                     done=[_tally(r) for r in done.values()]) if progress else None
     lock = threading.Lock()
     running: set[int] = set()
 
@@ -480,7 +482,7 @@ def _run(
                 return
             done[record["index"]] = record
             if bar is not None:
-                bar.advance(record)
+                bar.advance(*_tally(record))
         if on_record is not None:
             on_record(record)
 
@@ -658,55 +660,6 @@ def score_prediction_file(
     return run
 
 
-# -- progress --------------------------------------------------------------------------------
-
-
-class _Progress:
-    """A rich progress bar on stderr whose columns carry the running accuracy and cost."""
-
-    def __init__(self, total: int, name: str, already: Any):
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self._progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("EX {task.fields[ex]}"),
-            TextColumn("{task.fields[cost]}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=Console(stderr=True),  # stdout stays free for results (--json)
-        )
-        self._scored = self._correct = 0
-        self._cost = 0.0
-        self._task = self._progress.add_task(f"eval {name}", total=total, ex="-", cost="")
-        already = list(already)
-        for record in already:
-            self._count(record)
-        self._progress.update(self._task, completed=len(already), **self._fields())
-        self._progress.start()
-
-    def _count(self, record: dict[str, Any]) -> None:
-        if record.get("status") != "missing_db":
-            self._scored += 1
-            self._correct += bool(record.get("correct"))
-        self._cost += float(record.get("cost_usd") or 0.0)
-
-    def _fields(self) -> dict[str, str]:
-        ex = f"{100.0 * self._correct / self._scored:.1f}%" if self._scored else "-"
-        return {"ex": ex, "cost": f"${self._cost:.4f}" if self._cost else ""}
-
-    def advance(self, record: dict[str, Any]) -> None:
-        self._count(record)
-        self._progress.update(self._task, advance=1, **self._fields())
-
-    def close(self) -> None:
-        self._progress.stop()
+def _tally(record: dict[str, Any]) -> Tally:
+    """What a question's record adds to the progress bar."""
+    return record.get("status") != "missing_db", bool(record.get("correct")), float(record.get("cost_usd") or 0.0)

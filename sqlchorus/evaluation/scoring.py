@@ -67,6 +67,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlchorus.evaluation.datasets import Dataset
+from sqlchorus.evaluation.progress import ExProgress
 from sqlchorus.tools.compare import (
     bird_result_eq,
     spider_order_matters,
@@ -323,19 +324,14 @@ def _score_spider(
         pred, gold = spider_remove_distinct(pred), spider_remove_distinct(gold)
     order_matters = spider_order_matters(gold)
     gold_run, pred_run = spider_replace_cur_year(gold), spider_replace_cur_year(pred)
-    for path in _suite(db_path):
-        try:
-            gold_rows = _rows(path, gold_run, timeout_s)
-        except (SqlError, _TooLarge) as e:
-            return "gold_error", _message(e)
-        try:
-            pred_rows = _rows(path, pred_run, timeout_s)
-        except QueryTimeoutError as e:
-            return "timeout", e.message
-        except (SqlError, _TooLarge) as e:
-            return "pred_error", _message(e)
-        if not spider_result_eq(gold_rows, pred_rows, order_matters):
-            return "wrong", None
+    try:
+        for path in _suite(db_path):
+            gold_rows = _gold_rows(path, gold_run, timeout_s)
+            pred_rows = _pred_rows(path, pred_run, timeout_s)
+            if not spider_result_eq(gold_rows, pred_rows, order_matters):
+                return "wrong", None
+    except _QueryFailed as e:
+        return e.status, e.error
     return "correct", None
 
 
@@ -345,16 +341,38 @@ def _score_bird(db_path: str, gold: str, pred: str, timeout_s: float) -> tuple[s
     except SqlError as e:
         return "gold_error", e.message
     try:
-        pred_rows = _rows(db_path, pred, timeout_s)
-    except QueryTimeoutError as e:
-        return "timeout", e.message
-    except (SqlError, _TooLarge) as e:
-        return "pred_error", _message(e)
-    try:
-        gold_rows = _rows(db_path, gold, timeout_s)
-    except (SqlError, _TooLarge) as e:
-        return "gold_error", _message(e)
+        pred_rows = _pred_rows(db_path, pred, timeout_s)
+        gold_rows = _gold_rows(db_path, gold, timeout_s)
+    except _QueryFailed as e:
+        return e.status, e.error
     return ("correct" if bird_result_eq(gold_rows, pred_rows) else "wrong"), None
+
+
+class _QueryFailed(SqlchorusError):
+    """The gold or the predicted query did not run, which decides the verdict on its own:
+    ``status`` is that verdict."""
+
+    kind = "query_failed"
+
+    def __init__(self, status: str, error: str):
+        super().__init__(error)
+        self.status, self.error = status, error
+
+
+def _gold_rows(path: str, sql: str, timeout_s: float) -> list[tuple[Any, ...]]:
+    try:
+        return _rows(path, sql, timeout_s)
+    except (SqlError, _TooLarge) as e:
+        raise _QueryFailed("gold_error", _message(e)) from e
+
+
+def _pred_rows(path: str, sql: str, timeout_s: float) -> list[tuple[Any, ...]]:
+    try:
+        return _rows(path, sql, timeout_s)
+    except QueryTimeoutError as e:
+        raise _QueryFailed("timeout", e.message) from e
+    except (SqlError, _TooLarge) as e:
+        raise _QueryFailed("pred_error", _message(e)) from e
 
 
 def _message(error: Exception) -> str:
@@ -443,7 +461,7 @@ def score_predictions(
                  keep_distinct)
             )
 
-    bar = _Progress(len(preds), dataset.name) if progress else None
+    bar = ExProgress(f"scoring {dataset.name}", len(preds)) if progress else None
     started = time.perf_counter()
     try:
         for v in pre_decided:
@@ -484,9 +502,9 @@ def _verdict(
     )
 
 
-def _notify(v: Verdict, bar: _Progress | None, hook: Callable[[Verdict], None] | None) -> None:
+def _notify(v: Verdict, bar: ExProgress | None, hook: Callable[[Verdict], None] | None) -> None:
     if bar is not None:
-        bar.advance(v)
+        bar.advance(v.scored, v.correct)
     if hook is not None:
         hook(v)
 
@@ -552,40 +570,3 @@ def _percent(verdicts: Sequence[Verdict]) -> float | None:
     if not verdicts:
         return None
     return round(100.0 * sum(v.correct for v in verdicts) / len(verdicts), 2)
-
-
-class _Progress:
-    """A rich progress bar whose description carries the running accuracy."""
-
-    def __init__(self, total: int, name: str):
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
-        self._progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("EX {task.fields[ex]}"),
-            TimeElapsedColumn(),
-            console=Console(stderr=True),  # stdout stays free for results (--json)
-            transient=False,
-        )
-        self._task = self._progress.add_task(f"scoring {name}", total=total, ex="-")
-        self._scored = self._correct = 0
-        self._progress.start()
-
-    def advance(self, v: Verdict) -> None:
-        if v.scored:
-            self._scored += 1
-            self._correct += v.correct
-        ex = f"{100.0 * self._correct / self._scored:.1f}%" if self._scored else "-"
-        self._progress.update(self._task, advance=1, ex=ex)
-
-    def close(self) -> None:
-        self._progress.stop()

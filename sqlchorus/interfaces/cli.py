@@ -24,8 +24,19 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from sqlchorus.config.presets import PRESET_NAMES
-from sqlchorus.config.settings import SETTINGS_FIELDS, Settings, default_of
+from sqlchorus.config.settings import (
+    SETTINGS_FIELDS,
+    Settings,
+    SettingsError,
+    choices_of,
+    default_of,
+    env_name,
+    is_whole,
+    option_of,
+    range_of,
+)
 from sqlchorus.tools.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_NO_ANSWER, SqlchorusError
+from sqlchorus.tools.json_values import BLOB_TYPES, blob_text
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT, *, abandon_threads: bool = False) -> None:
@@ -68,32 +79,54 @@ def cli() -> None:
 # -- options derived from Settings -------------------------------------------------------------
 
 
+class _ShownChoice(click.Choice):
+    """Lists a field's choices in --help; Settings checks the value, with the message a Python
+    argument or an environment variable gets."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        return value
+
+
+class _ShownIntRange(click.IntRange):
+    """Shows a whole-number field's range in --help; Settings parses and checks the value."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        return value
+
+
+class _ShownFloatRange(click.FloatRange):
+    """Shows a number field's range in --help; Settings parses and checks the value."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        return value
+
+
 def _options_of(name: str, aliases: tuple[str, ...] = ()) -> list[Any]:
-    """The click options of settings field ``name``, from its metadata: flag, help, default,
-    range or choices, environment variable, and a ``--no-...`` flag where it has one; ``aliases``
-    are other names of its flag."""
-    f = SETTINGS_FIELDS[name]
-    spec = f.metadata.get("option") or {}
-    help_text = f.metadata["help"]
+    """The click options of settings field ``name``, from the field: flag, help, default, choices
+    or range (shown here, checked by Settings), environment variable, and a ``--no-...`` flag
+    where it has one; ``aliases`` are other names of its flag."""
+    spec = option_of(name)
+    help_text = Settings.help(name)
     default = default_of(name)
+    env = env_name(name)
     options = []
     if spec.get("flag"):
         kwargs: dict[str, Any] = {"help": help_text}
         if spec.get("pairs"):
             kwargs.update(multiple=True, metavar=spec["metavar"], help=help_text + " Repeatable.")
         else:
-            if spec.get("choices"):
-                kwargs["type"] = click.Choice(spec["choices"])
-            elif spec.get("range"):
-                low, high = spec["range"]
-                whole = isinstance(default, int) and isinstance(low, int) and isinstance(high, int)
-                kwargs["type"] = click.IntRange(low, high) if whole else click.FloatRange(low, high)
+            choices, bounds = choices_of(name), range_of(name)
+            if choices:
+                kwargs["type"] = _ShownChoice(choices)
+            elif bounds:
+                shown = _ShownIntRange if is_whole(name) else _ShownFloatRange
+                kwargs["type"] = shown(bounds.low, bounds.high, min_open=bounds.low_open, max_open=bounds.high_open)
             elif spec.get("path"):
                 kwargs["type"] = click.Path(file_okay=spec["path"] != "dir", dir_okay=spec["path"] == "dir")
             if default is not None:
                 kwargs.update(default=default, show_default=True)
-        if spec.get("env"):
-            kwargs.update(envvar=spec["env"], help=f"{kwargs['help']} (env: {spec['env']})")
+        if env:
+            kwargs["help"] = f"{kwargs['help']} (env: {env})"
         options.append(click.option(spec["flag"], *aliases, name, **kwargs))
     if spec.get("negate"):
         flag, _, negate_help = spec["negate"]
@@ -101,9 +134,7 @@ def _options_of(name: str, aliases: tuple[str, ...] = ()) -> list[Any]:
     return options
 
 
-RUN_OPTIONS: tuple[str, ...] = tuple(
-    name for name, f in SETTINGS_FIELDS.items() if f.metadata.get("option")
-)
+RUN_OPTIONS: tuple[str, ...] = tuple(name for name in SETTINGS_FIELDS if option_of(name))
 """Every settings field the command line offers, in the order of ``Settings``."""
 
 
@@ -120,41 +151,31 @@ def settings_options(*names: str, aliases: dict[str, tuple[str, ...]] | None = N
     return decorate
 
 
-def _pairs(values: tuple[str, ...], flag: str, value_type: type) -> dict[str, Any]:
-    pairs: dict[str, Any] = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        key, value = key.strip(), value.strip()
-        if not key or (sep and not value) or (not sep and value_type is str):
-            raise click.BadParameter(f"{item!r} is not of the form NAME=VALUE.", param_hint=flag)
-        try:
-            pairs[key] = value_type(value) if sep else 1
-        except ValueError:
-            what = "a whole number" if value_type is int else value_type.__name__
-            raise click.BadParameter(f"{item!r}: {value!r} is not {what}.", param_hint=flag) from None
-    return pairs
-
-
 def typed_settings(options: dict[str, Any], *, names: tuple[str, ...] = RUN_OPTIONS, **fixed: Any) -> Settings:
-    """Settings from the options a user typed (or set through the environment), with a preset
-    applied under them: an option typed always wins, even at its default value.
+    """Settings from the options a user typed, and from the environment (``SQLCHORUS_<FIELD>``,
+    which Settings reads), with a preset applied under them: an option typed always wins, even
+    at its default value.
 
     Pops the settings options from ``options``, leaving the command's own.
 
     Raises:
-        ValueError: a value Settings refuses; click.BadParameter: a malformed NAME=VALUE.
+        SettingsError: a value Settings refuses, naming the option (or variable) it came from.
     """
     ctx = click.get_current_context()
     typed: dict[str, Any] = dict(fixed)
+    flags: dict[str, str] = {}
     for name in names:
-        spec = SETTINGS_FIELDS[name].metadata.get("option") or {}
+        spec = option_of(name)
         value = options.pop(name, None)
         negated = options.pop(f"{name}__negated", False)
-        if spec.get("flag") and ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
-            typed[name] = _pairs(value, spec["flag"], spec["pairs"]) if spec.get("pairs") else value
+        if spec.get("flag") and ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE:
+            typed[name], flags[name] = value, spec["flag"]
         if negated:
-            typed[name] = spec["negate"][1]
-    return Settings.for_preset(typed.pop("preset", None), **typed)
+            typed[name], flags[name] = spec["negate"][1], spec["negate"][0]
+    try:
+        return Settings(**typed)
+    except SettingsError as e:
+        raise e.naming(flags) from None
 
 
 def _explain_preset(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
@@ -258,30 +279,34 @@ def demo(question: str, **options: Any) -> None:
     local:smollm2, a 135M-parameter toy model, on the tiny preset (one short prompt under a
     grammar), and says so before the answer: a real model is what gives real answers.
     """
-    fixed = {}
-    if not options.get("model") and not options.get("models"):
-        from sqlchorus.core.local_model import SMOLLM2_NOTICE
-
-        click.secho(SMOLLM2_NOTICE, fg="yellow", err=True)
-        fixed["model"] = "local:smollm2"
-        if click.get_current_context().get_parameter_source("preset") not in (
-            ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT
-        ):
-            fixed["preset"] = "tiny"
-    _ask(question, options, **fixed)
+    _ask(question, options, offline=True)
 
 
-def _ask(question: str, options: dict[str, Any], **fixed: Any) -> None:
+def _offline(settings: Settings) -> Settings:
+    """``settings`` for the demo: as they are when they name a model (an option or
+    SQLCHORUS_MODEL), else with local:smollm2 on the tiny preset, unless a preset was chosen."""
+    if settings.model or settings.models:
+        return settings
+    from sqlchorus.core.local_model import SMOLLM2_NOTICE
+
+    click.secho(SMOLLM2_NOTICE, fg="yellow", err=True)
+    chosen = "preset" in settings.model_fields_set
+    return settings.replace(model="local:smollm2", **({} if chosen else {"preset": "tiny"}))
+
+
+def _ask(question: str, options: dict[str, Any], *, offline: bool = False) -> None:
     from sqlchorus.runs.session import ask as run_ask
 
     db, evidence, as_json = options.pop("db"), options.pop("evidence"), options.pop("as_json")
     verbose = options.pop("verbose")
     with _reported():
-        settings = typed_settings(options, **fixed)
+        settings = typed_settings(options)
+        if offline:
+            settings = _offline(settings)
         with _progress_display(verbose, quiet=as_json) as progress:
             result = run_ask(question, db=db, evidence=evidence, settings=settings, progress=progress)
     if as_json:
-        click.echo(json.dumps(result.to_dict(), default=str, ensure_ascii=False))
+        click.echo(json.dumps(result.to_dict(), ensure_ascii=False))
     else:
         _print_result(result)
     if not result.ok:
@@ -294,8 +319,8 @@ def _ask(question: str, options: dict[str, Any], **fixed: Any) -> None:
 def _cell(value: Any) -> str:
     if value is None:
         return "NULL"
-    if isinstance(value, (bytes, bytearray)):
-        return f"<blob {len(value)} bytes>"
+    if isinstance(value, BLOB_TYPES):
+        return blob_text(value)
     text = str(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
@@ -440,7 +465,8 @@ def select_command(candidates_file: str, model: str | None, out_file: str | None
     from sqlchorus.runs.standalone_selection import select_file
 
     with _reported():
-        settings = typed_settings(options, names=SELECT_OPTIONS, trace_dir=None)
+        # The selection model is --model's (or SQLCHORUS_SELECTION_MODEL's) alone, not SQLCHORUS_MODEL's.
+        settings = typed_settings(options, names=SELECT_OPTIONS, trace_dir=None, model=None, models={})
         sink = open(out_file, "w", encoding="utf-8") if out_file else None
     unanswered = 0
     try:
@@ -474,7 +500,7 @@ def select_command(candidates_file: str, model: str | None, out_file: str | None
                    "built with another number is rebuilt; without the option, any index of it is reused.")
 @click.option("--rebuild", is_flag=True, help="Build again even if an index of this database content exists.")
 @click.option("--json", "as_json", is_flag=True, help="Print the index's figures as one JSON object.")
-def index(db: str, value_cache_dir: str | None, max_values: int | None, rebuild: bool, as_json: bool) -> None:
+def index(db: str, max_values: int | None, rebuild: bool, as_json: bool, **options: Any) -> None:
     """Build the value index of a database, once per database content.
 
     The index (every distinct text value: exact, word, one-edit and MinHash LSH lookups) is stored
@@ -488,6 +514,8 @@ def index(db: str, value_cache_dir: str | None, max_values: int | None, rebuild:
     from sqlchorus.tools.value_index import DEFAULT_MAX_VALUES, ValueIndex
 
     with _reported():
+        # The folder typed, else the environment's, where `ask` looks for the index too.
+        value_cache_dir = typed_settings(options, names=("value_cache_dir",)).value_cache_dir
         database = GuardedDatabase(db)
     with database, Progress(
         TextColumn("indexing values"), BarColumn(), MofNCompleteColumn(), TextColumn("columns"),
@@ -530,13 +558,16 @@ def trace() -> None:
 
 @trace.command("show")
 @click.argument("run")
-@click.option("--trace-dir", default=default_of("trace_dir"), show_default=True, type=click.Path(file_okay=False), help="Folder of trace files.")
-def trace_show(run: str, trace_dir: str) -> None:
+@click.option("--trace-dir", type=click.Path(file_okay=False),
+              help=f"Folder of trace files (default: ${env_name('trace_dir')}, else {default_of('trace_dir')}).")
+def trace_show(run: str, trace_dir: str | None) -> None:
     """Print run RUN (its id, a unique prefix of it, or a trace file) as a tree with timings."""
     from sqlchorus.core.trace_file import find_trace, load_spans, render_tree
 
     with _reported():
-        roots = load_spans(find_trace(run, trace_dir))
+        # Where `ask` wrote them: the environment's folder when it names one.
+        folder = trace_dir or Settings().trace_dir or default_of("trace_dir")
+        roots = load_spans(find_trace(run, folder))
     for line in render_tree(roots):
         click.echo(line)
 

@@ -29,8 +29,9 @@ from rapidfuzz import process
 
 from sqlchorus.config.errors import SqlchorusError
 from sqlchorus.interfaces.http_guard import Guard
-from sqlchorus.runs.integrations import TOOL_ROWS, plain
+from sqlchorus.runs.integrations import TOOL_ROWS
 from sqlchorus.runs.service import RunService, ServiceError
+from sqlchorus.tools.json_values import json_value
 from sqlchorus.tools.schema import DatabaseSchema, Table
 from sqlchorus.tools.views import render_view
 
@@ -97,7 +98,7 @@ def table_detail(table: Table, detail: str) -> dict[str, Any]:
         data["description"] = table.description
         data["columns"] = [
             {"name": c.name, "type": c.type, "primary_key": c.primary_key, "not_null": c.not_null,
-             "description": c.description or c.full_name, "samples": [plain(v) for v in c.samples]}
+             "description": c.description or c.full_name, "samples": [json_value(v) for v in c.samples]}
             for c in table.columns]
         data["foreign_keys"] = [{"column": f.column, "ref_table": f.ref_table, "ref_column": f.ref_column}
                                 for f in table.foreign_keys]
@@ -158,7 +159,7 @@ def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
         result = record.get("result") or {}
         output = AskOutput(
             sql=result.get("sql"), columns=result.get("columns") or [],
-            rows=[[plain(v) for v in row] for row in (result.get("rows") or [])[:TOOL_ROWS]],
+            rows=[[json_value(v) for v in row] for row in (result.get("rows") or [])[:TOOL_ROWS]],
             truncated=bool(result.get("truncated")) or len(result.get("rows") or []) > TOOL_ROWS,
             confidence=result.get("confidence"), run_id=live.run_id, error=result.get("error"),
         )
@@ -203,7 +204,7 @@ def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
             result = await asyncio.to_thread(db.execute, sql, max_rows=max(1, min(int(max_rows), MAX_EXECUTE_ROWS)))
         except SqlchorusError as e:
             return _failed(QueryOutput(), e.kind, str(e))
-        return QueryOutput(columns=result.columns, rows=[[plain(v) for v in row] for row in result.rows],
+        return QueryOutput(columns=result.columns, rows=[[json_value(v) for v in row] for row in result.rows],
                            row_count=result.row_count, truncated=result.truncated,
                            elapsed_ms=round(result.elapsed_ms, 3))
 

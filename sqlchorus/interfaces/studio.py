@@ -3,25 +3,22 @@
 
 A LangGraph server passes a run its input only, so this is :func:`sqlchorus.runs.integrations.graph_for`'s
 graph: it declares what it takes (the question, the SQLite file, a hint) and what it gives (the
-answer), and builds each node's context itself from the database in the state. The model and
-preset come from ``SQLCHORUS_MODEL`` and ``SQLCHORUS_PRESET`` (set them in ``langgraph.json``'s
-``env`` or the shell), since a server has no command line of ours.
+answer), and builds each node's context itself from the database in the state. Its settings come
+from the environment, as ``Settings`` reads it everywhere: ``SQLCHORUS_MODEL``,
+``SQLCHORUS_PRESET`` and any other ``SQLCHORUS_<FIELD>`` (set them in ``langgraph.json``'s ``env``
+or the shell), since a server has no command line of ours.
 """
 
 from __future__ import annotations
-
-import os
 
 from sqlchorus.config.settings import Settings
 from sqlchorus.runs.integrations import graph_for
 
 
 def studio_settings() -> Settings:
-    """Settings from the environment: ``SQLCHORUS_MODEL`` and ``SQLCHORUS_PRESET``; no trace files
-    or checkpoints of ours (the server keeps its own)."""
-    settings = Settings(model=os.environ.get("SQLCHORUS_MODEL") or None, trace_dir=None, checkpoints=None)
-    preset = os.environ.get("SQLCHORUS_PRESET")
-    return settings.with_preset(preset) if preset else settings
+    """Settings from the environment (``SQLCHORUS_MODEL``, ``SQLCHORUS_PRESET``, ...), with no
+    trace files or checkpoints of ours (the server keeps its own)."""
+    return Settings(trace_dir=None, checkpoints=None)
 
 
 graph = graph_for(settings=studio_settings())

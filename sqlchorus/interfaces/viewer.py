@@ -28,19 +28,23 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.checkpoints import UnknownRunError
+from sqlchorus.core.trace_file import read_spans
 from sqlchorus.core.tracing import valid_run_id
 from sqlchorus.graph.build import build_graph
 from sqlchorus.interfaces.http_guard import Guard, install_error_handlers
 from sqlchorus.runs.debugger import DebugError, Debugger
 from sqlchorus.runs.run_index import (
+    MAX_SPANS,
     RunIndex,
     layout,
     path_taken,
-    read_spans,
+    span_usage,
     summarise,
     waterfall,
 )
 from sqlchorus.runs.service import RunService
+from sqlchorus.tools.json_values import json_value
+from sqlchorus.tools.pricing import usage_cost
 
 ASSETS = Path(__file__).parent / "ui"
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -79,11 +83,6 @@ class Breakpoint(BaseModel):
     condition: str | None = None
 
 
-def _safe(value: Any) -> Any:
-    """``value`` as JSON can carry it (bytes and other objects as text)."""
-    return json.loads(json.dumps(value, default=str))
-
-
 class Viewer:
     """What the app reads and drives: the runs index, the run service (live runs, databases),
     and the debuggers opened from the page."""
@@ -109,7 +108,7 @@ class Viewer:
             raise ValueError(f"The trace of run {run_id} cannot be read ({type(e).__name__}: {e}).") from e
 
     def _detail(self, run_id: str, group: str, path: Path) -> dict[str, Any]:
-        spans = read_spans(path)
+        spans = read_spans(path, MAX_SPANS)
         detail: dict[str, Any] = {"summary": summarise(run_id, group, spans).to_dict()}
         detail["spans"] = waterfall(spans)
         detail["path"] = path_taken(spans)
@@ -122,16 +121,14 @@ class Viewer:
             detail["candidates"] = state.get("candidates") or []
             detail["selection"] = state.get("selection") or {}
             detail["errors"] = state.get("errors") or []
-        by_node: dict[str, dict[str, float]] = {}
-        for row in detail["spans"]:
-            if row["tokens_in"] is not None and row.get("node"):
-                entry = by_node.setdefault(row["node"], {"calls": 0, "tokens": 0, "cost_usd": 0.0, "ms": 0.0})
-                entry["calls"] += 1
-                entry["tokens"] += (row["tokens_in"] or 0) + (row["tokens_out"] or 0)
-                entry["cost_usd"] += float(row["cost_usd"] or 0.0)
-                entry["ms"] += row["ms"]
-        detail["cost_by_node"] = by_node
-        return _safe(detail)
+        # The calls that answered: a failed call has no cost, and no tokens to show.
+        answered = [u for u in span_usage(spans) if u["node"] and "cost_usd" in u]
+        detail["cost_by_node"] = {
+            node: {"calls": c["calls"], "tokens": c["input_tokens"] + c["output_tokens"], "cost_usd": c["cost_usd"],
+                   "ms": round(c["model_seconds"] * 1000, 1)}
+            for node, c in usage_cost(answered)["by_node"].items()
+        }
+        return json_value(detail)
 
     def _kept(self, run_id: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None, list[dict[str, Any]]]:
         """The run's record, its newest state and its model calls, from the checkpoint store."""
@@ -194,7 +191,7 @@ class Viewer:
             values = dict(snap.values) if snap is not None else {}
             parent = by_id.get(shown, {}).get("parent")
             diff = debugger.diff(parent, shown) if parent else {}
-            return _safe({
+            return json_value({
                 "run_id": run_id, "checkpoint": current, "shown": shown, "next": list(debugger.next_nodes),
                 "finished": debugger.finished, "history": history, "state": values,
                 "diff": {k: {"before": b, "after": a} for k, (b, a) in diff.items()},
@@ -221,7 +218,7 @@ class Viewer:
             else:
                 raise DebugError(f"Unknown action {action!r}.")
         position = self.position(run_id)
-        position["said"] = _safe(said)
+        position["said"] = json_value(said)
         return position
 
     def close(self) -> None:
@@ -314,11 +311,15 @@ def create_app(service: RunService, index: RunIndex, *, token: str | None = None
 
         async def events() -> Any:
             async for event in started.listen():
-                yield {"event": event["event"], "data": json.dumps(_safe(event))}
+                yield {"event": event["event"], "data": json.dumps(json_value(event))}
 
         return EventSourceResponse(events(), ping=15)
 
     # -- step-through ---------------------------------------------------------------------------
+
+    async def act(run_id: str, action: str, **kw: Any) -> dict[str, Any]:
+        _check(run_id)
+        return await asyncio.to_thread(viewer.act, run_id, action, **kw)
 
     @app.post("/api/debug")
     async def debug_start(body: Question) -> dict[str, Any]:
@@ -331,33 +332,27 @@ def create_app(service: RunService, index: RunIndex, *, token: str | None = None
 
     @app.post("/api/debug/{run_id}/step")
     async def debug_step(run_id: str) -> dict[str, Any]:
-        _check(run_id)
-        return await asyncio.to_thread(viewer.act, run_id, "step")
+        return await act(run_id, "step")
 
     @app.post("/api/debug/{run_id}/continue")
     async def debug_cont(run_id: str) -> dict[str, Any]:
-        _check(run_id)
-        return await asyncio.to_thread(viewer.act, run_id, "cont")
+        return await act(run_id, "cont")
 
     @app.post("/api/debug/{run_id}/set")
     async def debug_set(run_id: str, body: Edit) -> dict[str, Any]:
-        _check(run_id)
-        return await asyncio.to_thread(viewer.act, run_id, "set", key=body.key, value=body.value)
+        return await act(run_id, "set", key=body.key, value=body.value)
 
     @app.post("/api/debug/{run_id}/fork/{checkpoint}")
     async def debug_fork(run_id: str, checkpoint: str) -> dict[str, Any]:
-        _check(run_id)
-        return await asyncio.to_thread(viewer.act, run_id, "fork", checkpoint=checkpoint)
+        return await act(run_id, "fork", checkpoint=checkpoint)
 
     @app.post("/api/debug/{run_id}/breakpoints")
     async def debug_break(run_id: str, body: Breakpoint) -> dict[str, Any]:
-        _check(run_id)
-        return await asyncio.to_thread(viewer.act, run_id, "break", node=body.node, condition=body.condition)
+        return await act(run_id, "break", node=body.node, condition=body.condition)
 
     @app.delete("/api/debug/{run_id}/breakpoints/{node}")
     async def debug_clear(run_id: str, node: str) -> dict[str, Any]:
-        _check(run_id)
-        return await asyncio.to_thread(viewer.act, run_id, "clear", node=node)
+        return await act(run_id, "clear", node=node)
 
     return Guard(app, token, 256 * 1024, browser=True)
 

@@ -26,15 +26,14 @@ from langgraph.types import Command, Overwrite
 
 from sqlchorus.config.errors import SqlchorusError
 from sqlchorus.config.settings import Settings
-from sqlchorus.core.checkpoints import CallLog, CheckpointFileError, UnknownRunError
+from sqlchorus.core.checkpoints import UnknownRunError
 from sqlchorus.core.state import SqlchorusState
-from sqlchorus.core.tracing import RunTracer, apply_update, new_run_id
+from sqlchorus.core.tracing import apply_update
 from sqlchorus.graph import routing
 from sqlchorus.graph.build import NODES, ROUTED
 from sqlchorus.graph.generators import GENERATORS
 from sqlchorus.runs.result import Result, result_from_state
-from sqlchorus.runs.session import Session, checked_question
-from sqlchorus.tools import attributes as attrs
+from sqlchorus.runs.session import OpenRun, Session
 
 MAX_BREAK_CHECKS = 1_000
 """Breakpoints whose condition is false are passed at most this many times in one ``cont``."""
@@ -106,27 +105,21 @@ class Debugger:
     earlier run of ``ask``, ``eval`` or ``debug``, at any of its checkpoints).
     """
 
-    def __init__(self, session: Session, run_id: str, settings: Settings, db: str | None, *, replay: bool):
+    def __init__(self, session: Session, run: OpenRun, run_id: str):
         self.session = session
+        self.run = run
         self.run_id = run_id
-        self.settings = settings
-        self.store = session.checkpoints(settings)
-        if self.store is None:
-            raise CheckpointFileError("The debugger needs checkpoints: give --checkpoints PATH or a trace folder.")
-        self.resources = session.database(db, settings)
-        self.graph = session.graph(settings, self.store)
-        self.calls = CallLog(self.store, run_id, replay=replay)
+        self.settings = run.settings
+        self.store = run.store
+        self.resources = run.resources
+        self.graph = run.graph
+        self.calls = run.calls
+        self.context = run.context
+        self.tracer = run.tracer  # the trace of this debugging session
         self.breakpoints: dict[str, Condition | None] = {}
         self.notes: list[str] = []
-        # The trace of this debugging session; a run opened again gets a trace of its own.
-        self.tracer = RunTracer(
-            trace_dir=settings.trace_dir, run_id=run_id if not replay else None,
-            attributes={attrs.SQLCHORUS_RUN_ID: run_id, **({attrs.SQLCHORUS_REPLAY_OF: run_id} if replay else {})},
-        ).__enter__()
         # A debugger left open still finishes its trace before the interpreter goes.
-        self._finalizer = weakref.finalize(self, self.tracer.__exit__, None, None, None)
-        self.context = session.dependencies.context(self.resources, settings=settings, tracer=self.tracer.tracer,
-                                                    calls=self.calls)
+        self._finalizer = weakref.finalize(self, run.close)
         self.config: dict[str, Any] = {"configurable": {"thread_id": run_id}}
 
     # -- opening ----------------------------------------------------------------------------
@@ -142,15 +135,14 @@ class Debugger:
             CheckpointFileError: checkpoints are off or unusable.
         """
         session = session or Session(settings)
-        settings = settings or session.settings
-        question, evidence = checked_question(question, evidence, settings.max_question_chars)
-        question = question.strip()
-        run_id = new_run_id()
-        debugger = cls(session, run_id, settings, str(db) if db is not None else None, replay=False)
-        session.keep_run(debugger.store, run_id, question, evidence, debugger.resources, settings)
+        for name in breakpoints:  # refused before anything is opened
+            _known_node(name)
+        run = session.open_run(question, str(db) if db is not None else None, evidence=evidence,
+                               settings=settings or session.settings, needs_checkpoints=True)
+        debugger = cls(session, run, run.run_id)
         for name in breakpoints:
             debugger.add_break(name)
-        debugger._invoke({"question": question, "evidence": evidence}, interrupt_before="*")
+        debugger._invoke({"question": run.question.strip(), "evidence": run.evidence}, interrupt_before="*")
         return debugger
 
     @classmethod
@@ -164,7 +156,9 @@ class Debugger:
         """
         session = session or Session(settings)
         _, info, run_settings, changed = session.recorded_run(run_id, settings or session.settings)
-        debugger = cls(session, run_id, run_settings, info["db_path"], replay=True)
+        run = session.open_run(info["question"], info["db_path"], evidence=info.get("evidence") or "",
+                               settings=run_settings, replay_of=run_id)
+        debugger = cls(session, run, run_id)
         if changed:
             debugger.notes.append(changed)
         if at is not None:
@@ -253,8 +247,7 @@ class Debugger:
         if self.config["configurable"].get("checkpoint_id") == self._latest()["configurable"].get("checkpoint_id"):
             # At the newest checkpoint the run simply goes on; naming it would fork a copy.
             config = {"configurable": {"thread_id": self.run_id}}
-        config["recursion_limit"] = self.settings.recursion_limit
-        self.graph.invoke(value, config, context=self.context, interrupt_before=interrupt_before)
+        self.run.invoke(value, config=config, interrupt_before=interrupt_before, catch=False)
         self.config = self._latest()
 
     def _latest(self) -> dict[str, Any]:
@@ -346,8 +339,7 @@ class Debugger:
         Raises:
             DebugError: an unknown node or a condition that is not accepted.
         """
-        if node not in node_names():
-            raise DebugError(f"No node {node!r}; the nodes are {', '.join(node_names())}.")
+        _known_node(node)
         self.breakpoints[node] = Condition(condition) if condition else None
 
     def clear(self, node: str | None = None) -> None:
@@ -406,6 +398,11 @@ class Debugger:
             rows=json.dumps(result.rows, default=str), question=json.dumps(self.state("question")),
         ), encoding="utf-8")
         return target
+
+
+def _known_node(node: str) -> None:
+    if node not in node_names():
+        raise DebugError(f"No node {node!r}; the nodes are {', '.join(node_names())}.")
 
 
 _TEST_TEMPLATE = '''"""Regression test written by `sqlchorus debug` (export-test) for run {run_id}: it replays the run

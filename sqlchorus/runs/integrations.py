@@ -4,9 +4,9 @@
 * :func:`as_tool` gives a LangChain tool with a typed argument schema (``question``, ``evidence``)
   and a structured result (:func:`tool_result`), for any agent that calls tools.
 * :func:`graph_for` gives the graph with declared input (``question``, ``database``,
-  ``evidence``) and output (``answer``, ``selection``, ``errors``), building each node's context
-  itself, so it can run where only input is passed: as a node of a parent LangGraph graph, or
-  under a LangGraph server (:mod:`sqlchorus.interfaces.studio`).
+  ``evidence``) and output (``answer``, ``selection``, ``errors``), each run prepared as ``ask``
+  prepares one, so it can run where only input is passed: as a node of a parent LangGraph graph,
+  or under a LangGraph server (:mod:`sqlchorus.interfaces.studio`).
 """
 
 from __future__ import annotations
@@ -17,17 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.tools import StructuredTool
+from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, Field
 from typing_extensions import NotRequired, TypedDict
 
 from sqlchorus.config.errors import SqlchorusError
 from sqlchorus.config.settings import Settings
-from sqlchorus.core.context import Context
 from sqlchorus.core.models import ModelConfigError
 from sqlchorus.core.state import Answer, ErrorRecord, Selection
-from sqlchorus.graph.build import build_graph
 from sqlchorus.runs.result import Result
 from sqlchorus.runs.session import Session, ask
+from sqlchorus.tools.json_values import json_value
 
 TOOL_ROWS = 50
 """Rows a tool's result carries at most; ``truncated`` says when there were more."""
@@ -45,16 +45,10 @@ class AskInput(BaseModel):
     evidence: str = Field("", description="A hint that defines terms the question uses (optional).")
 
 
-def plain(value: Any) -> Any:
-    """A database value as JSON carries it: text, numbers, booleans and NULL as they are, any
-    other value (a blob) as its text."""
-    return value if isinstance(value, (str, int, float, bool)) or value is None else str(value)
-
-
 def tool_result(result: Result, max_rows: int = TOOL_ROWS) -> dict[str, Any]:
     """What the tool returns: the SQL, its result (``max_rows`` rows at most), whether rows were
     cut, the selection's confidence, the run's id and why there is no answer, if there is none."""
-    rows = [[plain(v) for v in row] for row in result.rows[:max_rows]]
+    rows = [[json_value(v) for v in row] for row in result.rows[:max_rows]]
     return {
         "sql": result.sql,
         "columns": list(result.columns),
@@ -118,9 +112,16 @@ class GraphOutput(TypedDict, total=False):
 def graph_for(db: str | Path | None = None, *, model: Any = None, settings: Settings | None = None) -> Any:
     """The graph with declared input and output, for hosts that pass input only.
 
-    Each node builds its context from one :class:`~sqlchorus.runs.session.Session` (made on first use)
-    over the state's ``database``, else ``db``, else the demo database. Invoke it with
-    ``config={"recursion_limit": settings.recursion_limit}``.
+    Its one node, ``sqlchorus``, runs the pipeline through the same preparation as
+    :func:`sqlchorus.ask` (the question checked, the run traced, nested under the host's current
+    span) over the input's ``database``, else ``db``, else the demo database, with one
+    :class:`~sqlchorus.runs.session.Session` made on first use. The pipeline runs as a subgraph of
+    the host's step: ``stream(..., subgraphs=True)`` shows its nodes, and its checkpoints are the
+    host's (a LangGraph server keeps them), not a file of sqlchorus's.
+
+    Raises (from ``invoke``):
+        EmptyQuestionError, QuestionTooLongError: the question cannot be asked.
+        sqlchorus.tools.database.DatabaseOpenError: the database is missing or not SQLite.
     """
     settings = settings or Settings()
     if model is not None:
@@ -128,11 +129,21 @@ def graph_for(db: str | Path | None = None, *, model: Any = None, settings: Sett
     lock = threading.Lock()
     made: list[Session] = []
 
-    def context_for(state: dict[str, Any], runtime: Any) -> Context:
+    def answer(state: GraphInput) -> GraphOutput:
         with lock:
             if not made:
                 made.append(Session(settings))
-        session = made[0]
-        return session.dependencies.context(session.database(state.get("database") or db, settings), settings=settings)
+        result = made[0].run(state["question"], state.get("database") or db, evidence=state.get("evidence") or "",
+                             hosted=True)
+        found = result.state.get("answer") or {"sql": None, "columns": [], "rows": [], "error": result.error}
+        return {"answer": found, "selection": result.selection, "errors": result.errors}
 
-    return build_graph(settings, input_schema=GraphInput, output_schema=GraphOutput, context_for=context_for)
+    builder = StateGraph(GraphOutput, input_schema=GraphInput, output_schema=GraphOutput)
+    builder.add_node(GRAPH_NODE, answer)
+    builder.add_edge(START, GRAPH_NODE)
+    builder.add_edge(GRAPH_NODE, END)
+    return builder.compile(name="sqlchorus")
+
+
+GRAPH_NODE = "sqlchorus"
+"""The node of :func:`graph_for`'s graph that runs the pipeline."""

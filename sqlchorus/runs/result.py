@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sqlchorus.core.candidates import fix_record
+from sqlchorus.tools.json_values import json_value
+from sqlchorus.tools.pricing import usage_cost
 
 
 @dataclass
@@ -48,49 +50,18 @@ class Result:
 
     @property
     def cost(self) -> dict[str, Any]:
-        """Model calls, tokens, dollars and seconds, in total and per node.
-
-        ``cost_usd`` comes from the price table (:mod:`sqlchorus.tools.pricing`); calls answered from
-        the response cache count in ``cached_calls`` and cost nothing; ``unpriced_models`` names
-        models that have no price, whose calls are counted at 0.
-        """
-        per_node: dict[str, dict[str, Any]] = {}
-        for u in self.usage:
-            entry = per_node.setdefault(u["node"], {"calls": 0, "cached_calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "model_seconds": 0.0})
-            entry["calls"] += 1
-            entry["cached_calls"] += 1 if u.get("cached") else 0
-            entry["input_tokens"] += u["input_tokens"]
-            entry["output_tokens"] += u["output_tokens"]
-            entry["cost_usd"] = round(entry["cost_usd"] + float(u.get("cost_usd") or 0.0), 10)
-            entry["model_seconds"] = round(entry["model_seconds"] + u["latency_ms"] / 1000.0, 4)
-        return {
-            "calls": len(self.usage),
-            "cached_calls": sum(1 for u in self.usage if u.get("cached")),
-            "replayed_calls": sum(1 for u in self.usage if u.get("replayed")),
-            "input_tokens": sum(u["input_tokens"] for u in self.usage),
-            "output_tokens": sum(u["output_tokens"] for u in self.usage),
-            "cost_usd": round(sum(float(u.get("cost_usd") or 0.0) for u in self.usage), 10),
-            "unpriced_models": sorted({u["model"] for u in self.usage if u.get("priced") is False}),
-            "model_seconds": round(sum(u["latency_ms"] for u in self.usage) / 1000.0, 4),
-            "seconds": round(self.seconds, 4),
-            "by_node": per_node,
-        }
+        """Model calls, tokens, dollars and seconds, in total and per node
+        (:func:`sqlchorus.tools.pricing.usage_cost`)."""
+        return usage_cost(self.usage, self.seconds)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe dict: binary values become ``<blob N bytes>``."""
+        """A JSON-safe dict (:func:`sqlchorus.tools.json_values.json_value`): a blob becomes
+        ``<blob N bytes>``."""
         data = asdict(self)
         data.pop("state", None)
-        data["rows"] = [[_json_safe(v) for v in row] for row in self.rows]
         data["cost"] = self.cost
         data["ok"] = self.ok
-        return data
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return f"<blob {len(bytes(value))} bytes>"
-    return value
-
+        return json_value(data)
 
 
 FAILURE_KINDS = ("cancelled", "step_limit", "model", "no_sql", "timeout", "fixer_gave_up", "execution_error",

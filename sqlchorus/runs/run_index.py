@@ -8,16 +8,16 @@ waterfall, the path it took through the graph, its model calls, candidates, sele
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from sqlchorus.core.trace_file import read_spans, span_time
 from sqlchorus.core.tracing import valid_run_id
 from sqlchorus.tools import attributes as attrs
+from sqlchorus.tools.pricing import usage_cost
 
 MAX_SPANS = 20_000
 """Spans of one run the viewer reads at most."""
@@ -58,29 +58,36 @@ class _Cached:
 
 
 def _time(text: str) -> float:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    return span_time(text).timestamp()
 
 
-def read_spans(path: Path, limit: int = MAX_SPANS) -> list[dict[str, Any]]:
-    """The spans of a trace file, each as its JSON; a torn last line is left out."""
-    spans = []
-    with path.open(encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if len(spans) >= limit:
-                break
-            try:
-                span = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if _is_span(span):  # a line of some other shape is left out
-                spans.append(span)
-    return spans
+def _bounds(span: dict[str, Any]) -> tuple[float, float]:
+    """When a span started and ended; one that has not ended, where it started."""
+    start = _time(span["start_time"])
+    return start, _time(span["end_time"]) if span.get("end_time") else start
 
 
-def _is_span(span: Any) -> bool:
-    return (isinstance(span, dict) and isinstance(span.get("name"), str) and isinstance(span.get("start_time"), str)
-            and isinstance(span.get("context"), dict) and isinstance(span["context"].get("span_id"), str)
-            and isinstance(span.get("attributes") or {}, dict))
+def span_usage(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The usage records of a trace's model calls, in the order they started, as the run kept
+    them: a call that failed has no ``cost_usd`` (nor tokens, counted as 0)."""
+    usage = []
+    for span in sorted(spans, key=lambda s: s["start_time"]):
+        a = span.get("attributes") or {}
+        if a.get(attrs.GEN_AI_OPERATION) != "chat":
+            continue
+        start, end = _bounds(span)
+        record: dict[str, Any] = {
+            "node": a.get(attrs.SQLCHORUS_NODE) or "", "role": a.get(attrs.SQLCHORUS_ROLE) or "",
+            "model": a.get(attrs.GEN_AI_REQUEST_MODEL) or "",
+            "input_tokens": int(a.get(attrs.GEN_AI_USAGE_INPUT) or 0),
+            "output_tokens": int(a.get(attrs.GEN_AI_USAGE_OUTPUT) or 0),
+            "latency_ms": round((end - start) * 1000, 3),
+        }
+        if attrs.SQLCHORUS_COST_USD in a:
+            record.update(cost_usd=float(a[attrs.SQLCHORUS_COST_USD] or 0.0), priced=a.get(attrs.SQLCHORUS_PRICED),
+                          cached=bool(a.get(attrs.SQLCHORUS_CACHE_HIT)), replayed=bool(a.get(attrs.SQLCHORUS_REPLAYED)))
+        usage.append(record)
+    return usage
 
 
 def summarise(run_id: str, group: str, spans: list[dict[str, Any]]) -> RunSummary:
@@ -90,11 +97,9 @@ def summarise(run_id: str, group: str, spans: list[dict[str, Any]]) -> RunSummar
     # The run's own span: the one whose parent is not in the file (a host application's span,
     # or none); a debugging session's file may hold more than one.
     root = next((s for s in runs if s.get("parent_id") not in ids), runs[0] if runs else None)
-    for span in spans:
-        a = span.get("attributes") or {}
-        if a.get(attrs.GEN_AI_OPERATION) == "chat":
-            summary.calls += 1
-            summary.tokens += int(a.get(attrs.GEN_AI_USAGE_INPUT) or 0) + int(a.get(attrs.GEN_AI_USAGE_OUTPUT) or 0)
+    cost = usage_cost(span_usage(spans))
+    summary.calls = cost["calls"]
+    summary.tokens = cost["input_tokens"] + cost["output_tokens"]
     if root is not None:
         a = root.get("attributes") or {}
         summary.question = str(a.get(attrs.SQLCHORUS_QUESTION, ""))
@@ -184,7 +189,7 @@ class RunIndex:
             if cached is not None and cached.key == key:
                 return cached
         try:
-            spans = read_spans(path)
+            spans = read_spans(path, MAX_SPANS)
         except OSError:
             return None
         unreadable = (KeyError, TypeError, ValueError, AttributeError)  # not a trace this version wrote
@@ -221,15 +226,14 @@ class RunIndex:
 
 
 def _node_totals(spans: list[dict[str, Any]]) -> dict[str, list[float]]:
-    """Seconds and cost per node over one run's spans."""
-    by_node: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    """Seconds (the node's own spans, model calls and all) and cost per node over one run's spans."""
+    seconds: dict[str, float] = defaultdict(float)
     for span in spans:
         if span["name"].startswith(attrs.NODE_SPAN_PREFIX) and span.get("end_time"):
             node = span["name"][len(attrs.NODE_SPAN_PREFIX):]
-            a = span.get("attributes") or {}
-            by_node[node][0] += _time(span["end_time"]) - _time(span["start_time"])
-            by_node[node][1] += float(a.get(attrs.SQLCHORUS_COST_USD) or 0.0)
-    return dict(by_node)
+            seconds[node] += _time(span["end_time"]) - _time(span["start_time"])
+    cost = usage_cost(span_usage(spans))["by_node"]
+    return {node: [took, cost[node]["cost_usd"] if node in cost else 0.0] for node, took in seconds.items()}
 
 
 # -- one run ------------------------------------------------------------------------------------
@@ -253,8 +257,7 @@ def waterfall(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for span in sorted(spans, key=lambda s: s["start_time"]):
         a = span.get("attributes") or {}
-        start = _time(span["start_time"])
-        end = _time(span["end_time"]) if span.get("end_time") else start
+        start, end = _bounds(span)
         rows.append({
             "span_id": span["context"]["span_id"], "parent_id": span.get("parent_id"),
             "trace_id": span["context"]["trace_id"], "name": span["name"],

@@ -8,6 +8,11 @@ accounting and traces can be tested without a provider.
 A responder learns which prompt it is answering from :func:`current_call`: sqlchorus tags every
 model call with its prompt template's name, role and node (run metadata, see
 :mod:`sqlchorus.core.llm`), so a script never depends on a prompt's wording.
+
+:func:`oracle_model` plays every role. Which role a prompt template calls for is known for the
+nodes around the generators here, and for each generator from its own description
+(``Generator.oracle``), so a generator added in a module of its own, or by a plugin, is answered
+without an edit here.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from sqlchorus.core.llm import NODE_KEY, PROMPT_KEY, ROLE_KEY
+from sqlchorus.graph.generators import GENERATORS
 from sqlchorus.tools import sql_text
 from sqlchorus.tools.classify import classify_sql
 from sqlchorus.tools.list_decompose import DecomposeError, decompose, describe_step
@@ -128,32 +134,24 @@ def prompt_text(messages: list[BaseMessage]) -> str:
 PROMPT_ROLES: dict[str, str] = {
     "extract_keywords": "keywords",
     "link_schema": "linking",
-    "generate_divide_conquer": "generation",
-    "generate_direct": "generation:direct",
     "fix_candidates": "fixing",
-    "generate_query_plan": "generation:query_plan",
-    "generate_synthetic": "generation:synthetic",
-    "generate_synthetic_features": "synthesis:features",
-    "generate_synthetic_schema": "synthesis:schema",
     "select_candidate": "selection",
-    "din_classify": "din:classification",
-    "din_easy": "din:generation",
-    "din_medium": "din:generation",
-    "din_hard": "din:generation",
-    "din_correct_gentle": "din:correction",
-    "din_correct_generic": "din:correction",
-    "nrep_link": "nrep:linking",
-    "nrep_generate": "nrep:generation",
-    "list_plan": "list:plan",
-    "list_write_step": "list:write_step",
-    "list_reprompt": "list:reprompt",
 }
-"""The oracle's role for each prompt template."""
+"""The oracle's role for the prompt templates of the nodes around the generators; each generator's
+description says the roles of its own (``Generator.oracle``)."""
+
+
+def prompt_roles() -> dict[str, str]:
+    """The oracle's role for each prompt template: the fixed nodes' and every generator's."""
+    roles = dict(PROMPT_ROLES)
+    for generator in GENERATORS.values():
+        roles.update(generator.oracle)
+    return roles
 
 
 def role_of_call() -> str | None:
     """The oracle's role of the call being answered, from its prompt template's name."""
-    return PROMPT_ROLES.get(current_call().get("prompt") or "")
+    return prompt_roles().get(current_call().get("prompt") or "")
 
 
 def question_of(prompt: str) -> str:

@@ -12,10 +12,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from langgraph.errors import GraphRecursionError
+from langgraph.errors import GraphBubbleUp, GraphRecursionError
 
 from sqlchorus.config.errors import EmptyQuestionError, QuestionTooLongError, RunCancelledError
 from sqlchorus.config.settings import Settings
@@ -164,6 +165,111 @@ class Session:
 
     # -- asking -------------------------------------------------------------------------------
 
+    def open_run(
+        self,
+        question: str,
+        db: str | Path | GuardedDatabase | None = None,
+        *,
+        evidence: str = "",
+        settings: Settings | None = None,
+        run_id: str | None = None,
+        exporters: Iterable[Any] = (),
+        value_index: Any = None,
+        progress: Callable[[NodeEvent], None] | None = None,
+        cancelled: Callable[[], bool] | None = None,
+        replay_of: str | None = None,
+        checkpoint_id: str | None = None,
+        needs_checkpoints: bool = False,
+        hosted: bool = False,
+    ) -> OpenRun:
+        """Prepare one run: every entry point (``ask``, replay, the debugger, the servers, the
+        graph a host embeds) starts its runs here, so none can skip a step.
+
+        The question is checked; the database opened (progress hears :data:`PREPARE`); the run
+        traced (its root span open until :meth:`OpenRun.close`); the checkpoint store opened and
+        told what the run asks; its model calls logged (and, for a replay, served from the log);
+        the context and the graph's config made.
+
+        Args:
+            question, db, evidence, settings, run_id, exporters, value_index, progress,
+                cancelled: as for :meth:`ask`.
+            replay_of: the run whose thread this run goes on with (from ``checkpoint_id``), its
+                model calls served from its call log; None for a new run on a thread of its own.
+            needs_checkpoints: refuse to run without a checkpoint store (the debugger's runs).
+            hosted: the run is a step of a host's graph: its checkpoints are the host's.
+
+        Raises:
+            EmptyQuestionError: the question is empty.
+            QuestionTooLongError: the question or hint is over ``Settings.max_question_chars``.
+            sqlchorus.tools.database.DatabaseOpenError: the database is missing or not SQLite.
+            CheckpointFileError: ``needs_checkpoints`` and the store is off or cannot be used.
+        """
+        settings = settings or self.settings
+        question, evidence = checked_question(question, evidence, settings.max_question_chars)
+        start = time.perf_counter()
+        progress = _cancellable(progress, cancelled)
+        if progress is not None:
+            progress(NodeEvent(PREPARE, "start", 0.0))
+        resources = self.database(db, settings)
+        if progress is not None:
+            progress(NodeEvent(PREPARE, "end", time.perf_counter() - start))
+        if value_index is not None:
+            resources = DatabaseResources(db=resources.db, schema=resources.schema, value_index=value_index)
+        notes: list[dict[str, str]] = []
+        store: RunRecords | None = None
+        if not hosted:
+            try:
+                store = self.checkpoints(settings)
+            except CheckpointFileError as e:
+                if needs_checkpoints or replay_of is not None:
+                    raise
+                # A run without a debugger or a replay goes on without them, and says so.
+                notes.append({"node": "checkpoints", "kind": "checkpoints",
+                              "message": f"{e}; this run keeps no checkpoints."})
+            if store is None and (needs_checkpoints or replay_of is not None):
+                raise CheckpointFileError(
+                    "Checkpoints are off (--no-checkpoints, or no trace folder): this needs them; give --checkpoints PATH.")
+        attributes = {attrs.SQLCHORUS_QUESTION: question, attrs.DB_NAMESPACE: resources.db.name}
+        if replay_of is not None:
+            attributes[attrs.SQLCHORUS_REPLAY_OF] = replay_of
+        tracer = RunTracer(trace_dir=settings.trace_dir, otlp_endpoint=settings.otlp_endpoint, exporters=exporters,
+                           run_id=run_id, attributes=attributes).__enter__()
+        try:
+            thread = replay_of or tracer.run_id
+            calls: CallLog | None = None
+            if replay_of is not None:
+                calls = CallLog(store, replay_of, replay=True)
+            elif store is not None and self.keep_run(store, thread, question, evidence, resources, settings):
+                calls = CallLog(store, thread)
+            context = self.dependencies.context(resources, settings=settings, tracer=tracer.tracer, progress=progress,
+                                                calls=calls)
+            config: dict[str, Any] = {"recursion_limit": settings.recursion_limit}
+            if store is not None:
+                # The run's id is its thread's: its trace and its checkpoints are found by one id.
+                config["configurable"] = {"thread_id": thread,
+                                          **({"checkpoint_id": checkpoint_id} if checkpoint_id else {})}
+            graph = self.graph(settings, store)
+        except BaseException as e:
+            tracer.__exit__(type(e), e, e.__traceback__)
+            raise
+        return OpenRun(question=question, evidence=evidence, settings=settings, resources=resources, store=store,
+                       graph=graph, tracer=tracer, calls=calls, context=context, config=config, thread=thread,
+                       notes=notes, started=start, what="replay" if replay_of else "run")
+
+    def run(self, question: str, db: str | Path | GuardedDatabase | None = None, *,
+            updates: Callable[[dict[str, Any]], None] | None = None, **prepare: Any) -> Result:
+        """Prepare a run (:meth:`open_run`, which takes ``prepare``), run it to its end, close it.
+
+        A new run starts from the question; a replay (``replay_of``) goes on from its checkpoint.
+        """
+        run = self.open_run(question, db, **prepare)
+        try:
+            initial = None if prepare.get("replay_of") else {"question": run.question.strip(), "evidence": run.evidence}
+            state, error = run.invoke(initial, updates=updates)
+            return run.result(state, error)
+        finally:
+            run.close()
+
     def ask(
         self,
         question: str,
@@ -204,60 +310,9 @@ class Session:
             sqlchorus.tools.database.DatabaseOpenError: the database is missing or not SQLite.
             sqlchorus.core.models.ModelConfigError: a provider refused the credentials.
         """
-        settings = settings or self.settings
-        question, evidence = checked_question(question, evidence, settings.max_question_chars)
-        start = time.perf_counter()
-        progress = _cancellable(progress, cancelled)
-        if progress is not None:
-            progress(NodeEvent(PREPARE, "start", 0.0))
-        resources = self.database(db, settings)
-        if progress is not None:
-            progress(NodeEvent(PREPARE, "end", time.perf_counter() - start))
-        if value_index is not None:
-            resources = DatabaseResources(db=resources.db, schema=resources.schema, value_index=value_index)
-        notes: list[dict[str, str]] = []
-        try:
-            checkpointer = self.checkpoints(settings)
-        except CheckpointFileError as e:  # the run goes on without them, and says so
-            checkpointer = None
-            notes.append({"node": "checkpoints", "kind": "checkpoints", "message": f"{e}; this run keeps no checkpoints."})
-        graph = self.graph(settings, checkpointer)
-        with RunTracer(
-            trace_dir=settings.trace_dir,
-            otlp_endpoint=settings.otlp_endpoint,
-            exporters=exporters,
-            run_id=run_id,
-            attributes={attrs.SQLCHORUS_QUESTION: question, attrs.DB_NAMESPACE: resources.db.name},
-        ) as run:
-            kept = checkpointer is not None and self.keep_run(checkpointer, run.run_id, question, evidence,
-                                                              resources, settings)
-            calls = CallLog(checkpointer, run.run_id) if kept else None
-            context = self.dependencies.context(resources, settings=settings, tracer=run.tracer, progress=progress,
-                                                calls=calls)
-            initial = {"question": question.strip(), "evidence": evidence or ""}
-            config: dict[str, Any] = {"recursion_limit": settings.recursion_limit}
-            if checkpointer is not None:
-                # The run's id is its thread's: its trace and its checkpoints are found by one id.
-                config["configurable"] = {"thread_id": run.run_id}
-            state, error = _invoke(graph, initial, config, context, run, "run", updates)
-            result = result_from_state(question, state, error)
-            result.run_id = run.run_id
-            if checkpointer is not None and checkpointer.failed:
-                notes.append({"node": "checkpoints", "kind": "checkpoints", "message": checkpointer.failed + "."})
-                checkpointer.failed = None
-            result.errors.extend(notes)
-            result.checkpoint_path = str(checkpointer.path) if checkpointer is not None else None
-            notes = context.memo.get("notes") or []
-            if notes:
-                # The first narrowing is the one every later view builds on; each span has its own.
-                more = f" ({len(notes) - 1} other views were narrowed too; see the trace.)" if len(notes) > 1 else ""
-                result.errors.append({"node": "schema", "kind": "narrowed", "message": notes[0] + more})
-                run.root.set_attribute(attrs.SQLCHORUS_SCHEMA_NARROWED, notes[0])
-            _mark_outcome(run, result)
-        result.trace_path = str(run.path) if run.path and run.file_written else None
-        result.errors += [{"node": "trace", "kind": "trace", "message": p} for p in run.problems]
-        result.seconds = time.perf_counter() - start
-        return result
+        return self.run(question, db, evidence=evidence, settings=settings, exporters=exporters,
+                        value_index=value_index, progress=progress, run_id=run_id, updates=updates,
+                        cancelled=cancelled)
 
     def recorded_run(self, run_id: str, settings: Settings | None = None) -> tuple[RunRecords, dict[str, Any], Settings, str | None]:
         """What the checkpoint file kept of ``run_id``: the file, the run's record, the settings
@@ -307,28 +362,11 @@ class Session:
             checkpoint_id = history[0 if latest else -1].config["configurable"]["checkpoint_id"]
         elif store.get_tuple({"configurable": {**thread, "checkpoint_id": checkpoint_id}}) is None:
             raise UnknownRunError(f"Run {run_id!r} has no checkpoint {checkpoint_id!r}.")
-        notes = [{"node": "replay", "kind": "database_changed", "message": changed}] if changed else []
-        db_path = info["db_path"]
-        start = time.perf_counter()
-        progress = _cancellable(progress, cancelled)
-        resources = self.database(db_path, run_settings)
-        graph = self.graph(run_settings, store)
-        with RunTracer(trace_dir=run_settings.trace_dir, otlp_endpoint=run_settings.otlp_endpoint,
-                       attributes={attrs.SQLCHORUS_QUESTION: info["question"], attrs.DB_NAMESPACE: resources.db.name,
-                                   attrs.SQLCHORUS_REPLAY_OF: run_id}, run_id=new_run_id) as run:
-            calls = CallLog(store, run_id, replay=True)
-            context = self.dependencies.context(resources, settings=run_settings, tracer=run.tracer,
-                                                progress=progress, calls=calls)
-            config = {"recursion_limit": run_settings.recursion_limit,
-                      "configurable": {**thread, "checkpoint_id": checkpoint_id}}
-            state, error = _invoke(graph, None, config, context, run, "replay", updates)
-            result = result_from_state(info["question"], state, error)
-            result.run_id = run.run_id
-            result.errors.extend(notes)
-            result.checkpoint_path = str(store.path)
-            _mark_outcome(run, result)
-        result.trace_path = str(run.path) if run.path and run.file_written else None
-        result.seconds = time.perf_counter() - start
+        result = self.run(info["question"], info["db_path"], evidence=info.get("evidence") or "",
+                          settings=run_settings, run_id=new_run_id, progress=progress, updates=updates,
+                          cancelled=cancelled, replay_of=run_id, checkpoint_id=checkpoint_id)
+        if changed:
+            result.errors.append({"node": "replay", "kind": "database_changed", "message": changed})
         return result
 
     def close(self) -> None:
@@ -393,6 +431,77 @@ def ask(
                            progress=progress)
 
 
+@dataclass
+class OpenRun:
+    """One run, prepared by :meth:`Session.open_run` and not yet closed: its settings, database,
+    checkpoint store, graph, trace, call log, context and config."""
+
+    question: str
+    evidence: str
+    settings: Settings
+    resources: DatabaseResources
+    store: RunRecords | None
+    graph: Any
+    tracer: RunTracer
+    calls: CallLog | None
+    context: Any
+    config: dict[str, Any]
+    thread: str
+    notes: list[dict[str, str]]
+    started: float
+    what: str = "run"
+    results: list[Result] = field(default_factory=list)
+    closed: bool = False
+
+    @property
+    def run_id(self) -> str:
+        return self.tracer.run_id
+
+    def invoke(self, value: Any, *, config: dict[str, Any] | None = None, interrupt_before: Any = None,
+               updates: Callable[[dict[str, Any]], None] | None = None, catch: bool = True) -> tuple[dict, str | None]:
+        """Run the graph from ``value`` (None: from the checkpoint the config names) with this
+        run's context; its final state and why it has none (see :func:`_invoke`). ``config``
+        replaces the run's own (the debugger moves along the thread); with ``catch`` False a
+        failure is raised, not reported."""
+        config = {**(config or self.config), "recursion_limit": self.settings.recursion_limit}
+        if not catch:
+            return self.graph.invoke(value, config, context=self.context, interrupt_before=interrupt_before), None
+        return _invoke(self.graph, value, config, self.context, self.tracer, self.what, updates)
+
+    def result(self, state: dict[str, Any], error: str | None) -> Result:
+        """The run's :class:`Result` from its final state, with what the preparation noted; its
+        outcome is put on the run's span."""
+        result = result_from_state(self.question, state, error)
+        result.run_id = self.run_id
+        result.errors.extend(self.notes)
+        if self.store is not None and self.store.failed:
+            result.errors.append({"node": "checkpoints", "kind": "checkpoints", "message": self.store.failed + "."})
+            self.store.failed = None
+        result.checkpoint_path = str(self.store.path) if self.store is not None else None
+        narrowed = self.context.memo.get("notes") or []
+        if narrowed:
+            # The first narrowing is the one every later view builds on; each span has its own.
+            more = f" ({len(narrowed) - 1} other views were narrowed too; see the trace.)" if len(narrowed) > 1 else ""
+            result.errors.append({"node": "schema", "kind": "narrowed", "message": narrowed[0] + more})
+            self.tracer.root.set_attribute(attrs.SQLCHORUS_SCHEMA_NARROWED, narrowed[0])
+        _mark_outcome(self.tracer, result)
+        self.results.append(result)
+        return result
+
+    def close(self) -> None:
+        """End the run's trace; the results made say where it is and what went wrong with it."""
+        if self.closed:
+            return
+        self.closed = True
+        self.tracer.__exit__(None, None, None)
+        path = str(self.tracer.path) if self.tracer.path and self.tracer.file_written else None
+        problems = [{"node": "trace", "kind": "trace", "message": p} for p in self.tracer.problems]
+        for result in self.results:
+            result.trace_path = path
+            result.errors += problems
+            result.seconds = time.perf_counter() - self.started
+
+
 _NOT_REPLAYED = frozenset({
     "model", "models", "trace_dir", "otlp_endpoint", "checkpoints", "cache", "cache_path", "value_cache_dir",
     "prices_file", "rate_limit", "model_timeout_s", "model_retries", "retry_backoff_s",
@@ -442,6 +551,8 @@ def _invoke(graph: Any, value: Any, config: dict[str, Any], context: Any, run: R
             elif isinstance(chunk, dict):
                 updates(chunk)
         return state, None
+    except GraphBubbleUp:  # a host's interrupt or command passes through its step untouched
+        raise
     except RunCancelledError as e:  # what the run had made so far stays in its result
         run.root.set_attribute(attrs.SQLCHORUS_ERROR, str(e))
         return {k: v for k, v in state.items() if k != "answer"}, str(e)
