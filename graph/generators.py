@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from sqlchorus.config import catalog
+from sqlchorus.config.settings import SettingsError
 from sqlchorus.core.generator import Generator
 
 V = TypeVar("V")
@@ -74,12 +75,11 @@ def enabled(generators: dict[str, int]) -> list[tuple[str, Generator, int]]:
     """``(name, generator, samples)`` for each generator named in settings, in settings order.
 
     Raises:
-        ValueError: a name that no generator registered.
+        SettingsError: a name that no generator registered (a ``ValueError`` too).
     """
     known = registry()
     unknown = [name for name in generators if name not in known]
     if unknown:
-        raise ValueError(
-            f"Unknown generator(s) {unknown}; available: {', '.join(sorted(known))}."
-        )
+        raise SettingsError([("generators", "generators",
+                              f"Unknown generator(s) {unknown}; available: {', '.join(sorted(known))}.")])
     return [(name, known[name], samples) for name, samples in generators.items()]

@@ -128,13 +128,14 @@ def test_the_embedded_graph_runs_as_ask_does_traced_and_checked(demo_db, tmp_pat
     graph = sqlchorus.graph_for(demo_db, model=ScriptedChatModel(counted, name="oracle"),
                                 settings=sqlchorus.Settings(trace_dir=str(traces), checkpoints=None))
     # Refused before any model is asked, as ask refuses them.
-    for bad in ("", "   ", "x" * 20_000):
+    for bad in ({"question": ""}, {"question": "   "}, {"question": "x" * 20_000}, {}, {"question": 5},
+                {"question": QUESTION, "evidence": 5}):
         try:
-            graph.invoke({"question": bad})
+            graph.invoke(bad)
         except (sqlchorus.EmptyQuestionError, sqlchorus.QuestionTooLongError):
             pass
         else:
-            raise AssertionError(f"{bad[:10]!r} was asked")
+            raise AssertionError(f"{str(bad)[:30]} was asked")
     assert calls == []
     # Streamed as a subgraph: the host sees every node of the pipeline.
     seen = [(ns, list(chunk)) for ns, chunk in graph.stream({"question": QUESTION}, subgraphs=True)]

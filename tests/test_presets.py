@@ -175,8 +175,8 @@ def test_readme_notes_where_each_method_differs_from_its_paper():
     readme = (REPO / "README.md").read_text()
     rows = {line.split("`")[1]: line for line in readme.splitlines() if line.startswith("| `")}
     for node in DIFFERS_FROM_PAPER:
-        if node == "generate_direct":
-            continue
+        if node == "generate_direct" or not (REPO / "nodes" / f"{node}.py").exists():
+            continue  # the project's own prompt, or an installed plugin's node
         row = rows[README_ROWS.get(node, node)]
         assert "Where it differs from the paper" in row, node
     assert "not fine-tuned" in rows["select_candidate"] and "--export-pairs" in rows["select_candidate"]

@@ -63,6 +63,7 @@ BAD = [
     ("din_correction", "--din-correction", "strict",
      "Unknown DIN-SQL correction: 'strict' is not one of 'gentle', 'generic', 'none'."),
     ("generators", "--generator", "din=0", "Generator 'din' needs at least one sample, got 0."),
+    ("generators", "--generator", "din=100000", "Generator 'din' draws at most 64 samples, got 100000."),
     ("models", "--role-model", "sorting=a:b",
      "Unknown model role(s) ['sorting']; roles are keywords, linking, generation, fixing, selection."),
     ("models", "--role-model", "generation", "'generation' is not of the form NAME=VALUE."),
@@ -212,3 +213,18 @@ def test_a_model_object_is_kept_as_it_is():
     assert settings.model is model and settings.model_for("fixing") is model
     assert settings.replace(trace_dir=None).model is model
     assert settings.record()["model"].startswith("<")
+
+
+def test_an_unknown_generator_is_a_settings_error_with_the_names_there_are(monkeypatch):
+    from sqlchorus.graph.build import build_graph
+
+    with pytest.raises(SettingsError, match=r"Unknown generator\(s\) \['nope'\]; available: din, direct") as raised:
+        build_graph(Settings(generators={"nope": 1}))
+    assert raised.value.exit_code == EXIT_BAD_INPUT
+
+
+def test_explaining_a_preset_reports_bad_environment_in_one_line(monkeypatch):
+    monkeypatch.setenv("SQLCHORUS_FIX_ROUNDS", "11")
+    out = CliRunner().invoke(cli, ["ask", "--explain-preset", "fast"])
+    assert out.exit_code == EXIT_BAD_INPUT
+    assert "SQLCHORUS_FIX_ROUNDS: 11 is not in the range 0<=x<=10." in out.output and "Traceback" not in out.output

@@ -30,6 +30,8 @@ from functools import cache
 from importlib import metadata
 from typing import Any, Protocol, runtime_checkable
 
+from sqlchorus.config.errors import GeneratorPluginError
+
 NODES_PACKAGE = "sqlchorus.nodes"
 """The package whose modules are scanned for a ``GENERATOR`` description."""
 ENTRY_POINT_GROUP = "sqlchorus.generators"
@@ -52,13 +54,14 @@ def generators() -> tuple[Any, ...]:
 
     Raises:
         ValueError: two descriptions with the same key.
-        TypeError: a ``GENERATOR`` attribute or entry point that is not a description.
+        GeneratorPluginError: a plugin that cannot be loaded, or a ``GENERATOR`` attribute or
+            entry point that is not a description.
     """
     found: dict[str, tuple[Any, str]] = {}
 
     def add(described: Any, origin: str) -> None:
         if not isinstance(described, Described):
-            raise TypeError(f"{origin} is not a generator description: {described!r}")
+            raise GeneratorPluginError(f"{origin} is not a generator description: {described!r}")
         seen = found.get(described.key)
         if seen is not None and seen[0] is not described:
             raise ValueError(f"Generator {described.key!r} is described twice: in {seen[1]} and in {origin}.")
@@ -70,7 +73,15 @@ def generators() -> tuple[Any, ...]:
         if described is not None:
             add(described, info.name)
     for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        add(entry.load(), f"entry point {entry.name} = {entry.value}")
+        origin = f"entry point {entry.name} = {entry.value}"
+        try:
+            loaded = entry.load()
+        except Exception as e:  # a broken plugin is named, not a traceback
+            raise GeneratorPluginError(
+                f"The generator plugin {origin} cannot be loaded ({type(e).__name__}: {e}); "
+                "fix or uninstall the package that provides it."
+            ) from e
+        add(loaded, origin)
     return tuple(sorted((d for d, _ in found.values()), key=lambda d: (d.order, d.key)))
 
 

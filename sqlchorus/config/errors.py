@@ -19,6 +19,13 @@ class QuestionTooLongError(SqlchorusError):
     http_status = 413
 
 
+class GeneratorPluginError(SqlchorusError):
+    """A generator description cannot be loaded: a plugin that does not import, or names
+    something that is not a description."""
+
+    kind = "generator_plugin"
+
+
 class RunCancelledError(SqlchorusError):
     """The run was cancelled (by its caller, or a client that went away) before it ended."""
 

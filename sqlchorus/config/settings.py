@@ -24,6 +24,10 @@ from sqlchorus.config.presets import PRESET_NAMES, preset
 from sqlchorus.tools.errors import SqlchorusError
 from sqlchorus.tools.json_values import json_value
 
+MAX_SAMPLES = 64
+"""Samples one generator may draw in a run: CHASE-SQL's pool draws 7 from each of three; a
+bound keeps a typing slip (``din=100000``) from fanning out without end."""
+
 ROLES: tuple[str, ...] = ("keywords", "linking", "generation", "fixing", "selection")
 """The model roles. Each can use its own chat model; unset roles use ``Settings.model``."""
 
@@ -266,7 +270,7 @@ class Settings(BaseSettings):
     )
     generators: dict[str, int] = _field(
         lambda: {"divide_conquer": 1},
-        "Generator branches to run and the samples each draws (default: divide_conquer once).",
+        f"Generator branches to run and the samples each draws, 1 to {MAX_SAMPLES} (default: divide_conquer once).",
         flag="--generator", metavar="NAME[=SAMPLES]", pairs=True,
     )
     preset: PresetName | None = _field(
@@ -537,6 +541,8 @@ class Settings(BaseSettings):
         for name, n in generators.items():
             if n < 1:
                 raise ValueError(f"Generator {name!r} needs at least one sample, got {n}.")
+            if n > MAX_SAMPLES:
+                raise ValueError(f"Generator {name!r} draws at most {MAX_SAMPLES} samples, got {n}.")
         return generators
 
     @field_validator("nrep_views")

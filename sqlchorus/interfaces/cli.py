@@ -183,7 +183,9 @@ def _explain_preset(ctx: click.Context, param: click.Parameter, value: str | Non
         return
     from sqlchorus.graph.expected_calls import explain_preset
 
-    click.echo(explain_preset(value))
+    with _reported():
+        text = explain_preset(value)
+    click.echo(text)
     ctx.exit(0)
 
 

@@ -133,8 +133,8 @@ def graph_for(db: str | Path | None = None, *, model: Any = None, settings: Sett
         with lock:
             if not made:
                 made.append(Session(settings))
-        result = made[0].run(state["question"], state.get("database") or db, evidence=state.get("evidence") or "",
-                             hosted=True)
+        result = made[0].run(state.get("question"), state.get("database") or db,
+                             evidence=state.get("evidence") or "", hosted=True)
         found = result.state.get("answer") or {"sql": None, "columns": [], "rows": [], "error": result.error}
         return {"answer": found, "selection": result.selection, "errors": result.errors}
 

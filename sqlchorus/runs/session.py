@@ -36,6 +36,7 @@ from sqlchorus.runs.demo import demo_db_path
 from sqlchorus.runs.result import Result, failure_kind, result_from_state
 from sqlchorus.tools import attributes as attrs
 from sqlchorus.tools.database import GuardedDatabase
+from sqlchorus.tools.sql_errors import DatabaseOpenError
 from sqlchorus.tools.value_index import database_fingerprint
 
 
@@ -52,8 +53,12 @@ def checked_question(question: str, evidence: str, limit: int) -> tuple[str, str
         EmptyQuestionError: the question is empty or white space.
         QuestionTooLongError: the question or hint is over ``limit`` characters.
     """
-    if not question or not question.strip():
+    if question is None or not isinstance(question, str) or not question.strip():
+        if question is not None and not isinstance(question, str):
+            raise EmptyQuestionError(f"The question must be text, not {type(question).__name__}.")
         raise EmptyQuestionError("The question is empty: ask something about the database.")
+    if evidence is not None and not isinstance(evidence, str):
+        raise EmptyQuestionError(f"The hint must be text, not {type(evidence).__name__}.")
     question, evidence = _valid_text(question), _valid_text(evidence or "")
     for name, text in (("question", question), ("hint", evidence)):
         if len(text) > limit:
@@ -107,6 +112,8 @@ class Session:
             sqlchorus.tools.database.DatabaseOpenError: the file is missing or not SQLite.
         """
         settings = settings or self.settings
+        if db is not None and not isinstance(db, (str, Path, GuardedDatabase)):
+            raise DatabaseOpenError(f"The database must be a path or an open GuardedDatabase, not {type(db).__name__}.")
         target = db if db is not None else demo_db_path()
         key = (*database_key(target), id(target) if isinstance(target, GuardedDatabase) else None,
                settings.sample_values, settings.value_cache_dir)
@@ -229,6 +236,7 @@ class Session:
             if store is None and (needs_checkpoints or replay_of is not None):
                 raise CheckpointFileError(
                     "Checkpoints are off (--no-checkpoints, or no trace folder): this needs them; give --checkpoints PATH.")
+        graph = self.graph(settings, store)  # an unknown generator is refused before the run is kept
         attributes = {attrs.SQLCHORUS_QUESTION: question, attrs.DB_NAMESPACE: resources.db.name}
         if replay_of is not None:
             attributes[attrs.SQLCHORUS_REPLAY_OF] = replay_of
@@ -248,7 +256,6 @@ class Session:
                 # The run's id is its thread's: its trace and its checkpoints are found by one id.
                 config["configurable"] = {"thread_id": thread,
                                           **({"checkpoint_id": checkpoint_id} if checkpoint_id else {})}
-            graph = self.graph(settings, store)
         except BaseException as e:
             tracer.__exit__(type(e), e, e.__traceback__)
             raise
