@@ -12,7 +12,6 @@ from typing import Any
 
 from sqlchorus.config.presets import preset
 from sqlchorus.config.settings import Settings
-from sqlchorus.core.generator import Generator
 from sqlchorus.graph.generators import GENERATORS, LiveView, enabled
 from sqlchorus.tools.selection import tournament, tournament_calls
 
@@ -26,10 +25,6 @@ SAMPLING = (
     "diversifies its samples the same two ways but says neither whether any stays greedy nor at what "
     "temperature its 21-candidate pool was drawn (its Table 6 compares 0.5 and 1.8)"
 )
-SAMPLED: Mapping[str, Generator] = LiveView(lambda: {k: g for k, g in GENERATORS.items() if g.sampled})
-"""CHASE-SQL's generators, by key: those whose description says their samples differ as the
-paper's do (the note on sampling is theirs)."""
-
 NOTES: dict[str, str] = {
     "fix_candidates": (
         "CHASE-SQL: the few-shot examples are the project's own, over the demo database (the paper does "

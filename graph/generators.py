@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from sqlchorus.config import catalog
+from sqlchorus.config.errors import GeneratorPluginError
 from sqlchorus.config.settings import SettingsError
 from sqlchorus.core.generator import Generator
 
@@ -32,7 +33,8 @@ def registry() -> dict[str, Generator]:
     """The discovered generators by key, in their order.
 
     Raises:
-        TypeError: a discovered description that is not a :class:`Generator`.
+        GeneratorPluginError: a discovered description that is not a :class:`Generator`, or
+            whose search subgraph's import path does not resolve.
     """
     global _registry
     described = catalog.generators()
@@ -40,9 +42,15 @@ def registry() -> dict[str, Generator]:
         found: dict[str, Generator] = {}
         for generator in described:
             if not isinstance(generator, Generator):
-                raise TypeError(f"Generator {generator.key!r} is not described by sqlchorus.core.generator.Generator.")
+                raise GeneratorPluginError(
+                    f"Generator {generator.key!r} is not described by sqlchorus.core.generator.Generator.")
             if isinstance(generator.search, str):
-                generator = replace(generator, search=pkgutil.resolve_name(generator.search))
+                try:
+                    generator = replace(generator, search=pkgutil.resolve_name(generator.search))
+                except (ImportError, AttributeError, ValueError) as e:
+                    raise GeneratorPluginError(
+                        f"Generator {generator.key!r} names a search {generator.search!r} that cannot be "
+                        f"imported ({type(e).__name__}: {e}).") from e
             found[generator.key] = generator
         _registry = (described, found)
     return _registry[1]

@@ -18,6 +18,7 @@ from opentelemetry import trace
 from sqlchorus.core.context import Context
 from sqlchorus.core.state import SqlchorusState
 from sqlchorus.tools.database import SqlError
+from sqlchorus.tools.trace_content import ALL, content_mode, set_documents
 
 NODE = "retrieve_values"
 
@@ -41,5 +42,13 @@ def retrieve_values(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
         return _no_values(getattr(e, "message", None) or str(e))
     span = trace.get_current_span()
     span.set_attribute("sqlchorus.keywords", keywords)
-    span.set_attribute("sqlchorus.values", json.dumps(values, ensure_ascii=False)[:8000])
+    content = content_mode(context.tracer)
+    if content == ALL:  # retrieved values are the database's data: only with all content
+        span.set_attribute("sqlchorus.values", json.dumps(values, ensure_ascii=False)[:8000])
+    # The hits as a retriever's documents, best column first, each column's values best first.
+    set_documents(span, content, [
+        (hit.get("value"), hit.get("score"),
+         {"column": column, **({"keyword": hit.get("keyword")} if content == ALL else {})})
+        for column, hits in values.items() for hit in hits
+    ])
     return {"values": values}

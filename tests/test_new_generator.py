@@ -141,3 +141,29 @@ def test_a_broken_plugin_is_named_not_a_traceback(tmp_path, monkeypatch, module,
         monkeypatch.undo()
         sys.modules.pop("generate_broken", None)
         catalog.clear()
+
+
+def test_a_plugin_whose_search_does_not_import_is_named(tmp_path, monkeypatch):
+    (tmp_path / "generate_lost.py").write_text(textwrap.dedent('''
+        from sqlchorus.core.generator import Generator
+
+        def generate_lost(state, runtime):
+            return {}
+
+        GENERATOR = Generator(key="lost", node="generate_lost", fn=generate_lost, search="not_a_module:build")
+    '''), encoding="utf-8")
+    info = tmp_path / "sqlchorus_lost-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sqlchorus-lost\nVersion: 0.1\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text("[sqlchorus.generators]\nlost = generate_lost:GENERATOR\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    catalog.clear()
+    try:
+        with pytest.raises(GeneratorPluginError, match="names a search 'not_a_module:build' that cannot be imported"):
+            sqlchorus.build_graph(Settings(generators={"lost": 1}))
+        out = CliRunner().invoke(cli, ["ask", "--explain-preset", "fast"])
+        assert out.exit_code == 2 and "not_a_module" in out.output and "Traceback" not in out.output
+    finally:
+        monkeypatch.undo()
+        sys.modules.pop("generate_lost", None)
+        catalog.clear()

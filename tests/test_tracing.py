@@ -145,3 +145,26 @@ def test_trace_show_missing_absolute_path_and_parent_cycle(tmp_path):
     path.write_text(span.format(n="a", i="1", p="2") + "\n" + span.format(n="b", i="2", p="1") + "\n")
     out = CliRunner().invoke(cli, ["trace", "show", str(path)])
     assert out.exit_code == 0 and "a  1000.0 ms" in out.output and "b  1000.0 ms" in out.output
+
+
+def test_a_run_that_raises_ends_its_span_as_an_error(demo_db):
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import StatusCode
+
+    from sqlchorus.core.models import ModelConfigError
+    from sqlchorus.testing import ScriptedChatModel
+
+    class AuthenticationError(Exception):  # as providers' SDKs name a refused key
+        status_code = 401
+
+    def refuse(messages):
+        raise AuthenticationError("Incorrect API key provided.")
+
+    exporter = InMemorySpanExporter()
+    with pytest.raises(ModelConfigError, match="Incorrect API key"):
+        sqlchorus.ask("How many customers do we have?", db=demo_db, model=ScriptedChatModel(refuse),
+                      settings=sqlchorus.Settings(trace_dir=None, checkpoints=None, model_retries=0),
+                      exporters=[exporter])
+    (run,) = [s for s in exporter.get_finished_spans() if s.name == "run"]
+    assert run.status.status_code == StatusCode.ERROR
+    assert any(e.name == "exception" for e in run.events)

@@ -56,6 +56,7 @@ from sqlchorus.tools.sqlite_guard import (
     send,
     worker_command,
 )
+from sqlchorus.tools.trace_content import ALL, METADATA, NONE, content_mode, rows_preview, set_value
 
 __all__ = [
     "DEFAULT_MAX_BYTES", "DEFAULT_MAX_ROWS", "DEFAULT_TIMEOUT_S", "DatabaseOpenError", "ExecutionError",
@@ -362,6 +363,9 @@ class GuardedDatabase:
             span.set_attribute(attrs.DB_QUERY_TEXT, sql)
             # OpenInference's kind: a statement run for the agent is a tool call.
             span.set_attribute(attrs.OPENINFERENCE_KIND, attrs.KIND_TOOL)
+            content = content_mode(tracer)
+            if content != NONE:  # the statement is structure, not user data
+                set_value(span, "input", sql)
             try:
                 result = self._execute(sql, tree, timeout_s, max_rows, max_bytes, parameters)
             except SqlError as e:
@@ -375,6 +379,10 @@ class GuardedDatabase:
             span.set_attribute(attrs.SQL_ROWS, result.row_count)
             span.set_attribute(attrs.SQL_TRUNCATED, result.truncated)
             span.set_attribute(attrs.SQL_ELAPSED_MS, round(result.elapsed_ms, 3))
+            if content == ALL:
+                set_value(span, "output", rows_preview(result.columns, result.rows))
+            elif content == METADATA:
+                set_value(span, "output", {"columns": list(result.columns), "row_count": result.row_count})
             return result
 
     def _execute(

@@ -23,6 +23,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from sqlchorus.config.presets import PRESET_NAMES, preset
 from sqlchorus.tools.errors import SqlchorusError
 from sqlchorus.tools.json_values import json_value
+from sqlchorus.tools.trace_content import TRACE_CONTENTS
 
 MAX_SAMPLES = 64
 """Samples one generator may draw in a run: CHASE-SQL's pool draws 7 from each of three; a
@@ -114,6 +115,7 @@ ListVerifier = Literal[LIST_VERIFIERS]
 KeywordSource = Literal[KEYWORD_SOURCES]
 Linker = Literal[LINKERS]
 GrammarScope = Literal[GRAMMAR_SCOPES]
+TraceContent = Literal[TRACE_CONTENTS]
 
 _UNSET: Any = object()
 
@@ -392,7 +394,17 @@ class Settings(BaseSettings):
         flag="--checkpoints", path="file", negate=("--no-checkpoints", None, "Keep no checkpoints."),
     )
     otlp_endpoint: str | None = _field(
-        None, "Also send spans to this OTLP/HTTP traces endpoint.", flag="--otlp-endpoint",
+        None,
+        "Also send spans to this OTLP/HTTP traces endpoint (default: $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, "
+        "or $OTEL_EXPORTER_OTLP_ENDPOINT with /v1/traces).",
+        flag="--otlp-endpoint",
+    )
+    trace_content: TraceContent = _field(
+        "all",
+        "What text spans carry for dashboards: all (question, answer, node inputs and updates, model "
+        "messages, rows previews, retrieved values), metadata (names, counts, SQL text, tokens; no rows, "
+        "values, question or prompt text), or none (no content attributes).",
+        flag="--trace-content", title="trace content",
     )
     cache: bool = _field(
         True,
@@ -600,18 +612,15 @@ class Settings(BaseSettings):
         return init_settings, _Environment(settings_cls)
 
     def replace(self, **changes: Any) -> Settings:
-        """These settings with ``changes``, checked as any value is: the values given to these
-        settings and the changes count as given, and a preset fills the rest (the environment is
-        not read again).
+        """These settings with ``changes``, built as ``Settings(...)`` builds them: the values given
+        to these settings (their environment's among them) and the changes count as given, the
+        environment fills what neither gives, and a preset the rest.
 
         Raises:
-            SettingsError: a change refused.
+            SettingsError: a change refused (which field, from where, and why).
         """
         given = {name: getattr(self, name) for name in self.model_fields_set}
-        try:
-            return type(self).model_validate({**given, **changes})
-        except ValidationError as e:
-            raise SettingsError.of(e) from None
+        return type(self)(**{**given, **changes})
 
     # -- reading ------------------------------------------------------------------------------
 

@@ -167,10 +167,12 @@ class DatabaseResources:
         if build is None:
             return
         span = tracer.start_span(attrs.VALUE_INDEX_BUILD_SPAN, start_time=build["start_ns"],
-                                 attributes=build["attributes"])
+                                 attributes={attrs.OPENINFERENCE_KIND: attrs.KIND_CHAIN, **build["attributes"]})
         if build.get("error"):
             span.set_status(trace.Status(trace.StatusCode.ERROR, build["error"][:300]))
             span.set_attribute(attrs.SQLCHORUS_ERROR, build["error"])
+        else:
+            span.set_status(trace.Status(trace.StatusCode.OK))
         span.end(end_time=build["end_ns"])
 
     def close(self) -> None:

@@ -24,6 +24,7 @@ tell calls apart without reading the prompt's wording.
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 import time
 from collections.abc import Collection
@@ -44,6 +45,14 @@ from sqlchorus.tools.cache import request_key
 from sqlchorus.tools.errors import EXIT_NO_ANSWER, SqlchorusError
 from sqlchorus.tools.grammar import schema_grammar, scoped_grammar
 from sqlchorus.tools.pricing import PriceTable
+from sqlchorus.tools.trace_content import (
+    NONE,
+    content_mode,
+    message_role,
+    set_answer,
+    set_messages,
+    set_token_counts,
+)
 
 PROMPT_KEY = "sqlchorus_prompt"
 ROLE_KEY = "sqlchorus_role"
@@ -201,6 +210,12 @@ def call_model(
         span.set_attribute(attrs.SQLCHORUS_ROLE, role)
         span.set_attribute(attrs.SQLCHORUS_NODE, node)
         span.set_attribute(attrs.SQLCHORUS_GRAMMAR, bool(grammar))
+        content = content_mode(context.tracer)
+        if content != NONE:
+            span.set_attribute(attrs.LLM_MODEL_NAME, name)
+            span.set_attribute(attrs.LLM_INVOCATION_PARAMETERS, json.dumps(_invocation_parameters(
+                settings, None if fixed else effective_temperature, kwargs.get("top_p"), bool(grammar), sample)))
+            set_messages(span, content, [(message_role(m.type), _text_of(m)) for m in messages])
         try:
             tokens, budget, tokenizer = check_prompt(context, role, [str(m.content) for m in messages])
         except PromptBudgetError as e:
@@ -217,6 +232,8 @@ def call_model(
                 usage.update(replayed=True, cost_usd=0.0, priced=True)
                 _annotate(span, node_span, usage, cached=False, attempts=0)
                 span.set_attribute(attrs.SQLCHORUS_REPLAYED, True)
+                set_token_counts(span, content, usage["input_tokens"], usage["output_tokens"])
+                set_answer(span, content, served)
                 log.record({**recorded, "answer": served, "usage": usage})
                 return served, usage
         hit = _cache_get(cache, key, span)
@@ -228,6 +245,8 @@ def call_model(
             usage["priced"] = True
             _annotate(span, node_span, usage, cached=True, attempts=0)
             span.set_attribute(attrs.SQLCHORUS_OUTPUT_CHARS, len(hit.text))
+            set_token_counts(span, content, usage["input_tokens"], usage["output_tokens"])
+            set_answer(span, content, hit.text)
             if log is not None:
                 log.record({**recorded, "answer": hit.text, "usage": usage})
             return hit.text, usage
@@ -243,6 +262,11 @@ def call_model(
             span.set_attribute(attrs.SQLCHORUS_ERROR, str(e)[:500])
             span.set_attribute(attrs.ERROR_TYPE, type(e).__name__)
             span.set_attribute(attrs.SQLCHORUS_ATTEMPTS, attempts[0])
+            # What is known of a call that got no answer: its prompt, as sqlchorus counted it.
+            span.set_attribute(attrs.GEN_AI_USAGE_INPUT, tokens)
+            span.set_attribute(attrs.GEN_AI_USAGE_OUTPUT, 0)
+            span.set_attribute(attrs.SQLCHORUS_USAGE_ESTIMATED, True)
+            set_token_counts(span, content, tokens, 0)
             if is_auth_error(e):
                 raise ModelAuthError(
                     f"The {role} model ({name}) refused the credentials: {_describe(e)}. "
@@ -258,6 +282,8 @@ def call_model(
         _annotate(span, node_span, usage, cached=False, attempts=attempts[0])
         span.set_attribute(attrs.SQLCHORUS_LATENCY_MS, round(latency, 3))
         span.set_attribute(attrs.SQLCHORUS_OUTPUT_CHARS, len(text))
+        set_token_counts(span, content, usage["input_tokens"], usage["output_tokens"])
+        set_answer(span, content, text)
         if cache is not None:
             try:
                 cache.put(key, name, text, usage["input_tokens"], usage["output_tokens"])
@@ -307,6 +333,21 @@ def _recorded_request(
         "key": request_key(None, [*messages, HumanMessage(f"role={role}")], params),
         "role": role, "node": node, "messages": [[m.type, m.content] for m in messages], "params": params,
     }
+
+
+def _invocation_parameters(settings: Any, temperature: float | None, top_p: float | None, grammar: bool,
+                           sample: int | None) -> dict[str, Any]:
+    """A call's parameters as OpenInference's ``llm.invocation_parameters`` shows them."""
+    params: dict[str, Any] = {"max_tokens": settings.max_tokens}
+    if temperature is not None:
+        params["temperature"] = float(temperature)
+    if top_p is not None:
+        params["top_p"] = float(top_p)
+    if grammar:
+        params["grammar"] = True
+    if sample is not None:
+        params["sample"] = sample
+    return params
 
 
 def _cache_get(cache: Any, key: str, span: Any) -> Any:

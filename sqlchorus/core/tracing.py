@@ -5,6 +5,12 @@ root span ``run``, and a JSON Lines file ``<trace_dir>/<run-id>.jsonl`` with one
 line, written as each span ends so that a run that dies still leaves its trace. An OTLP/HTTP
 endpoint can receive the same spans. Model calls (``chat <model>``) and SQL executions (``sql``)
 are child spans of the node that made them.
+
+Every span carries ``session.id`` (the run's thread, shared by its replays and debugging
+sessions) and, as ``Settings.trace_content`` allows, the content a dashboard shows: OpenInference's
+``input.value`` / ``output.value``, a model call's messages, a retriever's documents (see
+:mod:`sqlchorus.tools.trace_content`). Without an explicit endpoint, the standard
+``OTEL_EXPORTER_OTLP_*`` variables and ``OTEL_SERVICE_NAME`` are honoured.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from opentelemetry.sdk.trace.export import (
 
 from sqlchorus.config.install import install_hint
 from sqlchorus.tools import attributes as attrs
+from sqlchorus.tools.trace_content import ALL, NONE, content_mode, set_content_mode, set_value
 
 
 class JsonlSpanExporter(SpanExporter):
@@ -100,6 +107,14 @@ class RunTracer(AbstractContextManager["RunTracer"]):
         exporters: extra span exporters (tests pass an ``InMemorySpanExporter``).
         run_id: the run's id; a timestamped random one by default.
         attributes: attributes of the root span.
+        session_id: the ``session.id`` every span of the run carries: the run's thread (the
+            original run's id for a replay, a debugger's fork, a resume); the run's id by default.
+        content: what text the spans carry (``Settings.trace_content``: all, metadata, none).
+
+    Without ``otlp_endpoint``, the OpenTelemetry environment is honoured: spans go to
+    ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, or ``OTEL_EXPORTER_OTLP_ENDPOINT`` with ``/v1/traces``
+    appended; ``OTEL_EXPORTER_OTLP_HEADERS`` (or ``..._TRACES_HEADERS``) go with them, and
+    ``OTEL_SERVICE_NAME`` names the service (``sqlchorus`` by default).
     """
 
     def __init__(
@@ -110,15 +125,23 @@ class RunTracer(AbstractContextManager["RunTracer"]):
         exporters: Iterable[SpanExporter] = (),
         run_id: str | None = None,
         attributes: dict[str, Any] | None = None,
+        session_id: str | None = None,
+        content: str = "all",
     ):
         self.run_id = run_id or new_run_id()
+        self.session_id = session_id or self.run_id
+        self.content = content
+        otlp_endpoint = otlp_endpoint or otlp_endpoint_from_env()
         self.path: Path | None = Path(trace_dir) / f"{self.run_id}.jsonl" if trace_dir else None
         # Shut down by __exit__, not at interpreter exit: an atexit hook per run would keep every
         # run's provider alive for the life of the process.
         self.provider = TracerProvider(
-            resource=Resource.create({"service.name": "sqlchorus", attrs.SQLCHORUS_RUN_ID: self.run_id}),
+            resource=Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or "sqlchorus",
+                                      attrs.SQLCHORUS_RUN_ID: self.run_id}),
             shutdown_on_exit=False,
         )
+        # First, so that every other processor (and exporter) sees the session on each span.
+        self.provider.add_span_processor(SessionSpans(self.session_id))
         self._problems: list[str] = []
         self._file: JsonlSpanExporter | None = None
         self._otlp: OtlpExport | None = None
@@ -145,7 +168,9 @@ class RunTracer(AbstractContextManager["RunTracer"]):
                 self.provider.add_span_processor(
                     BatchSpanProcessor(self._otlp, schedule_delay_millis=OTLP_SCHEDULE_DELAY_MS))
         self.tracer = self.provider.get_tracer("sqlchorus")
-        self._attributes = {attrs.SQLCHORUS_RUN_ID: self.run_id, **(attributes or {})}
+        set_content_mode(self.tracer, content)
+        self._attributes = {attrs.SQLCHORUS_RUN_ID: self.run_id, attrs.SQLCHORUS_TRACE_CONTENT: content,
+                            **(attributes or {})}
         self._span_cm: Any = None
         self.root: Any = None
 
@@ -181,6 +206,39 @@ class RunTracer(AbstractContextManager["RunTracer"]):
             if self._otlp is not None:
                 self._otlp.stop_waiting()
             self.provider.shutdown()
+
+
+def otlp_endpoint_from_env() -> str | None:
+    """The OTLP/HTTP traces endpoint the OpenTelemetry environment names, or None:
+    ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` as it is, else ``OTEL_EXPORTER_OTLP_ENDPOINT`` with
+    ``/v1/traces`` appended (as the OTLP/HTTP specification says)."""
+    traces = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or "").strip()
+    if traces:
+        return traces
+    base = (os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or "").strip()
+    if base:
+        return base.rstrip("/") + "/v1/traces"
+    return None
+
+
+class SessionSpans(SpanProcessor):
+    """Puts ``session.id`` on every span of a run as it starts, so that a dashboard groups a run
+    with its replays and debugging sessions (one LangGraph thread, one session)."""
+
+    def __init__(self, session_id: str):
+        self.session_id = session_id
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        span.set_attribute(attrs.SESSION_ID, self.session_id)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
 
 
 class HostSpans(SpanProcessor):
@@ -445,6 +503,9 @@ def traced_node(
             span.set_attribute(attrs.OPENINFERENCE_KIND,
                                attrs.KIND_RETRIEVER if name in attrs.RETRIEVER_NODES else attrs.KIND_CHAIN)
             _mark_checkpoint(span)
+            content = content_mode(tracer)
+            if content != NONE:
+                set_value(span, "input", node_input(state, content))
             started = time.monotonic()
             if progress is not None:
                 progress(NodeEvent(name, "start", 0.0))
@@ -452,6 +513,8 @@ def traced_node(
                 update = fn(state, runtime) or {}
                 if isinstance(update, dict):
                     span.set_attribute(attrs.SQLCHORUS_UPDATE_KEYS, sorted(update))
+                    if content != NONE:
+                        set_value(span, "output", update if content == ALL else {"keys": sorted(update)})
                 if router is None:
                     for target in successors:
                         emit_route(name, target, "edge")
@@ -474,6 +537,21 @@ def traced_node(
     run.__qualname__ = name
     run.__doc__ = getattr(fn, "func", fn).__doc__  # a partial's own docstring says nothing
     return run
+
+
+def node_input(state: Any, content: str) -> dict[str, Any]:
+    """What a node span shows as its input: the question and hint it works on, and the keys of
+    the state it was given (``content`` is not ``none``)."""
+    if not isinstance(state, dict):
+        return {}
+    shown: dict[str, Any] = {}
+    if content != NONE:
+        shown["question"] = state.get("question") or ""
+        if state.get("evidence"):
+            shown["evidence"] = state["evidence"]
+    shown["state_keys"] = sorted(str(k) for k, v in state.items()
+                                 if v is not None and not (isinstance(v, (str, list, tuple, dict)) and not v))
+    return shown
 
 
 def _mark_checkpoint(span: Any) -> None:

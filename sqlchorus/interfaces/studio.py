@@ -3,7 +3,8 @@
 
 A LangGraph server passes a run its input only, so this is :func:`sqlchorus.runs.integrations.graph_for`'s
 graph: it declares what it takes (the question, the SQLite file, a hint) and what it gives (the
-answer), and builds each node's context itself from the database in the state. Its settings come
+answer), and its one node prepares each run as ``ask`` does over the database in the state, the
+pipeline running as its subgraph (the server keeps the checkpoints). Its settings come
 from the environment, as ``Settings`` reads it everywhere: ``SQLCHORUS_MODEL``,
 ``SQLCHORUS_PRESET`` and any other ``SQLCHORUS_<FIELD>`` (set them in ``langgraph.json``'s ``env``
 or the shell), since a server has no command line of ours.

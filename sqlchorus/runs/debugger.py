@@ -168,6 +168,14 @@ class Debugger:
         return debugger
 
     def close(self) -> None:
+        """End the debugging session's trace; a run stepped to its end puts its outcome (the
+        chosen SQL, its rows) on the run span, as a run of ``ask`` does."""
+        if self._finalizer.alive and not self.run.closed:
+            try:
+                if self.finished:
+                    self.run.mark_outcome(self.result())
+            except Exception:  # noqa: BLE001, S110 - the trace's record of the outcome never fails closing
+                pass
         self._finalizer()
 
     # -- where we are -----------------------------------------------------------------------

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from langgraph.config import get_config
 from langgraph.errors import GraphBubbleUp, GraphRecursionError
 
 from sqlchorus.config.errors import EmptyQuestionError, QuestionTooLongError, RunCancelledError
@@ -30,13 +31,14 @@ from sqlchorus.core.checkpoints_postgres import open_checkpoints
 from sqlchorus.core.dependencies import DatabaseResources, Dependencies, database_key
 from sqlchorus.core.llm import ModelAuthError
 from sqlchorus.core.models import ModelConfigError
-from sqlchorus.core.tracing import NodeEvent, RunTracer
+from sqlchorus.core.tracing import NodeEvent, RunTracer, new_run_id
 from sqlchorus.graph.build import build_graph
 from sqlchorus.runs.demo import demo_db_path
 from sqlchorus.runs.result import Result, failure_kind, result_from_state
 from sqlchorus.tools import attributes as attrs
 from sqlchorus.tools.database import GuardedDatabase
 from sqlchorus.tools.sql_errors import DatabaseOpenError
+from sqlchorus.tools.trace_content import ALL, NONE, rows_preview, set_value
 from sqlchorus.tools.value_index import database_fingerprint
 
 
@@ -137,7 +139,8 @@ class Session:
         key = (generators, id(checkpointer))
         with self._lock:
             if key not in self._graphs:
-                self._graphs[key] = build_graph(Settings(generators=dict(generators)), checkpointer=checkpointer)
+                # The graph depends on the generators alone, so these settings serve for all alike.
+                self._graphs[key] = build_graph(settings or self.settings, checkpointer=checkpointer)
             return self._graphs[key]
 
     def keep_run(self, store: RunRecords, run_id: str, question: str, evidence: str,
@@ -240,14 +243,21 @@ class Session:
         attributes = {attrs.SQLCHORUS_QUESTION: question, attrs.DB_NAMESPACE: resources.db.name}
         if replay_of is not None:
             attributes[attrs.SQLCHORUS_REPLAY_OF] = replay_of
+        run_id = run_id or new_run_id()
+        thread = replay_of or run_id
+        # A hosted run's spans join the host's conversation: its LangGraph thread is the session.
+        session_id = (_host_thread() if hosted else None) or thread
         tracer = RunTracer(trace_dir=settings.trace_dir, otlp_endpoint=settings.otlp_endpoint, exporters=exporters,
-                           run_id=run_id, attributes=attributes).__enter__()
+                           run_id=run_id, attributes=attributes, session_id=session_id,
+                           content=settings.trace_content).__enter__()
         try:
-            thread = replay_of or tracer.run_id
+            _mark_input(tracer, question, evidence)
             calls: CallLog | None = None
             if replay_of is not None:
                 calls = CallLog(store, replay_of, replay=True)
-            elif store is not None and self.keep_run(store, thread, question, evidence, resources, settings):
+            elif store is not None and (self.keep_run(store, thread, question, evidence, resources, settings)
+                                        or needs_checkpoints):
+                # A debugger serves answers through the log even when the store refused the record.
                 calls = CallLog(store, thread)
             context = self.dependencies.context(resources, settings=settings, tracer=tracer.tracer, progress=progress,
                                                 calls=calls)
@@ -273,9 +283,12 @@ class Session:
         try:
             initial = None if prepare.get("replay_of") else {"question": run.question.strip(), "evidence": run.evidence}
             state, error = run.invoke(initial, updates=updates)
-            return run.result(state, error)
-        finally:
-            run.close()
+            result = run.result(state, error)
+        except BaseException as e:  # the run's span says how it ended, as a raised error does
+            run.close(e)
+            raise
+        run.close()
+        return result
 
     def ask(
         self,
@@ -495,12 +508,21 @@ class OpenRun:
         self.results.append(result)
         return result
 
-    def close(self) -> None:
-        """End the run's trace; the results made say where it is and what went wrong with it."""
+    def mark_outcome(self, result: Result) -> None:
+        """Put ``result`` on the run's span (the chosen SQL, its rows, the cost, why there is no
+        answer), for a run whose result is made elsewhere (the debugger's)."""
+        _mark_outcome(self.tracer, result)
+
+    def close(self, error: BaseException | None = None) -> None:
+        """End the run's trace (with ``error`` on its span when the run raised it); the results
+        made say where it is and what went wrong with it."""
         if self.closed:
             return
         self.closed = True
-        self.tracer.__exit__(None, None, None)
+        if error is None:
+            self.tracer.__exit__(None, None, None)
+        else:
+            self.tracer.__exit__(type(error), error, error.__traceback__)
         path = str(self.tracer.path) if self.tracer.path and self.tracer.file_written else None
         problems = [{"node": "trace", "kind": "trace", "message": p} for p in self.tracer.problems]
         for result in self.results:
@@ -510,7 +532,7 @@ class OpenRun:
 
 
 _NOT_REPLAYED = frozenset({
-    "model", "models", "trace_dir", "otlp_endpoint", "checkpoints", "cache", "cache_path", "value_cache_dir",
+    "model", "models", "trace_dir", "otlp_endpoint", "trace_content", "checkpoints", "cache", "cache_path", "value_cache_dir",
     "prices_file", "rate_limit", "model_timeout_s", "model_retries", "retry_backoff_s",
 })
 """Settings a replay takes from the session, not from the run: where things go, and the models
@@ -528,6 +550,15 @@ def _replayable(settings: Settings, recorded: dict[str, Any]) -> Settings:
     return settings.replace(**changes)
 
 
+def _host_thread() -> str | None:
+    """The thread of the host's LangGraph run this code runs in, or None."""
+    try:
+        thread = (get_config().get("configurable") or {}).get("thread_id")
+    except RuntimeError:  # not inside a graph run
+        return None
+    return str(thread) if thread else None
+
+
 def _cancellable(progress: Callable[[NodeEvent], None] | None,
                  cancelled: Callable[[], bool] | None) -> Callable[[NodeEvent], None] | None:
     """``progress``, which also stops the run before a node starts once ``cancelled()`` holds."""
@@ -535,7 +566,9 @@ def _cancellable(progress: Callable[[NodeEvent], None] | None,
         return progress
 
     def told(event: NodeEvent) -> None:
-        if event.kind == "start" and cancelled():
+        # Checked before each node: a cancel during the preparation stops the run at its first
+        # node, so that the run still ends with its result.
+        if event.kind == "start" and event.node != PREPARE and cancelled():
             raise RunCancelledError("The run was cancelled.")
         if progress is not None:
             progress(event)
@@ -583,3 +616,19 @@ def _mark_outcome(run: RunTracer, result: Result) -> None:
         run.root.set_attribute(attrs.SQLCHORUS_ERROR, result.error)
         run.root.set_attribute(attrs.SQLCHORUS_FAILURE, failure_kind(result) or "no_answer")
     run.root.set_attribute(attrs.SQLCHORUS_COST_USD, result.cost["cost_usd"])
+    if run.content == NONE:
+        return
+    output: dict[str, Any] = {"sql": result.sql, "columns": list(result.columns), "row_count": len(result.rows),
+                              "truncated": result.truncated}
+    if run.content == ALL:
+        output["rows"] = rows_preview(result.columns, result.rows)["rows"]
+    if result.error:
+        output["error"] = result.error
+    set_value(run.root, "output", output)
+
+
+def _mark_input(run: RunTracer, question: str, evidence: str) -> None:
+    """Put on the run's span what it was asked, the question and its hint (with ``all`` and
+    ``metadata`` content, as ``sqlchorus.question`` has always carried the question)."""
+    if run.content != NONE:
+        set_value(run.root, "input", {"question": question, "evidence": evidence} if evidence else question)
