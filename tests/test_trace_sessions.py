@@ -124,3 +124,13 @@ def test_a_cancel_before_the_first_node_ends_the_run_with_its_result(session, de
     first = session.ask(QUESTION, demo_db)
     resumed = session.replay(first.run_id, cancelled=lambda: True)
     assert resumed.error == "The run was cancelled." and resumed.run_id != first.run_id
+
+
+def test_a_replay_links_to_the_run_it_goes_on_with(session, demo_db, spans):
+    first = session.ask(QUESTION, demo_db, exporters=[spans])
+    (root,) = [s for s in spans.get_finished_spans() if s.name == "run"]
+    assert root.links == ()  # a new run comes from nowhere
+    replayed_root = next(s for s in file_spans(session.replay(first.run_id).trace_path) if s["name"] == "run")
+    (link,) = replayed_root["links"]
+    assert link["context"]["trace_id"] == f"0x{root.context.trace_id:032x}"
+    assert link["context"]["span_id"] == f"0x{root.context.span_id:016x}"

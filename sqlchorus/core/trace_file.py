@@ -222,3 +222,17 @@ def render_tree(roots: list[SpanNode]) -> list[str]:
     for root in roots:
         walk(root, 0)
     return lines
+
+
+def root_span_of(trace_dir: str | Path | None, run_id: str) -> tuple[str, str] | None:
+    """``(trace_id, span_id)`` in hex of run ``run_id``'s root span, read from its trace file in
+    ``trace_dir``; None when there is no such file or span (no trace folder, a run traced
+    elsewhere, a file cut short)."""
+    path = Path(trace_dir) / f"{run_id}.jsonl" if trace_dir else None
+    if path is None or not path.is_file():
+        return None
+    for span in read_spans(path):
+        context = span.get("context") or {}
+        if span.get("parent_id") is None and span.get("name") == attrs.RUN_SPAN and context.get("span_id"):
+            return str(context["trace_id"]).removeprefix("0x"), str(context["span_id"]).removeprefix("0x")
+    return None

@@ -110,6 +110,8 @@ class RunTracer(AbstractContextManager["RunTracer"]):
         session_id: the ``session.id`` every span of the run carries: the run's thread (the
             original run's id for a replay, a debugger's fork, a resume); the run's id by default.
         content: what text the spans carry (``Settings.trace_content``: all, metadata, none).
+        came_from: ``(trace_id, span_id)`` in hex of the root span of the run this one goes on
+            with (a replay's, a reopened run's): the root span links to it.
 
     Without ``otlp_endpoint``, the OpenTelemetry environment is honoured: spans go to
     ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, or ``OTEL_EXPORTER_OTLP_ENDPOINT`` with ``/v1/traces``
@@ -127,10 +129,15 @@ class RunTracer(AbstractContextManager["RunTracer"]):
         attributes: dict[str, Any] | None = None,
         session_id: str | None = None,
         content: str = "all",
+        came_from: tuple[str, str] | None = None,
     ):
         self.run_id = run_id or new_run_id()
         self.session_id = session_id or self.run_id
         self.content = content
+        # A replay's or a reopened run's root links to the root span of the run it goes on with.
+        self._links = [trace.Link(trace.SpanContext(
+            trace_id=int(came_from[0], 16), span_id=int(came_from[1], 16), is_remote=True,
+            trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED)))] if came_from else []
         otlp_endpoint = otlp_endpoint or otlp_endpoint_from_env()
         self.path: Path | None = Path(trace_dir) / f"{self.run_id}.jsonl" if trace_dir else None
         # Shut down by __exit__, not at interpreter exit: an atexit hook per run would keep every
@@ -190,7 +197,8 @@ class RunTracer(AbstractContextManager["RunTracer"]):
 
     def __enter__(self) -> RunTracer:
         self._span_cm = self.tracer.start_as_current_span(
-            attrs.RUN_SPAN, attributes={attrs.OPENINFERENCE_KIND: attrs.KIND_AGENT, **self._attributes})
+            attrs.RUN_SPAN, attributes={attrs.OPENINFERENCE_KIND: attrs.KIND_AGENT, **self._attributes},
+            links=self._links)
         self.root = self._span_cm.__enter__()
         return self
 

@@ -31,6 +31,7 @@ from sqlchorus.core.checkpoints_postgres import open_checkpoints
 from sqlchorus.core.dependencies import DatabaseResources, Dependencies, database_key
 from sqlchorus.core.llm import ModelAuthError
 from sqlchorus.core.models import ModelConfigError
+from sqlchorus.core.trace_file import root_span_of
 from sqlchorus.core.tracing import NodeEvent, RunTracer, new_run_id
 from sqlchorus.graph.build import build_graph
 from sqlchorus.runs.demo import demo_db_path
@@ -249,7 +250,8 @@ class Session:
         session_id = (_host_thread() if hosted else None) or thread
         tracer = RunTracer(trace_dir=settings.trace_dir, otlp_endpoint=settings.otlp_endpoint, exporters=exporters,
                            run_id=run_id, attributes=attributes, session_id=session_id,
-                           content=settings.trace_content).__enter__()
+                           content=settings.trace_content,
+                           came_from=root_span_of(settings.trace_dir, replay_of) if replay_of else None).__enter__()
         try:
             _mark_input(tracer, question, evidence)
             calls: CallLog | None = None
