@@ -159,3 +159,32 @@ def test_unopenable_cache_means_no_cache(demo_db, tmp_path, named):
     ctx = _context(demo_db, named(model), cache_path=str(blocker / "c.sqlite"))
     assert call_model(ctx, role="generation", node="n", prompt="p")[0] == "SELECT 1"
     assert model.calls == 1
+
+
+TWIN_FACTORIES = '''
+from sqlchorus.testing import ScriptedChatModel
+
+
+def right():
+    return ScriptedChatModel(lambda messages: "SELECT COUNT(*) FROM customers", name="twin")
+
+
+def wrong():
+    return ScriptedChatModel(lambda messages: "SELECT 1 FROM nowhere", name="twin")
+'''
+
+
+def test_models_from_code_with_one_name_keep_their_own_answers(tmp_path, monkeypatch, demo_db):
+    (tmp_path / "twin_factories.py").write_text(TWIN_FACTORIES, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cache = str(tmp_path / "responses.sqlite")
+    answers = {}
+    for factory in ("right", "wrong", "right"):
+        settings = Settings(model=f"python:twin_factories:{factory}", cache_path=cache, trace_dir=None,
+                            checkpoints=None, fix_rounds=0, keywords="question", linking="lexical")
+        result = sqlchorus.ask("How many customers do we have?", db=demo_db, settings=settings)
+        answers.setdefault(factory, []).append((result.sql, result.cost["cached_calls"]))
+    assert answers["right"][0] == ("SELECT COUNT(*) FROM customers", 0)
+    # The second factory is not served the first one's answer, though its model has the same name.
+    assert answers["wrong"][0][1] == 0 and answers["wrong"][0][0] != "SELECT COUNT(*) FROM customers"
+    assert answers["right"][1] == ("SELECT COUNT(*) FROM customers", 1)

@@ -396,6 +396,11 @@ def _cache_entry(
     }
     if top_p is not None:
         params["top_p"] = top_p
+    spec = settings.model_for(role)
+    if spec.startswith("python:"):
+        # Code's models are told apart by the code that makes them, not by the name they give
+        # themselves: two factories may name their models alike and answer differently.
+        params["model_spec"] = spec
     return context.cache, request_key(model, messages, params)
 
 
