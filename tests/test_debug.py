@@ -205,6 +205,12 @@ def test_an_earlier_run_opens_in_a_new_process_and_replays_without_a_model(tmp_p
     assert exported.returncode == 0, exported.stdout + exported.stderr
     bad = _debug(tmp_path, factories_env, "--run", "no-such-run", "--model", "python:scripted_factories:refuse", commands="quit\n")
     assert bad.returncode == 2 and "No run 'no-such-run'" in bad.stderr and "Traceback" not in bad.stderr
+    # No model at all: the kept answers serve the replay, and an unknown run is named as such.
+    no_model = {k: v for k, v in factories_env.items() if k != "SQLCHORUS_MODEL"}
+    again = _debug(tmp_path, no_model, "--run", run_id, commands="replay\nquit\n")
+    assert again.returncode == 0 and "0 model call(s) made" in again.stdout, again.stdout + again.stderr
+    bad = _debug(tmp_path, no_model, "--run", "no-such-run", commands="quit\n")
+    assert bad.returncode == 2 and "No run 'no-such-run'" in bad.stderr and "No model" not in bad.stderr
 
 
 PROMPT = r"\(sqlchorus\)"  # drawn by prompt_toolkit, with terminal codes around it

@@ -404,6 +404,8 @@ def debug(question: str | None, db: str | None, evidence: str, run_id: str | Non
         return
     with _reported():
         settings = typed_settings(options)
+        if run_id and settings.model is None and not settings.models:
+            settings = settings.replace(model=_kept_answers_only())
         session = Session(settings)
         if run_id:
             debugger = Debugger.open(run_id, at=checkpoint, session=session)
@@ -428,6 +430,18 @@ def debug(question: str | None, db: str | None, evidence: str, run_id: str | Non
         debugger.close()
         session.close()
     sys.exit(EXIT_NO_ANSWER if shell.failed else 0)
+
+
+def _kept_answers_only() -> Any:
+    """The model of a run opened without one: the run's calls are served from their kept
+    answers, and a call the run did not make (after an edit) says what is missing."""
+    from sqlchorus.runs.scripted_models import ScriptedChatModel
+
+    def missing(messages: Any) -> str:
+        raise RuntimeError("No model is configured, and this call is not among the run's kept answers: "
+                           "give --model (or SQLCHORUS_MODEL) to make calls the run did not make")
+
+    return ScriptedChatModel(missing, name="kept-answers-only")
 
 
 def _interactive(shell: Any) -> None:
