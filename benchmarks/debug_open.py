@@ -3,15 +3,16 @@
 Asks the first Spider dev question of ``concert_singer`` with a zero-latency scripted model
 (checkpoints on), then:
 
-* starts ``python -m sqlchorus debug --run ID --commands -`` N times with the single command
-  ``quit`` and takes the wall time of the whole process (interpreter start, imports, opening the
-  checkpoint file and the database, the first state shown): ``open_seconds_median``;
+* starts ``python -m sqlchorus debug --run PREFIX --commands -`` N times, with no model (the
+  run's kept answers serve it) and the first 20 characters of the run's id, with the single
+  command ``quit``, and takes the wall time of the whole process (interpreter start, imports,
+  opening the checkpoint file and the database, the first state shown): ``open_seconds_median``;
 * in-process, ``Debugger.open`` alone (``open_ms_median``), and a new run stepped node by node to
   its end (``step_ms_median``, per step).
 
 Prints one JSON line.
 
-    python benchmarks/debug_open.py [--repeat 5]
+    python benchmarks/debug_open.py [--repeat 10]
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def data_dir() -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=10)
     args = parser.parse_args(argv)
     spider = data_dir() / "spider"
     example = next(ex for ex in json.loads((spider / "dev.json").read_text(encoding="utf-8")) if ex["db_id"] == "concert_singer")
@@ -75,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         debugger.close()
 
     env = {**os.environ, "PYTHONPATH": str(folder)}
-    command = [sys.executable, "-m", "sqlchorus", "debug", "--run", run_id, "--model", "python:bench_models:oracle",
+    env.pop("SQLCHORUS_MODEL", None)
+    command = [sys.executable, "-m", "sqlchorus", "debug", "--run", run_id[:20],
                "--trace-dir", str(folder / "traces"), "--commands", "-"]
     process_seconds = []
     for _ in range(args.repeat):
@@ -89,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         "repeat": args.repeat,
         "open_seconds_median": round(statistics.median(process_seconds), 3),
         "open_seconds_max": round(max(process_seconds), 3),
+        "open_seconds_min": round(min(process_seconds), 3),
         "open_ms_median": round(statistics.median(opened), 3),
         "steps": len(steps),
         "step_ms_median": round(statistics.median(steps), 3),

@@ -65,9 +65,13 @@ CHECK_DESTINATIONS = ("fix_candidates", "select_candidate")
 
 
 def build_graph(
-    settings: Settings | None = None, *, checkpointer: Any = None, **compile_kwargs: Any,
+    settings: Settings | None = None, *, checkpointer: Any = None, steppable: bool = False, **compile_kwargs: Any,
 ):
     """Compile the graph for ``settings``.
+
+    ``steppable`` is for a debugger: a generator's search subgraph (LIST) then keeps its own
+    checkpoints in the graph's checkpointer, so that a run can pause between its steps and go
+    on from there. Otherwise a search runs as one step of its node and keeps none.
 
     The graph expects a :class:`~sqlchorus.core.context.Context` as ``context=`` and must be
     invoked with ``config={"recursion_limit": settings.recursion_limit}``; ``sqlchorus.ask`` does
@@ -84,9 +88,10 @@ def build_graph(
     for name, generator, _ in enabled(settings.generators):
         by_name[name] = generator.node
         # A generator with a search of its own (LIST) gets its subgraph, compiled here.
-        nodes[generator.node] = (
-            partial(generator.fn, search=generator.search()) if generator.search else generator.fn
-        )
+        search = generator.search() if generator.search else None
+        if search is not None and steppable:
+            search = search.copy(update={"checkpointer": None})  # None: the parent's checkpointer
+        nodes[generator.node] = partial(generator.fn, search=search) if search is not None else generator.fn
         generator_nodes.append(generator.node)
     edges = [*EDGES, *((node, GENERATORS_JOIN) for node in generator_nodes)]
     destinations = {"link_schema": tuple(generator_nodes), "check_candidates": CHECK_DESTINATIONS}

@@ -181,7 +181,7 @@ def test_commands_from_a_file_drive_a_whole_session(tmp_path, factories_env):
     text = out.stdout
     assert "paused before extract_keywords" in text and "ran extract_keywords" in text
     assert "breakpoint before check_candidates" in text and "SELECT COUNT(*) FROM customers" in text
-    assert "fix_round holds a number" in text and "No state key 'nope'" in text
+    assert "fix_round holds an integer" in text and "No state key 'nope'" in text
     assert "The value is not JSON" in text and "does not parse" in text and "No command 'fly'" in text
     assert "ended at checkpoint" in text and "62" in text and "select_candidate" in text
     assert out.returncode == 1  # five commands failed; the session went on

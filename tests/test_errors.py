@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from sqlchorus.tools.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_NO_ANSWER, SqlchorusError
 
-SIGNALS = {"sqlchorus.evaluation.runs.EvalInterrupted"}
+SIGNALS = {"sqlchorus.evaluation.runs.EvalInterrupted", "sqlchorus.core.deadline.Interrupted"}
 """Exceptions that carry Ctrl-C (a KeyboardInterrupt with what was kept), not an error."""
 
 

@@ -56,3 +56,10 @@ class RunFinishedError(ServiceError):
 class NoCheckpointsError(ServiceError):
     kind = "no_checkpoints"
     http_status = 409
+
+
+class DebugError(SqlchorusError):
+    """A debugger command that cannot be carried out; the session goes on."""
+
+    kind = "debug"
+    http_status = 409

@@ -136,15 +136,35 @@ class RunRecords:
         Raises:
             UnknownRunError: no such run in this store.
         """
+        thread_id = self.resolve_run(thread_id)
         rows = self._rows(
             "SELECT created, question, evidence, db_path, db_fingerprint, settings FROM sqlchorus_runs WHERE thread_id = ?",
             (thread_id,),
         )
-        if not rows:
-            raise UnknownRunError(f"No run {thread_id!r} in {self.path}.")
         created, question, evidence, db_path, fingerprint, settings = rows[0]
         return {"run_id": thread_id, "created": created, "question": question, "evidence": evidence,
                 "db_path": db_path, "db_fingerprint": fingerprint, "settings": json.loads(settings)}
+
+    def resolve_run(self, run: str) -> str:
+        """The id of the run named by ``run``: its id, or any unique start of it (as ``trace
+        show`` takes them).
+
+        Raises:
+            UnknownRunError: no run, or several, start so.
+        """
+        if self._rows("SELECT 1 FROM sqlchorus_runs WHERE thread_id = ?", (run,)):
+            return run
+        escaped = run.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        found = [row[0] for row in self._rows(
+            "SELECT thread_id FROM sqlchorus_runs WHERE thread_id LIKE ? ESCAPE '\\' ORDER BY created LIMIT 6",
+            (escaped + "%",),
+        )] if run else []
+        if len(found) == 1:
+            return found[0]
+        if found:
+            shown = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
+            raise UnknownRunError(f"{run!r} starts several runs in {self.path} ({shown}): give more of the id.")
+        raise UnknownRunError(f"No run {run!r} in {self.path}.")
 
     def record_call(self, thread_id: str, call: dict[str, Any]) -> None:
         """Keep one model call of ``thread_id``: its key, role, node, messages, parameters,
@@ -380,6 +400,7 @@ class CallLog:
         self._lock = threading.Lock()
         self._answers: dict[str, list[str]] = {}
         self._supplied: list[str] = []
+        self.live = False  # while True, every call goes to the model: a fresh sample, not a kept one
         if replay:
             for call in store.calls(thread_id):
                 self._answers.setdefault(call["key"], []).append(call["answer"])
@@ -390,17 +411,18 @@ class CallLog:
         with self._lock:
             self._supplied.append(text)
 
-    def answer(self, key: str) -> str | None:
-        """A supplied answer, else the kept answer to request ``key`` next in turn, or None."""
+    def answer(self, key: str) -> tuple[str, str] | None:
+        """A supplied answer, else the kept answer to request ``key`` next in turn, or None; with
+        how it came: ``typed`` (supplied) or ``replayed`` (kept)."""
         with self._lock:
             if self._supplied:
                 self.served += 1
-                return self._supplied.pop(0)
+                return self._supplied.pop(0), "typed"
             queue = self._answers.get(key)
-            if not queue:
+            if not queue or self.live:
                 return None
             self.served += 1
-            return queue.pop(0)
+            return queue.pop(0), "replayed"
 
     def record(self, call: dict[str, Any]) -> None:
         """Keep one call (see :meth:`RunCheckpoints.record_call`); a file that cannot take it

@@ -43,6 +43,9 @@ class Context:
             call kept with its answer, and on a replay the answers served again; None for none.
         memo: what the run works out once and reuses: the schema's ranking for the question,
             the notes on narrowed schemas (:mod:`sqlchorus.core.budget`).
+        pause: a debugger's question, asked before each step of a search subgraph (LIST),
+            ``pause(node, state)``: True pauses the run there (a LangGraph ``interrupt``), to
+            go on when the debugger resumes it; None never pauses.
     """
 
     db: GuardedDatabase
@@ -57,3 +60,4 @@ class Context:
     progress: Callable[[Any], None] | None = None
     memo: dict[str, Any] = field(default_factory=dict, repr=False)
     calls: Any = None
+    pause: Callable[[str, Any], bool] | None = None

@@ -27,6 +27,7 @@ import hashlib
 import json
 import sqlite3
 import time
+import uuid
 from collections.abc import Collection
 from typing import Any
 
@@ -226,16 +227,19 @@ def call_model(
         span.set_attribute(attrs.SQLCHORUS_PROMPT_TOKENIZER, tokenizer)
         start = time.perf_counter()
         if log is not None:
-            served = log.answer(recorded["key"])
-            if served is not None:  # a replay: the answer this request had when the run was made
+            kept = log.answer(recorded["key"])
+            if kept is not None:  # a replay (the answer this request had), or one typed by hand
+                served, how = kept
                 usage = _usage(node, role, name, None, (time.perf_counter() - start) * 1000.0)
-                usage.update(replayed=True, cost_usd=0.0, priced=True)
+                usage.update({how: True, "cost_usd": 0.0, "priced": True})
                 _annotate(span, node_span, usage, cached=False, attempts=0)
-                span.set_attribute(attrs.SQLCHORUS_REPLAYED, True)
+                span.set_attribute(attrs.SQLCHORUS_REPLAYED if how == "replayed" else attrs.SQLCHORUS_TYPED, True)
                 set_token_counts(span, content, usage["input_tokens"], usage["output_tokens"])
                 set_answer(span, content, served)
                 log.record({**recorded, "answer": served, "usage": usage})
                 return served, usage
+            if log.live:  # a fresh sample was asked for: the response cache would give the old one
+                cache = None
         hit = _cache_get(cache, key, span)
         if hit is not None:
             latency = (time.perf_counter() - start) * 1000.0
@@ -548,4 +552,6 @@ def _usage(node: str, role: str, name: str, meta: Any, latency: float) -> UsageR
         input_tokens=int(meta.get("input_tokens") or 0),
         output_tokens=int(meta.get("output_tokens") or 0),
         latency_ms=round(latency, 3),
+        # Names the call in the run's call log, where its prompt and answer are kept.
+        call=uuid.uuid4().hex[:12],
     )

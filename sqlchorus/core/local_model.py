@@ -32,6 +32,10 @@ Design choices:
   batch can outlast a short limit. Answers are streamed, and the engine stops at its next token
   (or batch of the prompt) after the limit, raising :class:`LocalModelTimeout` in the caller;
   the model is busy until then, and the process waits for it before exiting.
+* A call made in a cancelled run (:func:`sqlchorus.core.deadline.cancellable`: Ctrl-C in the
+  debugger) stops the same way: the caller gives up at once with
+  :class:`~sqlchorus.core.deadline.Interrupted`, and the engine stops at its next token or batch,
+  so the next call does not wait behind work no one wants.
 * One engine per model object, loaded on first use, used under a lock: the graph runs branches
   in parallel threads.
 * Token counts are llama.cpp's own (``usage`` of the completion), so costs and traces carry
@@ -58,7 +62,7 @@ from opentelemetry import trace
 from pydantic import ConfigDict, PrivateAttr
 
 from sqlchorus.config.install import install_hint
-from sqlchorus.core.deadline import Overran, run_within
+from sqlchorus.core.deadline import Interrupted, Overran, current_cancel, run_within
 from sqlchorus.tools import attributes as attrs
 from sqlchorus.tools.errors import SqlchorusError
 
@@ -239,8 +243,11 @@ class ChatLlamaCpp(BaseChatModel):
         if timeout_s:
             text, usage, finish = self._complete_within(engine, chat, request, float(timeout_s))
         else:
+            cancel = current_cancel()
             try:
-                text, usage, finish = engine.complete(chat, should_stop=_never, **request)
+                text, usage, finish = engine.complete(chat, should_stop=cancel.is_set if cancel else _never, **request)
+            except LocalModelTimeout:
+                raise Interrupted("the run was cancelled; the model was stopped") from None
             finally:
                 self._lock.release()
         message = AIMessage(
@@ -260,12 +267,19 @@ class ChatLlamaCpp(BaseChatModel):
 
         Raises:
             LocalModelTimeout: no answer within ``timeout_s``; the engine is told to stop.
+            Interrupted: the run was cancelled (before or during the call); the engine is told
+                to stop.
         """
         deadline = time.monotonic() + timeout_s
         cancelled = threading.Event()
+        run = current_cancel()
+        if run is not None and run.is_set():
+            # A call of a cancelled run, which waited for the model while another call had it.
+            self._lock.release()
+            raise Interrupted("the run was cancelled")
 
         def should_stop() -> bool:
-            return cancelled.is_set() or time.monotonic() > deadline
+            return cancelled.is_set() or time.monotonic() > deadline or (run is not None and run.is_set())
 
         def work() -> tuple:
             try:
@@ -279,8 +293,10 @@ class ChatLlamaCpp(BaseChatModel):
             return run_within(work, timeout_s, name="sqlchorus-local-model", daemon=False)
         except (Overran, LocalModelTimeout):
             cancelled.set()
+            if run is not None and run.is_set():  # the engine stopped for the cancel, not the limit
+                raise Interrupted("the run was cancelled; the model was stopped") from None
             raise LocalModelTimeout(f"no answer within {timeout_s:g} s; the model was stopped") from None
-        except BaseException:  # Ctrl-C while waiting: the engine stops at its next step
+        except BaseException:  # Ctrl-C or a cancel while waiting: the engine stops at its next step
             cancelled.set()
             raise
 
@@ -327,20 +343,28 @@ class _XllamacppEngine:
         state: dict[str, Any] = {"usage": {}, "finish": None, "error": None, "late": False}
 
         def on_chunk(chunk: dict[str, Any]) -> bool:  # True stops the stream, and the work
-            if "error" in chunk or "code" in chunk:
-                state["error"] = chunk.get("error", chunk)
+            try:
+                if "error" in chunk or "code" in chunk:
+                    state["error"] = chunk.get("error", chunk)
+                    return True
+                for choice in chunk.get("choices") or ():
+                    parts.append((choice.get("delta") or {}).get("content") or "")
+                    state["finish"] = choice.get("finish_reason") or state["finish"]
+                if chunk.get("usage"):
+                    state["usage"] = chunk["usage"]
+                if should_stop():
+                    state["late"] = True
+                    return True
+                return False
+            except BaseException as e:
+                # The engine's callback wrapper would print "Exception ignored" and go on
+                # working (Ctrl-C when the engine runs in the main thread): stop it, raise below.
+                state["raised"] = e
                 return True
-            for choice in chunk.get("choices") or ():
-                parts.append((choice.get("delta") or {}).get("content") or "")
-                state["finish"] = choice.get("finish_reason") or state["finish"]
-            if chunk.get("usage"):
-                state["usage"] = chunk["usage"]
-            if should_stop():
-                state["late"] = True
-                return True
-            return False
 
         self.server.handle_chat_completions(request, on_chunk)
+        if state.get("raised") is not None:
+            raise state["raised"]
         if state["late"]:
             raise LocalModelTimeout()
         if state["error"] is not None:

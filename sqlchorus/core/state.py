@@ -51,6 +51,8 @@ class UsageRecord(TypedDict):
     latency_ms: float
     cached: NotRequired[bool]
     replayed: NotRequired[bool]
+    typed: NotRequired[bool]
+    call: NotRequired[str]
     cost_usd: NotRequired[float]
     priced: NotRequired[bool]
 

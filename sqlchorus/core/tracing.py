@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from langgraph.config import get_config
-from langgraph.types import Command, Send
+from langgraph.errors import GraphBubbleUp
+from langgraph.types import Command, Send, interrupt
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
@@ -178,7 +179,6 @@ class RunTracer(AbstractContextManager["RunTracer"]):
         set_content_mode(self.tracer, content)
         self._attributes = {attrs.SQLCHORUS_RUN_ID: self.run_id, attrs.SQLCHORUS_TRACE_CONTENT: content,
                             **(attributes or {})}
-        self._span_cm: Any = None
         self.root: Any = None
 
     @property
@@ -196,20 +196,34 @@ class RunTracer(AbstractContextManager["RunTracer"]):
         return self._file is not None and not self._file.failed
 
     def __enter__(self) -> RunTracer:
-        self._span_cm = self.tracer.start_as_current_span(
+        # The run span starts under whatever span is current (a host's), but is made current only
+        # while the run works (:meth:`active`): a run kept open between calls (the debugger's)
+        # must not become the parent of whatever its caller does in between.
+        self.root = self.tracer.start_span(
             attrs.RUN_SPAN, attributes={attrs.OPENINFERENCE_KIND: attrs.KIND_AGENT, **self._attributes},
             links=self._links)
-        self.root = self._span_cm.__enter__()
         return self
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        """The run span as the current span, for the work of the run."""
+        if self.root is None:
+            yield
+            return
+        with trace.use_span(self.root, end_on_exit=False, record_exception=False, set_status_on_exception=False):
+            yield
 
     def __exit__(self, *exc: Any) -> None:
         try:
-            if self.root is not None and exc[0] is None:
-                error = (getattr(self.root, "attributes", None) or {}).get(attrs.SQLCHORUS_ERROR)
-                self.root.set_status(trace.Status(trace.StatusCode.ERROR, str(error)[:300]) if error
-                                     else trace.Status(trace.StatusCode.OK))
-            if self._span_cm is not None:
-                self._span_cm.__exit__(*exc)
+            if self.root is not None and self.root.is_recording():
+                if exc[0] is None:
+                    error = (getattr(self.root, "attributes", None) or {}).get(attrs.SQLCHORUS_ERROR)
+                    self.root.set_status(trace.Status(trace.StatusCode.ERROR, str(error)[:300]) if error
+                                         else trace.Status(trace.StatusCode.OK))
+                elif exc[1] is not None:
+                    self.root.record_exception(exc[1])
+                    self.root.set_status(trace.Status(trace.StatusCode.ERROR, f"{exc[0].__name__}: {exc[1]}"[:300]))
+                self.root.end()
         finally:
             if self._otlp is not None:
                 self._otlp.stop_waiting()
@@ -504,6 +518,9 @@ def traced_node(
     reducers = reducers or {}
 
     def run(state: Any, runtime: Any) -> Any:
+        pause = getattr(runtime.context, "pause", None)
+        if pause is not None and pause(name, state):
+            interrupt({"before": name})  # resumed, it returns, and the node runs
         tracer = runtime.context.tracer
         progress = runtime.context.progress
         with tracer.start_as_current_span(attrs.NODE_SPAN_PREFIX + name) as span:
@@ -529,6 +546,10 @@ def traced_node(
                     span.set_status(trace.Status(trace.StatusCode.OK))
                     return update
                 routes = router(apply_update(state, update, reducers), runtime)
+            except GraphBubbleUp:  # a pause inside (a debugger's interrupt) is not a failure
+                span.set_status(trace.Status(trace.StatusCode.OK))
+                span.set_attribute(attrs.SQLCHORUS_PAUSED, True)
+                raise
             except Exception as e:
                 span.record_exception(e)
                 span.set_status(trace.Status(trace.StatusCode.ERROR, str(e)[:300]))

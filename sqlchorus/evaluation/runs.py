@@ -33,12 +33,18 @@ Design choices:
   what the file scores.
 * Questions whose database is missing are recorded with status ``missing_db`` and are neither
   run nor scored; the summary counts them (``n_missing_db``).
+* **Every question's run can be opened again.** A record keeps its run's ``run_id`` and the
+  checkpoint file that holds the run (by default ``traces/checkpoints.sqlite`` in the run folder,
+  beside the traces); :func:`question_run` finds them from a run folder and a question number,
+  the ``question_id`` that ``report.html`` and ``sqlchorus eval`` show, for
+  ``sqlchorus debug --eval FOLDER --question N``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -46,9 +52,10 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlchorus.config.settings import Settings
+from sqlchorus.core.checkpoints import is_database_url
 from sqlchorus.core.models import ModelConfigError, model_name
 from sqlchorus.evaluation import report
 from sqlchorus.evaluation.datasets import BUILTIN_DATASETS, Dataset, Example, data_dir, load_dataset
@@ -67,7 +74,14 @@ __all__ = [
     "EvalError",
     "EvalInterrupted",
     "EvalRun",
+    "QuestionRun",
     "RECORDS_FILE",
+    "debug_command",
+    "eval_folder",
+    "no_run_reason",
+    "question_run",
+    "wrong_answers",
+    "wrong_questions",
     "open_dataset",
     "subset",
     "prediction_filename",
@@ -81,6 +95,10 @@ RUN_FILE = "run.json"
 GOLD_FILE = "gold.sql"
 SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.html"
+EVALS_DIR = "evals"
+"""Where ``sqlchorus eval`` puts its run folders by default, under the working directory."""
+CHECKPOINTS_FILE = Path("traces") / "checkpoints.sqlite"
+"""Where a run folder keeps its questions' checkpoints by default (beside their traces)."""
 
 
 class EvalError(SqlchorusError, ValueError):
@@ -278,6 +296,7 @@ def _missing_record(index: int, example: Example) -> dict[str, Any]:
         "error": None,
         "run_id": None,
         "trace_path": None,
+        "checkpoint_path": None,
     }
 
 
@@ -355,7 +374,16 @@ def _run_question(
         "error": result.error,
         "run_id": result.run_id or None,
         "trace_path": result.trace_path,
+        "checkpoint_path": _kept_where(result.checkpoint_path),
     }
+
+
+def _kept_where(checkpoint_path: str | None) -> str | None:
+    """The checkpoint file to record: absolute, so it is found from any working directory. A
+    database URL is not recorded: it may carry a password, and records are shared."""
+    if not checkpoint_path or is_database_url(checkpoint_path):
+        return None
+    return os.path.abspath(checkpoint_path)
 
 
 # -- the run ---------------------------------------------------------------------------------
@@ -658,6 +686,194 @@ def score_prediction_file(
         run.out_dir = folder
         run.paths = {"records": records_path, **report.write_report(folder, records, summary)}
     return run
+
+
+# -- a question's run -----------------------------------------------------------------------
+
+
+class QuestionRun(NamedTuple):
+    """Where the run of one question of an evaluation is kept (:func:`question_run`).
+
+    Attributes:
+        run_id: the run's id (its checkpoints' thread).
+        checkpoints: the checkpoint store that holds it (a SQLite file, or what the caller gave).
+        record: the question's record in ``records.jsonl``.
+        folder: the evaluation's run folder.
+    """
+
+    run_id: str
+    checkpoints: str
+    record: dict[str, Any]
+    folder: Path
+
+
+def eval_folder(folder_or_name: str | os.PathLike[str], *, evals_dir: str | os.PathLike[str] = EVALS_DIR) -> Path:
+    """The run folder ``folder_or_name`` names: a folder's path, or the name of one under
+    ``evals_dir`` (where ``sqlchorus eval --run-name`` puts it).
+
+    Raises:
+        EvalError: no such folder, or one without ``records.jsonl``.
+    """
+    given = str(folder_or_name)
+    tried = list(dict.fromkeys([Path(given), Path(evals_dir) / given]))
+    found = [p for p in tried if p.is_dir()]
+    for folder in found:
+        if (folder / RECORDS_FILE).is_file():
+            return folder
+    if found:
+        raise EvalError(f"{found[0]} is not an eval run folder: it holds no {RECORDS_FILE} (sqlchorus eval "
+                        "writes one as its first question finishes).")
+    looked = " and ".join(str(p.absolute()) for p in tried)
+    raise EvalError(f"No eval run folder {given!r}: looked for {looked}. Give the folder sqlchorus eval "
+                    f"wrote (its --out), or the name of one under {evals_dir}/.")
+
+
+def wrong_questions(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records of the questions scored and not answered correctly, in question order."""
+    return [r for r in records if r.get("status") != "missing_db" and not r.get("correct")]
+
+
+def debug_command(folder: str | os.PathLike[str], record: dict[str, Any]) -> str:
+    """The command that opens ``record``'s run in the debugger, ready for a shell."""
+    return (f"sqlchorus debug --eval {shlex.quote(str(folder))} "
+            f"--question {shlex.quote(str(record.get('question_id')))}")
+
+
+def _checkpoints_of(folder: Path, record: dict[str, Any]) -> str | None:
+    """The checkpoint file that holds ``record``'s run: the one recorded, else the run folder's
+    own (a folder moved or copied elsewhere still opens); None when neither exists."""
+    recorded = record.get("checkpoint_path")
+    if recorded and Path(recorded).is_file():
+        return str(recorded)
+    default = folder / CHECKPOINTS_FILE
+    return str(default.absolute()) if default.is_file() else None
+
+
+def _rerun_command(folder: Path) -> str:
+    """The ``sqlchorus eval`` command that runs ``folder``'s questions again from the start."""
+    try:
+        meta = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        meta = {}
+    dataset = meta.get("dataset") if meta.get("dataset") in BUILTIN_DATASETS else meta.get("source")
+    limit = meta.get("limit")
+    return " ".join([
+        "sqlchorus eval", f"--dataset {shlex.quote(str(dataset or 'DATASET'))}",
+        *([f"--limit {limit}"] if isinstance(limit, int) else []),
+        f"--out {shlex.quote(str(folder))}", "--no-resume",
+    ])
+
+
+def _no_run(folder: Path, record: dict[str, Any], checkpoints: str | None = None) -> tuple[str, str] | None:
+    """Why ``record``'s question has no run to open, and what to do about it; None when it has one."""
+    status = record.get("status")
+    if status == "missing_db":
+        return "was not run: its database was missing when the eval ran, so there is no run to open", ""
+    if status == "error":
+        return (f"has no run to open: it failed before its run was kept ({record.get('error')})",
+                f"The same sqlchorus eval command with --out {folder} runs it again.")
+    if not record.get("ran"):
+        return "was scored from a prediction file, not run: there is no run to open", ""
+    if record.get("run_id") and (checkpoints or _checkpoints_of(folder, record)):
+        return None
+    return ("kept no checkpoints to open: the eval ran with --no-trace or --no-checkpoints",
+            f"Looked for {(folder / CHECKPOINTS_FILE).absolute()} (give a store kept elsewhere with --checkpoints). "
+            f"To debug its questions, run the eval again with them: {_rerun_command(folder)} (with its model "
+            "options, without --no-trace and --no-checkpoints).")
+
+
+def no_run_reason(folder: Path, record: dict[str, Any], *, checkpoints: str | None = None) -> str | None:
+    """Why ``record``'s question has no run to open and what to do, as one message; None when
+    it has one.
+
+    ``checkpoints``: the checkpoint store to look in instead of the recorded one.
+    """
+    found = _no_run(folder, record, checkpoints)
+    if found is None:
+        return None
+    what, advice = found
+    return f"Question {record.get('question_id')} ({record.get('db_id')}) {what}." + (f" {advice}" if advice else "")
+
+
+def wrong_answers(folder: str | os.PathLike[str], records: Sequence[dict[str, Any]], *,
+                  limit: int = 10) -> dict[str, Any]:
+    """The questions answered wrongly, the first ``limit`` of them with the command that opens
+    each one's run in the debugger.
+
+    Returns:
+        ``{"n_wrong": count, "wrong": [entry, ...]}``; an entry holds ``question`` (its number),
+        ``db``, ``verdict``, ``run_id`` and ``debug`` (the command), or, for a question without a
+        run to open, ``debug`` None, ``no_run`` (why) and ``advice`` (what to do, may be empty).
+    """
+    folder = Path(folder)
+    wrong = wrong_questions(records)
+    entries = []
+    for record in wrong[:limit]:
+        entry = {"question": record.get("question_id"), "db": record.get("db_id"),
+                 "verdict": record.get("verdict"), "run_id": record.get("run_id")}
+        missing = _no_run(folder, record)
+        if missing is None:
+            entry["debug"] = debug_command(folder, record)
+        else:
+            entry.update(debug=None, no_run=missing[0], advice=missing[1])
+        entries.append(entry)
+    return {"n_wrong": len(wrong), "wrong": entries}
+
+
+def question_run(
+    folder_or_name: str | os.PathLike[str],
+    question: int | str,
+    *,
+    evals_dir: str | os.PathLike[str] = EVALS_DIR,
+    checkpoints: str | None = None,
+) -> QuestionRun:
+    """The run of question ``question`` of an evaluation, to open with
+    :meth:`sqlchorus.runs.debugger.Debugger.open` over ``checkpoints``.
+
+    Args:
+        folder_or_name: the run folder, or its name under ``evals_dir``.
+        question: the question's number as the evaluation shows it: its ``question_id`` (the
+            ``#`` column of ``report.html``; for Spider its position in the dataset).
+        evals_dir: where names are looked up.
+        checkpoints: the checkpoint store that holds the runs, instead of the one recorded (or
+            the run folder's ``traces/checkpoints.sqlite``).
+
+    Raises:
+        EvalError: no such folder, no records, no such question (the message gives the range),
+            or a question without a run to open (its database was missing, it failed, or the
+            eval kept no checkpoints), each saying what to do.
+    """
+    folder = eval_folder(folder_or_name, evals_dir=evals_dir)
+    records = [r for _, r in sorted(read_records(folder / RECORDS_FILE).items())]
+    if not records:
+        raise EvalError(f"{folder / RECORDS_FILE} holds no records: no question of that eval has finished.")
+    wanted = str(question).strip()
+    matches = [r for r in records if str(r.get("question_id")) == wanted]
+    if not matches:
+        raise EvalError(f"No question {wanted} in {folder}: {_numbering(records)}.")
+    if len(matches) > 1:
+        runs = ", ".join(str(r.get("run_id")) for r in matches)
+        raise EvalError(f"Question {wanted} names {len(matches)} questions of {folder} (runs {runs}): open one "
+                        "with sqlchorus debug --run ID --checkpoints FILE.")
+    record = matches[0]
+    reason = no_run_reason(folder, record, checkpoints=checkpoints)
+    if reason:
+        raise EvalError(reason)
+    store = checkpoints or _checkpoints_of(folder, record)
+    assert store is not None  # no_run_reason said there is one
+    return QuestionRun(run_id=str(record["run_id"]), checkpoints=store, record=record, folder=folder)
+
+
+def _numbering(records: Sequence[dict[str, Any]]) -> str:
+    """How the questions of ``records`` are numbered, for a message."""
+    ids = [r.get("question_id") for r in records]
+    where = "(the # column of report.html)"
+    if all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        low, high = min(ids), max(ids)
+        gaps = "" if sorted(ids) == list(range(low, high + 1)) else ", not every number in between"
+        return f"its {len(ids)} question(s) are numbered {low} to {high}{gaps} {where}"
+    shown = ", ".join(str(i) for i in ids[:10]) + (", ..." if len(ids) > 10 else "")
+    return f"its {len(ids)} question(s) are numbered {shown} {where}"
 
 
 def _tally(record: dict[str, Any]) -> Tally:

@@ -378,34 +378,59 @@ SELECT_OPTIONS: tuple[str, ...] = (
 @_DB
 @_EVIDENCE
 @click.option("--run", "run_id", help="Open an earlier run (of ask, eval or debug) by its id.")
-@click.option("--at", "checkpoint", help="With --run: the checkpoint to open it at (default: its last).")
+@click.option("--eval", "eval_run", metavar="EVAL",
+              help="Open a question's run of an evaluation: its run folder, or its name under evals/ (with --question).")
+@click.option("--question", "eval_question", metavar="N",
+              help="With --eval: the question's number, as sqlchorus eval and report.html show it.")
+@click.option("--at", "checkpoint", help="With --run or --eval: the checkpoint to open it at (default: its last).")
 @click.option("--break", "breaks", multiple=True, metavar="NODE", help="Stop before NODE (repeatable).")
 @click.option("--commands", "commands_file", type=click.File("r", encoding="utf-8"),
               help="Run the commands of this file (one a line; - for standard input) instead of a prompt.")
 @settings_options(*RUN_OPTIONS)
-def debug(question: str | None, db: str | None, evidence: str, run_id: str | None, checkpoint: str | None,
-          breaks: tuple[str, ...], commands_file: Any, **options: Any) -> None:
+def debug(question: str | None, db: str | None, evidence: str, run_id: str | None, eval_run: str | None,
+          eval_question: str | None, checkpoint: str | None, breaks: tuple[str, ...], commands_file: Any,
+          **options: Any) -> None:
     """Step through a run: pause before any node, inspect and edit the state, go on, go back.
 
     `sqlchorus debug "QUESTION" --db PATH` starts a new run paused before its first node;
     `sqlchorus debug --run ID [--at CHECKPOINT]` opens an earlier one, serving its model calls
-    from the answers it kept. Type `help` at the `(sqlchorus)` prompt for the commands.
+    from the answers it kept; `sqlchorus debug --eval FOLDER --question N` opens question N's
+    run of an evaluation the same way. Type `help` at the `(sqlchorus)` prompt for the commands.
     """
     # Late: the debugger pulls in LangGraph, which --help does not need.
     from sqlchorus.interfaces.debug_shell import PROMPT, DebugShell
-    from sqlchorus.runs.debugger import Debugger
+    from sqlchorus.runs.debugger import Debugger, kept_answers_model
     from sqlchorus.runs.session import Session
 
-    if (question is None) == (run_id is None):
-        _fail("Give a QUESTION to start a run, or --run ID to open one (not both).")
+    if eval_question is not None and eval_run is None:
+        _fail("--question N names a question of an evaluation: give --eval FOLDER too.")
         return
-    if checkpoint and not run_id:
-        _fail("--at opens a checkpoint of an earlier run: give --run ID too.")
+    if eval_run is not None and (question is not None or run_id is not None):
+        _fail("--eval FOLDER --question N opens a run of an evaluation: give it without --run or a QUESTION.")
         return
+    if eval_run is not None and eval_question is None:
+        _fail("--eval FOLDER needs --question N: the question whose run to open (sqlchorus eval lists the wrong ones).")
+        return
+    if eval_run is None and (question is None) == (run_id is None):
+        _fail("Give a QUESTION to start a run, --run ID to open one, or --eval FOLDER --question N (only one).")
+        return
+    if checkpoint and not (run_id or eval_run):
+        _fail("--at opens a checkpoint of an earlier run: give --run ID or --eval FOLDER --question N too.")
+        return
+    found = None
     with _reported():
+        if eval_run is not None:
+            from sqlchorus.evaluation.runs import question_run
+
+            # A store typed on this command wins over the one the evaluation recorded.
+            typed = click.get_current_context().get_parameter_source("checkpoints") is ParameterSource.COMMANDLINE
+            found = question_run(eval_run, eval_question, checkpoints=options.get("checkpoints") if typed else None)
+            run_id = found.run_id
         settings = typed_settings(options)
+        if found is not None:
+            settings = settings.replace(checkpoints=found.checkpoints)
         if run_id and settings.model is None and not settings.models:
-            settings = settings.replace(model=_kept_answers_only())
+            settings = settings.replace(model=kept_answers_model())
         session = Session(settings)
         if run_id:
             debugger = Debugger.open(run_id, at=checkpoint, session=session)
@@ -415,6 +440,11 @@ def debug(question: str | None, db: str | None, evidence: str, run_id: str | Non
             debugger = Debugger.start(question, db, evidence=evidence, session=session, breakpoints=breaks)
     console = Console(highlight=False)
     shell = DebugShell(debugger, console)
+    if found is not None:
+        record = found.record
+        console.print(f"eval {found.folder}, question {record.get('question_id')} ({record.get('db_id')}, "
+                      f"{'correct' if record.get('correct') else record.get('verdict')}): {record.get('question')}",
+                      markup=False)
     for note in debugger.notes:
         console.print(f"[yellow]note[/] {note}")
     shell.where()
@@ -432,28 +462,40 @@ def debug(question: str | None, db: str | None, evidence: str, run_id: str | Non
     sys.exit(EXIT_NO_ANSWER if shell.failed else 0)
 
 
-def _kept_answers_only() -> Any:
-    """The model of a run opened without one: the run's calls are served from their kept
-    answers, and a call the run did not make (after an edit) says what is missing."""
-    from sqlchorus.runs.scripted_models import ScriptedChatModel
+def _debug_history() -> Any:
+    """The debugger's command history: a file in the user's state folder, or this session's
+    alone when that folder cannot be written."""
+    from platformdirs import user_state_path
+    from prompt_toolkit.history import FileHistory, InMemoryHistory
 
-    def missing(messages: Any) -> str:
-        raise RuntimeError("No model is configured, and this call is not among the run's kept answers: "
-                           "give --model (or SQLCHORUS_MODEL) to make calls the run did not make")
-
-    return ScriptedChatModel(missing, name="kept-answers-only")
+    try:
+        folder = user_state_path("sqlchorus")
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / "debug_history"
+        path.touch(exist_ok=True)
+        return FileHistory(str(path))
+    except OSError:
+        return InMemoryHistory()
 
 
 def _interactive(shell: Any) -> None:
     """The prompt: completion of commands, node names and state keys; history; Ctrl-C keeps the
     session, Ctrl-D ends it."""
     from prompt_toolkit import PromptSession
-    from prompt_toolkit.completion import WordCompleter
+    from prompt_toolkit.completion import Completer, Completion
 
-    from sqlchorus.interfaces.debug_shell import PROMPT, words_to_complete
+    from sqlchorus.interfaces.debug_shell import PROMPT
 
-    # Tab completes (a single match at once); no menu pops up while typing.
-    prompt = PromptSession(completer=WordCompleter(words_to_complete(), sentence=True), complete_while_typing=False)
+    class _Words(Completer):  # the shell knows what each command's words are
+        def get_completions(self, document: Any, complete_event: Any) -> Any:
+            before = document.text_before_cursor
+            word = before.split(" ")[-1]
+            for option in shell.complete(before):
+                yield Completion(option, start_position=-len(word))
+
+    # Tab completes (a single match at once); no menu pops up while typing. The history of
+    # commands is kept across sessions, in the user's state folder.
+    prompt = PromptSession(completer=_Words(), complete_while_typing=False, history=_debug_history())
     while True:
         try:
             line = prompt.prompt(PROMPT)
@@ -666,9 +708,17 @@ def eval_command(dataset_name: str, limit: int | None, workers: int, out_dir: st
                "files": {kind: str(p) for kind, p in run.paths.items()}}
         if pairs is not None:
             out["pairs"] = pairs
+        if folder is not None:  # questions that ran, so each wrong one has a run to open
+            from sqlchorus.evaluation.runs import wrong_answers
+
+            out.update(wrong_answers(folder, run.records, limit=WRONG_LISTED))
         click.echo(json.dumps(out, default=str, ensure_ascii=False))
     else:
         _print_eval(run)
+
+
+WRONG_LISTED = 10
+"""Wrong answers ``sqlchorus eval`` names with their debug command; report.html lists them all."""
 
 
 def _print_eval(run: Any) -> None:
@@ -700,6 +750,34 @@ def _print_eval(run: Any) -> None:
         out.print("errors: " + ", ".join(f"{k[2:].replace('_', ' ')} {v}" for k, v in errors.items()))
     for kind, path in run.paths.items():
         out.print(f"{kind}: {path}")
+    if ran and run.out_dir is not None:
+        _print_wrong(out, run)
+
+
+def _print_wrong(out: Console, run: Any) -> None:
+    """The wrong answers, each with the command that opens its run in the debugger."""
+    from sqlchorus.evaluation.runs import wrong_answers
+
+    found = wrong_answers(run.out_dir, run.records, limit=WRONG_LISTED)
+    if not found["n_wrong"]:
+        return
+    opens = any(entry["debug"] for entry in found["wrong"])
+    out.print(f"wrong answers: {found['n_wrong']} of {run.summary['n_scored']}"
+              + ("; the command beside each opens its run in the debugger" if opens else ""))
+    advice = []
+    for entry in found["wrong"]:
+        what = f"  question {entry['question']} ({entry['db']}, {entry['verdict']}): "
+        if entry["debug"]:
+            out.print(what + entry["debug"], markup=False, soft_wrap=True)
+        else:
+            out.print(what + entry["no_run"], markup=False, soft_wrap=True)
+            if entry["advice"] and entry["advice"] not in advice:
+                advice.append(entry["advice"])
+    more = found["n_wrong"] - len(found["wrong"])
+    if more:
+        out.print(f"  ... and {more} more (report.html lists every question)")
+    for line in advice:
+        out.print(f"  {line}", markup=False, soft_wrap=True)
 
 
 # -- servers -----------------------------------------------------------------------------------

@@ -7,20 +7,19 @@ completion) or from a file, so that scripts and tests drive it as a person would
 from __future__ import annotations
 
 import json
+import os
 import shlex
-import typing
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-import typing_extensions
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
 from sqlchorus.config.errors import SqlchorusError
-from sqlchorus.core.state import SqlchorusState
 from sqlchorus.core.trace_file import load_spans, render_tree
 from sqlchorus.runs.debugger import DebugError, Debugger, node_names, state_keys
 
@@ -40,7 +39,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("continue", "c", "continue", "run to the next breakpoint or the end"),
     Command("break", "b", "break NODE [if EXPR]", "stop before NODE (when EXPR, over the state's keys, holds); alone: list them"),
     Command("clear", "", "clear [NODE]", "remove NODE's breakpoint, or every one"),
-    Command("state", "s", "state [KEY]", "the state at this checkpoint, or one key (candidates and results as tables)"),
+    Command("state", "s", "state [KEY] [--json]", "the state at this checkpoint, or one key (candidates, the answer and the calls as tables; --json: one line of JSON, to edit and set)"),
     Command("diff", "d", "diff [A B]", "what the last step changed, or what differs between checkpoints A and B"),
     Command("set", "", "set KEY JSON", "replace KEY's value (not merged), as a new checkpoint; the run stays paused before the same nodes"),
     Command("answer", "a", "answer TEXT", "the reply of the next model call, instead of calling the model"),
@@ -48,6 +47,13 @@ COMMANDS: tuple[Command, ...] = (
     Command("fork", "f", "fork CHECKPOINT", "stand at an earlier checkpoint: the next step starts a branch"),
     Command("replay", "r", "replay [CHECKPOINT]", "run again from the first checkpoint (or CHECKPOINT) to the end with the kept model answers"),
     Command("trace", "t", "trace", "the span tree of this session so far"),
+    Command("calls", "", "calls [NODE|all|N]", "the model calls of the last step (of NODE, or all on this branch): role, model, temperature, tokens, seconds, how answered; calls N: call N's prompt and answer"),
+    Command("where", "w", "where", "the path so far (every step on this branch, edits marked) and the nodes due next"),
+    Command("until", "u", "until NODE", "run until the run is before NODE (or a breakpoint, or the end)"),
+    Command("display", "", "display [EXPR]", "show EXPR (over the state's keys) after every step; alone: show them now"),
+    Command("undisplay", "", "undisplay [N]", "stop showing display N, or every one"),
+    Command("rerun", "", "rerun", "run the next step again with the model itself (a fresh sample, not the kept answer) and show what changed"),
+    Command("post-mortem", "pm", "post-mortem", "the last node that raised: its exception, where, and the state it met"),
     Command("export-test", "", "export-test PATH", "write a pytest test that replays this run and checks its SQL and result"),
     Command("help", "?", "help [COMMAND]", "the commands, or one"),
     Command("quit", "q", "quit", "leave (the run stays in the checkpoint file)"),
@@ -58,6 +64,13 @@ _BY_NAME = {c.name: c for c in COMMANDS} | {c.short: c for c in COMMANDS if c.sh
 def words_to_complete() -> list[str]:
     """Commands, node names and state keys: what tab completion offers."""
     return sorted({c.name for c in COMMANDS} | set(node_names()) | set(state_keys()))
+
+
+# What each command's words are, for completion after the command word.
+_NODE_ARGS = {"break", "clear", "until", "calls"}
+_KEY_ARGS = {"state", "set", "display"}
+_CHECKPOINT_ARGS = {"fork", "diff", "replay"}
+_PATH_ARGS = {"export-test"}
 
 
 class DebugShell:
@@ -71,13 +84,47 @@ class DebugShell:
             "next": self._next, "continue": self._continue, "break": self._break, "clear": self._clear,
             "state": self._state, "diff": self._diff, "set": self._set, "answer": self._answer,
             "history": self._history, "fork": self._fork, "replay": self._replay, "trace": self._trace,
-            "export-test": self._export, "help": self._help,
+            "export-test": self._export, "help": self._help, "calls": self._calls, "where": self._where,
+            "until": self._until, "display": self._display, "undisplay": self._undisplay, "rerun": self._rerun,
+            "post-mortem": self._post_mortem,
         }
+
+    def complete(self, line: str) -> list[str]:
+        """What Tab offers for the last word of ``line`` (the text before the cursor): commands
+        first, then each command's own words: node names, state keys, checkpoint ids, paths."""
+        words = line.split(" ")
+        word = words[-1]
+        if len(words) == 1:
+            return sorted(n for n in _BY_NAME if n.startswith(word) and len(n) > 2)
+        command = _BY_NAME.get(words[0])
+        name = command.name if command else ""
+        if name == "help":
+            options = [c.name for c in COMMANDS]
+        elif name in _NODE_ARGS:
+            options = node_names() + (["all"] if name == "calls" else [])
+            if name == "break" and len(words) > 2:  # after the node: "if", then keys
+                options = ["if"] if len(words) == 3 else state_keys()
+        elif name in _KEY_ARGS:
+            if name == "set" and len(words) > 2:
+                return []
+            options = state_keys()
+        elif name in _CHECKPOINT_ARGS:
+            ids = [h["id"] for h in self.debugger.history()]
+            return [i for i in ids if i.startswith(word)] or [i for i in ids if word and word in i]
+        elif name in _PATH_ARGS:
+            return _paths(word)
+        else:
+            return []
+        return [o for o in options if o.startswith(word)]
 
     def where(self) -> None:
         """One line on where the run stands."""
         d = self.debugger
-        if d.finished:
+        inside = d.inside()
+        if inside:
+            self.out.print(f"[bold]run {d.run_id}[/] paused inside [cyan]{inside[0]['node']}[/]'s search before "
+                           f"[cyan]{', '.join(n for row in inside for n in row['next'])}[/] (checkpoint {d.checkpoint_id})")
+        elif d.finished:
             result = d.result()
             self.out.print(f"[bold]run {d.run_id}[/] ended at checkpoint {d.checkpoint_id}: "
                            + (f"answer [green]{escape(result.sql)}[/]" if result.sql else "no answer"))
@@ -98,12 +145,19 @@ class DebugShell:
         if command.name == "quit":
             return False
         try:
-            args = shlex.split(rest) if command.name not in ("set", "answer", "break") else rest.split()
+            args = shlex.split(rest) if command.name not in ("set", "answer", "break", "display") else rest.split()
             self._handlers[command.name](args, rest.strip())
         except (SqlchorusError, ValueError) as e:
             self._fail(str(e))
+        except Exception as e:  # noqa: BLE001 - whatever a command meets, the session goes on
+            self._fail(f"{command.name} failed: {type(e).__name__}: {e}")
+            self.where()
         except KeyboardInterrupt:
-            self.out.print("[yellow]Interrupted[/]: the run stays at its last checkpoint.")
+            # The step's model work is told to stop and waited for: the next step must not queue
+            # behind an engine still evaluating a prompt no one wants.
+            stopped = self.debugger.run.stop()
+            self.out.print("[yellow]Interrupted[/]: the run stays at its last checkpoint."
+                           + ("" if stopped else " (the model is still stopping)"))
             self.where()
         return True
 
@@ -117,13 +171,121 @@ class DebugShell:
         ran = self.debugger.step()
         self.out.print(f"ran {', '.join(ran)}")
         self._print_diff(self.debugger.diff())
-        self.where()
+        self._stopped()
 
     def _continue(self, args: list[str], rest: str) -> None:
         stopped = self.debugger.cont()
         if stopped:
             self.out.print(f"breakpoint before [cyan]{stopped}[/]")
+        self._stopped()
+
+    def _until(self, args: list[str], rest: str) -> None:
+        if len(args) != 1:
+            raise DebugError("Usage: until NODE.")
+        stopped = self.debugger.until(args[0])
+        if stopped and stopped != args[0]:
+            self.out.print(f"breakpoint before [cyan]{stopped}[/]")
+        self._stopped()
+
+    def _stopped(self) -> None:
+        """After a step: the displays, then where the run stands."""
+        self._show_displays()
         self.where()
+
+    def _show_displays(self) -> None:
+        for number, text, value in self.debugger.displayed():
+            shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+            if len(shown) > 300:
+                shown = shown[:297] + "..."
+            self.out.print(f"[dim]{number}:[/] {escape(text)} = {escape(shown)}", highlight=False)
+
+    def _display(self, args: list[str], rest: str) -> None:
+        if rest:
+            self.debugger.display(rest)
+        if not self.debugger.displays:
+            self.out.print("no displays")
+        self._show_displays()
+
+    def _undisplay(self, args: list[str], rest: str) -> None:
+        if len(args) > 1 or (args and not args[0].isdigit()):
+            raise DebugError("Usage: undisplay [N] (a number from display).")
+        self.debugger.undisplay(int(args[0]) if args else None)
+        self.out.print("removed")
+
+    def _where(self, args: list[str], rest: str) -> None:
+        path = self.debugger.path()
+        steps = [row for row in path if row["node"] not in ("(input)", "__start__")]
+        if not steps:
+            self.out.print("[dim]no step has run yet[/]")
+        for row in steps:
+            label = "[yellow](edit)[/]" if row["node"] == "(edit)" else escape(row["node"])
+            self.out.print(f"  step {row['step']:>3}  {label}  [dim]{row['id']}[/]", highlight=False)
+        inside = self.debugger.inside()
+        if inside:
+            search = [h for h in self.debugger.history(inner=True) if h.get("ns") == inside[0]["ns"]]
+            for row in search:
+                if row["node"] != "(search input)":
+                    self.out.print(f"    [magenta]{row['search']}[/] step {row['step']:>3}  {escape(row['node'])}  "
+                                   f"[dim]{row['id']}[/]", highlight=False)
+            self.out.print(f"> next, inside {inside[0]['node']}: [cyan]{', '.join(inside[0]['next'])}[/]")
+            return
+        pending = self.debugger.next_nodes
+        self.out.print(f"> next: [cyan]{', '.join(pending)}[/]" if pending else "> the run has ended")
+
+    def _rerun(self, args: list[str], rest: str) -> None:
+        ran, changes = self.debugger.rerun()
+        self.out.print(f"reran {', '.join(ran)} with the model (a fresh sample)")
+        if not changes:
+            self.out.print("[dim]same as the step the run took before[/]")
+        for key, (before, after) in changes.items():
+            self._print_value(key, before, brief=True, prefix="was ")
+            self._print_value(key, after, brief=True, prefix="now ")
+        self._stopped()
+
+    def _post_mortem(self, args: list[str], rest: str) -> None:
+        failure = self.debugger.failure
+        if failure is None:
+            self.out.print("no node has raised in this session")
+            return
+        self.out.print(f"[bold red]{escape(failure.node)}[/] raised {escape(failure.error)}")
+        self.out.print(f"[dim]at checkpoint {failure.checkpoint}; the run is paused before {escape(failure.node)}[/]")
+        self.out.print(failure.traceback.rstrip(), markup=False, highlight=False)
+        self.out.print("the state it met:")
+        for key, value in failure.state.items():
+            self._print_value(key, value, brief=True)
+
+    def _calls(self, args: list[str], rest: str) -> None:
+        if len(args) > 1:
+            raise DebugError("Usage: calls [NODE|all|N].")
+        if args and args[0].isdigit():
+            self._print_call(self.debugger.call(int(args[0])))
+            return
+        every = bool(args) and args[0] == "all"
+        rows = self.debugger.calls_of(None if every or not args else args[0], every=every)
+        if not rows:
+            self.out.print("no model calls" + ("" if args else " in the last step (calls all: every one on this branch)"))
+            return
+        table = Table("#", "node", "role", "model", "temp", "in", "out", "s", "how", box=None)
+        for r in rows:
+            table.add_row(*(escape(str(v)) for v in (
+                r["n"], r["node"], r["role"], r["model"], "" if r["temperature"] is None else r["temperature"],
+                r["input_tokens"], r["output_tokens"], r["seconds"], r["how"])))
+        self.out.print(table)
+        self.out.print("[dim]calls N shows call N's prompt and answer[/]")
+
+    def _print_call(self, call: dict[str, Any]) -> None:
+        self.out.print(f"[bold]call {call['n']}[/]: {escape(str(call['node']))} ({escape(str(call['role']))}) "
+                       f"model {escape(str(call['model']))}, temperature {call['temperature']}, "
+                       f"{call['input_tokens']} in / {call['output_tokens']} out, {call['seconds']} s, {call['how']}",
+                       highlight=False)
+        if call["messages"] is None:
+            self.out.print("[dim]its prompt and answer were not kept (a call that failed, or a run without a call log)[/]")
+            return
+        for role, content in call["messages"]:
+            self.out.rule(f"{role}", align="left", style="dim")
+            self.out.print(str(content), markup=False, highlight=False)
+        self.out.rule("answer", align="left", style="dim")
+        self.out.print(str(call["answer"]), markup=False, highlight=False)
 
     def _break(self, args: list[str], rest: str) -> None:
         if not args:
@@ -141,6 +303,15 @@ class DebugShell:
         self.out.print("cleared")
 
     def _state(self, args: list[str], rest: str) -> None:
+        as_json = "--json" in args
+        args = [a for a in args if a != "--json"]
+        if len(args) > 1:
+            raise DebugError("Usage: state [KEY] [--json].")
+        if as_json:  # one line of JSON, to copy into a set command
+            value = self.debugger.state(args[0]) if args else self.debugger.state()
+            self.out.print(json.dumps(value, ensure_ascii=False, default=str), markup=False, highlight=False,
+                           soft_wrap=True)
+            return
         if args:
             self._print_value(args[0], self.debugger.state(args[0]))
             return
@@ -160,7 +331,6 @@ class DebugShell:
             value = json.loads(text)
         except json.JSONDecodeError as e:
             raise DebugError(f"The value is not JSON: {e.msg} at character {e.pos + 1}.") from None
-        _check_type(key.strip(), value, self.debugger.state(key.strip()))
         checkpoint = self.debugger.set(key.strip(), value)
         self.out.print(f"set {key.strip()} at a new checkpoint {checkpoint}")
         self.where()
@@ -172,13 +342,15 @@ class DebugShell:
         self.out.print("the next model call gets that answer")
 
     def _history(self, args: list[str], rest: str) -> None:
-        rows = self.debugger.history()
-        current = self.debugger.checkpoint_id
+        rows = self.debugger.history(inner=True)
+        inside = self.debugger.inside()
+        current = inside[0]["checkpoint"] if inside else self.debugger.checkpoint_id
         nodes: dict[str | None, Tree] = {}
         root = Tree(f"run {self.debugger.run_id}")
         for row in rows:
             mark = " [bold green]<- here[/]" if row["id"] == current else ""
-            label = f"step {row['step']}  {row['node']}  [dim]{row['source']}[/]  {row['id']}{mark}"
+            search = f"[magenta]{row['search']}[/] " if row.get("search") else ""
+            label = f"{search}step {row['step']}  {row['node']}  [dim]{row['source']}[/]  {row['id']}{mark}"
             parent = nodes.get(row["parent"], root)
             nodes[row["id"]] = parent.add(label)
         self.out.print(root)
@@ -200,8 +372,11 @@ class DebugShell:
         if path is None or not path.exists() or not path.stat().st_size:
             self.out.print("no spans yet" if path else "no trace file (--no-trace)")
             return
-        for line in render_tree(load_spans(path)):
+        spans = load_spans(path)
+        for line in render_tree(spans):
             self.out.print(line, highlight=False, markup=False)
+        if any(span["name"].startswith("chat ") for span in spans):
+            self.out.print("[dim]calls all lists the model calls; calls N shows one's prompt and answer[/]")
 
     def _export(self, args: list[str], rest: str) -> None:
         if len(args) != 1:
@@ -222,10 +397,22 @@ class DebugShell:
     def _print_diff(self, changes: dict[str, tuple[Any, Any]]) -> None:
         if not changes:
             self.out.print("[dim]no change[/]")
-        for key, (_, after) in changes.items():
-            self._print_value(key, after, brief=True, prefix="changed ")
+        for key, (before, after) in changes.items():
+            if isinstance(before, list) and isinstance(after, list) and after[:len(before)] == before:
+                # An appended list (usage, errors, candidates): only what was added is news.
+                self._print_value(key, after[len(before):], brief=True, prefix="added to ")
+                continue
+            self._print_value(key, before, brief=True, prefix="- ")
+            self._print_value(key, after, brief=True, prefix="+ ")
 
     def _print_value(self, key: str, value: Any, *, brief: bool = False, prefix: str = "") -> None:
+        if key == "usage" and isinstance(value, list) and value and not prefix:
+            table = Table("node", "role", "model", "in", "out", "ms", "how", title="usage (calls shows each call's prompt and answer)")
+            for u in value:
+                how = next((k for k in ("typed", "replayed", "cached") if u.get(k)), "model")
+                table.add_row(*(escape(str(u.get(k, ""))) for k in ("node", "role", "model", "input_tokens", "output_tokens", "latency_ms")), how)
+            self.out.print(table)
+            return
         if key == "candidates" and isinstance(value, list) and value:
             table = Table("id", "status", "rows", "fixes", "sql", "error", title=f"{prefix}candidates")
             for c in value:
@@ -247,23 +434,14 @@ class DebugShell:
         self.out.print(f"{prefix}[bold]{key}[/]: {escape(text)}", highlight=False)
 
 
-_KINDS = {dict: "an object", list: "a list", str: "a string", bool: "true or false", int: "a number", float: "a number"}
-
-
-def _declared_kind(key: str) -> str | None:
-    """What JSON kind the state declares for ``key``."""
-    hint = typing.get_type_hints(SqlchorusState).get(key)
-    while typing.get_origin(hint) is typing.Annotated:
-        hint = typing.get_args(hint)[0]
-    origin = typing.get_origin(hint) or hint
-    if typing_extensions.is_typeddict(origin):
-        return _KINDS[dict]
-    return _KINDS.get(origin) if isinstance(origin, type) else None
-
-
-def _check_type(key: str, value: Any, current: Any) -> None:
-    """A value of another JSON kind than the key's is refused, with both named."""
-    want = _declared_kind(key) or (_KINDS.get(type(current)) if current is not None else None)
-    got = _KINDS.get(type(value), type(value).__name__)
-    if want and want != got:
-        raise DebugError(f"{key} holds {want}; {json.dumps(value)[:60]} is {got}.")
+def _paths(word: str) -> list[str]:
+    """Files and folders that start with ``word`` (folders end in /), for a path argument."""
+    folder, slash, stem = word.rpartition("/")
+    base = Path(os.path.expanduser(folder)) if folder else Path("/" if slash else ".")
+    try:
+        entries = sorted(base.iterdir())
+    except OSError:
+        return []
+    prefix = folder + slash
+    return [prefix + e.name + ("/" if e.is_dir() else "") for e in entries if e.name.startswith(stem)
+            and (stem.startswith(".") or not e.name.startswith("."))][:200]

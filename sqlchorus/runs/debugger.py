@@ -14,36 +14,38 @@ The ``sqlchorus debug`` command and the web viewer both drive this class.
 from __future__ import annotations
 
 import ast
-import json
+import traceback
+import typing
 import weakref
 from collections.abc import Mapping, Sequence
-from functools import partial
+from dataclasses import dataclass
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
 from langgraph.graph import START
 from langgraph.types import Command, Overwrite
+from pydantic import TypeAdapter, ValidationError
 
-from sqlchorus.config.errors import SqlchorusError
+from sqlchorus.config.errors import DebugError
 from sqlchorus.config.settings import Settings
+from sqlchorus.core.checkpoint_history import checkpoint_history
 from sqlchorus.core.checkpoints import UnknownRunError
+from sqlchorus.core.list_search import ListState
+from sqlchorus.core.models import model_name
 from sqlchorus.core.state import SqlchorusState
 from sqlchorus.core.tracing import apply_update
 from sqlchorus.graph import routing
 from sqlchorus.graph.build import NODES, ROUTED
 from sqlchorus.graph.generators import GENERATORS
+from sqlchorus.graph.list_graph import NODES as SEARCH_NODES
+from sqlchorus.runs import regression_test
 from sqlchorus.runs.result import Result, result_from_state
+from sqlchorus.runs.scripted_models import ScriptedChatModel
 from sqlchorus.runs.session import OpenRun, Session
 
 MAX_BREAK_CHECKS = 1_000
 """Breakpoints whose condition is false are passed at most this many times in one ``cont``."""
-
-
-class DebugError(SqlchorusError):
-    """A debugger command that cannot be carried out; the session goes on."""
-
-    kind = "debug"
-    http_status = 409
 
 
 def state_keys() -> list[str]:
@@ -52,8 +54,93 @@ def state_keys() -> list[str]:
 
 
 def node_names() -> list[str]:
-    """Every node a run can pause before."""
-    return list(dict.fromkeys([*NODES, *(g.node for g in GENERATORS.values())]))
+    """Every node a run can pause before: the run's, and the steps of LIST's search."""
+    return list(dict.fromkeys([*NODES, *(g.node for g in GENERATORS.values()), *SEARCH_NODES]))
+
+
+KEPT_ANSWERS_ONLY = "kept-answers-only"
+"""The name of the model a run opened without one gets (:func:`kept_answers_model`)."""
+
+
+def kept_answers_model() -> Any:
+    """The model of a run opened without one: its calls are served from their kept answers, and
+    a call the run did not make (after an edit) says what is missing."""
+    def missing(messages: Any) -> str:
+        raise RuntimeError("No model is configured, and this call is not among the run's kept answers: "
+                           "give --model (or SQLCHORUS_MODEL) to make calls the run did not make")
+
+    return ScriptedChatModel(missing, name=KEPT_ANSWERS_ONLY)
+
+
+@lru_cache(maxsize=None)
+def _declared(key: str) -> tuple[Any, TypeAdapter]:
+    """The state's declared type of ``key`` (reducers stripped) and a validator for it."""
+    hint = typing.get_type_hints(SqlchorusState)[key]
+    return hint, TypeAdapter(hint)
+
+
+def _default(key: str) -> Any:
+    """What a key not yet in the state stands for in a condition: the empty value of its type,
+    so ``fix_round == 0`` holds before the first round."""
+    hint, _ = _declared(key)
+    origin = typing.get_origin(hint) or hint
+    return {int: 0, float: 0.0, str: "", bool: False, list: [], dict: {}}.get(origin) if isinstance(origin, type) else None
+
+
+def validate_value(key: str, value: Any) -> None:
+    """Refuse a value that does not have ``key``'s declared type, naming what is wrong (the first
+    few problems, with where they are).
+
+    Raises:
+        DebugError: the value does not fit.
+    """
+    if key not in state_keys():
+        raise DebugError(f"No state key {key!r}; the keys are {', '.join(state_keys())}.")
+    hint, adapter = _declared(key)
+    try:
+        adapter.validate_python(value, strict=True)
+    except ValidationError as e:
+        problems = []
+        for error in e.errors()[:4]:
+            where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error["loc"])
+            problems.append(f"{key}{where}: {error['msg'].lower()}")
+        more = f" (and {e.error_count() - 4} more)" if e.error_count() > 4 else ""
+        raise DebugError(f"{key} holds {_kind(hint)}; the value was refused: {'; '.join(problems)}{more}.") from None
+
+
+def _kind(hint: Any) -> str:
+    """A declared type in words, as JSON shows values: "a list of Candidate objects"."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is list:
+        return f"a list of {_kind(args[0]).removeprefix('an ').removeprefix('a ')}s" if args else "a list"
+    if origin is dict or hint is dict:
+        return "an object"
+    named = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+    if hint in named:
+        return named[hint]
+    name = getattr(hint, "__name__", str(hint))
+    return f"a {name} object"
+
+
+@dataclass(frozen=True)
+class PostMortem:
+    """A node that raised: which, what it raised, where, and the state it met."""
+
+    node: str
+    error: str
+    traceback: str
+    checkpoint: str | None
+    state: dict[str, Any]
+
+
+def _failed_node(error: BaseException, snap: Any) -> str:
+    failed = [t.name for t in (snap.tasks if snap else ()) if getattr(t, "error", None)]
+    if failed:
+        return failed[0]
+    for note in getattr(error, "__notes__", ()):  # LangGraph notes "During task with name 'X' ..."
+        if note.startswith("During task with name '"):
+            return note.split("'")[1]
+    return ", ".join(snap.next) if snap and snap.next else "?"
 
 
 class Condition:
@@ -90,12 +177,21 @@ class Condition:
                 raise DebugError(f"A condition calls only {', '.join(self.FUNCTIONS)}.")
         self._code = compile(tree, "<condition>", "eval")
 
-    def holds(self, state: Mapping[str, Any]) -> bool:
-        names = {key: state.get(key) for key in state_keys()}
+    def value(self, state: Mapping[str, Any]) -> Any:
+        """The expression's value over ``state``; a key not set yet stands for its type's empty
+        value (0, "", [], {}).
+
+        Raises:
+            DebugError: the expression fails on this state.
+        """
+        names = {**{key: _default(key) for key in state_keys()}, **dict(state)}
         try:
-            return bool(eval(self._code, {"__builtins__": {}}, {**self.FUNCTIONS, **names}))  # noqa: S307 - checked above
-        except Exception as e:  # a condition that fails on this state stops there, and says why
-            raise DebugError(f"The condition {self.text!r} failed on this state: {type(e).__name__}: {e}") from None
+            return eval(self._code, {"__builtins__": {}}, {**self.FUNCTIONS, **names})  # noqa: S307 - checked above
+        except Exception as e:  # an expression that fails on this state says why
+            raise DebugError(f"{self.text!r} failed on this state: {type(e).__name__}: {e}") from None
+
+    def holds(self, state: Mapping[str, Any]) -> bool:
+        return bool(self.value(state))
 
 
 class Debugger:
@@ -117,10 +213,14 @@ class Debugger:
         self.context = run.context
         self.tracer = run.tracer  # the trace of this debugging session
         self.breakpoints: dict[str, Condition | None] = {}
+        self.displays: list[Condition] = []
+        self.failure: PostMortem | None = None
         self.notes: list[str] = []
         # A debugger left open still finishes its trace before the interpreter goes.
         self._finalizer = weakref.finalize(self, run.close)
         self.config: dict[str, Any] = {"configurable": {"thread_id": run_id}}
+        self._stepping_inside = False
+        self.context.pause = self._pause_inside
 
     # -- opening ----------------------------------------------------------------------------
 
@@ -138,7 +238,7 @@ class Debugger:
         for name in breakpoints:  # refused before anything is opened
             _known_node(name)
         run = session.open_run(question, str(db) if db is not None else None, evidence=evidence,
-                               settings=settings or session.settings, needs_checkpoints=True)
+                               settings=settings or session.settings, needs_checkpoints=True, steppable=True)
         debugger = cls(session, run, run.run_id)
         for name in breakpoints:
             debugger.add_break(name)
@@ -156,8 +256,9 @@ class Debugger:
         """
         session = session or Session(settings)
         _, info, run_settings, changed = session.recorded_run(run_id, settings or session.settings)
+        run_id = info["run_id"]  # a unique start of the id names the run too
         run = session.open_run(info["question"], info["db_path"], evidence=info.get("evidence") or "",
-                               settings=run_settings, replay_of=run_id)
+                               settings=run_settings, replay_of=run_id, steppable=True)
         debugger = cls(session, run, run_id)
         if changed:
             debugger.notes.append(changed)
@@ -199,18 +300,73 @@ class Debugger:
     def finished(self) -> bool:
         return self.snapshot() is not None and not self.next_nodes
 
+    def inside(self) -> list[dict[str, Any]]:
+        """Where the run is paused inside a search (LIST), one row per paused search: the parent
+        node running it, the search's nodes due next, its state; empty when it is not."""
+        snap = self.snapshot()
+        rows = []
+        for task in (snap.tasks if snap else ()):
+            if not task.interrupts:
+                continue
+            # The search runs inside its node's function, where LangGraph cannot see it as a
+            # subgraph: its state is read from its own checkpoints, under the task's namespace.
+            ns = f"{task.name}:{task.id}"
+            kept = self.store.get_tuple({"configurable": {"thread_id": self.run_id, "checkpoint_ns": ns}})
+            values = dict(kept.checkpoint.get("channel_values") or {}) if kept else {}
+            state = {k: v for k, v in values.items() if k in ListState.__annotations__}
+            before = [i.value.get("before") for i in task.interrupts if isinstance(i.value, dict)]
+            rows.append({"node": task.name, "next": tuple(n for n in before if n), "state": state,
+                         "interrupts": [i.id for i in task.interrupts], "ns": ns,
+                         "checkpoint": kept.config["configurable"]["checkpoint_id"] if kept else None,
+                         "parent": kept.parent_config if kept else None})
+        return rows
+
+    def _inner_diff(self, row: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+        """What the search's last step changed in its state."""
+        before: dict[str, Any] = {}
+        if row["parent"] is not None:
+            kept = self.store.get_tuple(row["parent"])
+            before = dict(kept.checkpoint.get("channel_values") or {}) if kept else {}
+        after = row["state"]
+        return {k: (before.get(k), after.get(k)) for k in ListState.__annotations__ if before.get(k) != after.get(k)}
+
+    def _pause_inside(self, node: str, state: Any) -> bool:
+        """Asked by each step of a search before it runs (from the graph's threads)."""
+        if node not in SEARCH_NODES:
+            return False
+        if self._stepping_inside:
+            return True
+        if node not in self.breakpoints:
+            return False
+        condition = self.breakpoints[node]
+        try:
+            return condition is None or condition.holds(state)
+        except DebugError:  # a condition that fails stops there, where it can be looked at
+            return True
+
+    def _refuse_inside(self, what: str) -> None:
+        inside = self.inside()
+        if inside:
+            raise DebugError(f"The run is paused inside {inside[0]['node']}'s search (before "
+                             f"{', '.join(inside[0]['next'])}): {what} works between the run's steps; "
+                             "next or continue out of the search first.")
+
     def state(self, key: str | None = None) -> Any:
         """The state at the current checkpoint, or one key of it.
 
         Raises:
             DebugError: an unknown key.
         """
-        snap = self.snapshot()
-        values = dict(snap.values) if snap else {}
+        inside = self.inside()
+        if inside:  # paused in a search: its state is the one a step there meets
+            values, keys = inside[0]["state"], list(ListState.__annotations__)
+        else:
+            snap = self.snapshot()
+            values, keys = (dict(snap.values) if snap else {}), state_keys()
         if key is None:
             return values
-        if key not in state_keys():
-            raise DebugError(f"No state key {key!r}; the keys are {', '.join(state_keys())}.")
+        if key not in keys:
+            raise DebugError(f"No state key {key!r}; the keys are {', '.join(keys)}.")
         return values.get(key)
 
     def result(self) -> Result:
@@ -224,6 +380,15 @@ class Debugger:
 
     def step(self) -> list[str]:
         """Run the next superstep (all its nodes); the nodes that ran."""
+        inside = self.inside()
+        if inside:  # a step of the search: it pauses again before the search's next node
+            nodes = [n for row in inside for n in row["next"]]
+            self._stepping_inside = True
+            try:
+                self._invoke(None, interrupt_before="*")
+            finally:
+                self._stepping_inside = False
+            return nodes
         nodes = list(self.next_nodes)
         if not nodes:
             raise DebugError("The run has ended: fork an earlier checkpoint to go on from there.")
@@ -236,8 +401,12 @@ class Debugger:
         if self.finished:
             raise DebugError("The run has ended: fork an earlier checkpoint to go on from there.")
         for _ in range(MAX_BREAK_CHECKS):
-            names = list(self.breakpoints)
+            # The run's own nodes pause by LangGraph's interrupt_before; a search's ask _pause_inside.
+            names = [n for n in self.breakpoints if n in self.graph.nodes]
             self._invoke(None, interrupt_before=names or None)
+            inside = self.inside()
+            if inside:
+                return inside[0]["next"][0]
             stopped = [n for n in self.next_nodes if n in self.breakpoints]
             if not stopped:
                 return None
@@ -255,7 +424,26 @@ class Debugger:
         if self.config["configurable"].get("checkpoint_id") == self._latest()["configurable"].get("checkpoint_id"):
             # At the newest checkpoint the run simply goes on; naming it would fork a copy.
             config = {"configurable": {"thread_id": self.run_id}}
-        self.run.invoke(value, config=config, interrupt_before=interrupt_before, catch=False)
+        before = self.snapshot()
+        if value is None:
+            pending = [i for row in self.inside() for i in row["interrupts"]]
+            if pending:  # paused inside a search: resume those pauses, by id, and no other
+                value = Command(resume={i: True for i in pending})
+        try:
+            self.run.invoke(value, config=config, interrupt_before=interrupt_before, catch=False)
+        except Exception as e:  # a node that raised: the run stays before it, and says why
+            self.config = self._latest()
+            snap = self.snapshot()
+            node = _failed_node(e, snap)
+            # The frames of the run's own code: LangGraph's machinery above the node says nothing.
+            frames = [f for f in traceback.extract_tb(e.__traceback__) if "site-packages" not in f.filename]
+            where = "".join(traceback.format_list(frames[-10:]))
+            self.failure = PostMortem(
+                node=node, error=f"{type(e).__name__}: {e}", traceback=where,
+                checkpoint=self.checkpoint_id, state=dict((snap or before).values) if (snap or before) else {},
+            )
+            raise DebugError(f"{node} raised {type(e).__name__}: {e}. The run is paused before {node}; "
+                             "post-mortem shows the exception and the state it met.") from None
         self.config = self._latest()
 
     def _latest(self) -> dict[str, Any]:
@@ -293,10 +481,11 @@ class Debugger:
             The new checkpoint's id.
 
         Raises:
-            DebugError: an unknown key, or a run that has not started.
+            DebugError: an unknown key, a value that does not have the key's declared type, or
+                a run that has not started.
         """
-        if key not in state_keys():
-            raise DebugError(f"No state key {key!r}; the keys are {', '.join(state_keys())}.")
+        validate_value(key, value)
+        self._refuse_inside("set")
         snap = self.snapshot()
         if snap is None:
             raise DebugError("The run has no checkpoint to change yet.")
@@ -339,6 +528,152 @@ class Debugger:
         """The reply of the next model call, instead of calling the model."""
         self.calls.supply(text)
 
+    def rerun(self) -> tuple[list[str], dict[str, tuple[Any, Any]]]:
+        """Run the next step again with the model itself (a fresh sample: neither the kept
+        answers nor the response cache), from this checkpoint; the kept answers serve every
+        step after it.
+
+        Returns:
+            The nodes that ran and what differs from the step the run took from here before
+            (``{key: (recorded, new)}``; every changed key when the run never took it).
+
+        Raises:
+            DebugError: the run has ended, or no model is configured.
+        """
+        self._refuse_inside("rerun")
+        nodes = list(self.next_nodes)
+        if not nodes:
+            raise DebugError("The run has ended: fork an earlier checkpoint to rerun a step from there.")
+        if any(model_name(m) == KEPT_ANSWERS_ONLY for m in self.context.models.values()):
+            raise DebugError("rerun calls the model, and none is configured: open the run with --model.")
+        here = self.checkpoint_id
+        earlier = next((h for h in self.history() if h["parent"] == here and h["source"] == "loop"), None)
+        recorded = dict(self.snapshot(earlier["id"]).values) if earlier else dict(self.snapshot().values)
+        self.calls.live = True
+        try:
+            self._invoke(None, interrupt_before="*")
+        finally:
+            self.calls.live = False
+        now = dict(self.snapshot().values)
+        return nodes, {k: (recorded.get(k), now.get(k)) for k in state_keys() if recorded.get(k) != now.get(k)}
+
+    # -- model calls ------------------------------------------------------------------------
+
+    def calls_of(self, node: str | None = None, *, every: bool = False) -> list[dict[str, Any]]:
+        """The model calls of this branch of the run, oldest first, numbered from 1: those of the
+        step that made this checkpoint (by default), of ``node``, or ``every`` one. Each has
+        ``n``, node, role, model, temperature, tokens, seconds, ``how`` (model, cached,
+        replayed, typed) and, where the call log kept them, its ``messages`` and ``answer``.
+
+        Raises:
+            DebugError: an unknown node.
+        """
+        if node is not None:
+            _known_node(node)
+        snap = self.snapshot()
+        inside = self.inside()
+        usage = list(self.state().get("usage") or [])  # inside a search, the search's calls
+        first = 0
+        if node is None and not every:
+            if inside:
+                changed = self._inner_diff(inside[0]).get("usage")
+                first = len(changed[0] or []) if changed else len(usage)
+            elif snap is not None and snap.parent_config is not None:
+                first = len(self.graph.get_state(snap.parent_config).values.get("usage") or [])
+        kept = {c["usage"].get("call"): c for c in self.store.calls(self.run_id) if c["usage"].get("call")}
+        # A generator's calls include those of its search's steps (LIST's are list_plan, ...).
+        nodes = {node} | (set(SEARCH_NODES) if node == GENERATORS["list"].node else set()) if node else set()
+        rows = []
+        for n, u in enumerate(usage, start=1):
+            if n <= first or (node is not None and u.get("node") not in nodes):
+                continue
+            log = kept.get(u.get("call"))
+            how = next((k for k in ("typed", "replayed", "cached") if u.get(k)), "model")
+            rows.append({
+                "n": n, "node": u.get("node"), "role": u.get("role"), "model": u.get("model"),
+                "temperature": (log or {}).get("params", {}).get("temperature"),
+                "input_tokens": u.get("input_tokens"), "output_tokens": u.get("output_tokens"),
+                "seconds": round((u.get("latency_ms") or 0.0) / 1000.0, 3), "how": how,
+                "cost_usd": u.get("cost_usd"), "call": u.get("call"),
+                "messages": (log or {}).get("messages"), "answer": (log or {}).get("answer"),
+            })
+        return rows
+
+    def call(self, n: int) -> dict[str, Any]:
+        """Model call ``n`` of this branch (as :meth:`calls_of` numbers them), with its prompt
+        and answer.
+
+        Raises:
+            DebugError: no such call.
+        """
+        rows = self.calls_of(every=True)
+        found = next((r for r in rows if r["n"] == n), None)
+        if found is None:
+            raise DebugError(f"No model call {n} on this branch; it has {len(rows)}." if rows
+                             else "No model call on this branch yet.")
+        return found
+
+    # -- where we came from -----------------------------------------------------------------
+
+    def path(self) -> list[dict[str, Any]]:
+        """The checkpoints from the run's first to this one (this branch), oldest first, as
+        :func:`checkpoint_history` gives them."""
+        rows = {h["id"]: h for h in self.history()}
+        chain, at = [], self.checkpoint_id
+        for _ in range(len(rows) + 1):  # a chain of parents is never longer than the history
+            if at is None or at not in rows:
+                break
+            chain.append(rows[at])
+            at = rows[at]["parent"]
+        return chain[::-1]
+
+    def until(self, node: str) -> str | None:
+        """Run to the next time the run is before ``node`` (or a breakpoint, or the end); the
+        node it stopped before, or None at the end.
+
+        Raises:
+            DebugError: an unknown node, or a run that has ended.
+        """
+        _known_node(node)
+        had = node in self.breakpoints
+        previous = self.breakpoints.get(node)
+        self.breakpoints[node] = None
+        try:
+            return self.cont()
+        finally:
+            if had:
+                self.breakpoints[node] = previous
+            else:
+                self.breakpoints.pop(node, None)
+
+    def display(self, expression: str) -> None:
+        """Show ``expression`` (over the state's keys, as a breakpoint's condition) after every
+        step.
+
+        Raises:
+            DebugError: an expression that is not accepted.
+        """
+        self.displays.append(Condition(expression))
+
+    def undisplay(self, number: int | None = None) -> None:
+        if number is None:
+            self.displays.clear()
+        elif not 1 <= number <= len(self.displays):
+            raise DebugError(f"No display {number}; there are {len(self.displays)}.")
+        else:
+            del self.displays[number - 1]
+
+    def displayed(self) -> list[tuple[int, str, Any]]:
+        """Each display's number, text and value (or why it failed) at this checkpoint."""
+        state = self.state()
+        shown = []
+        for number, expression in enumerate(self.displays, start=1):
+            try:
+                shown.append((number, expression.text, expression.value(state)))
+            except DebugError as e:
+                shown.append((number, expression.text, f"<{e}>"))
+        return shown
+
     # -- breakpoints ------------------------------------------------------------------------
 
     def add_break(self, node: str, condition: str | None = None) -> None:
@@ -348,6 +683,13 @@ class Debugger:
             DebugError: an unknown node or a condition that is not accepted.
         """
         _known_node(node)
+        if node in SEARCH_NODES:
+            if "list" not in self.settings.generators:
+                raise DebugError(f"{node} is a step of LIST's search, and this run's generators "
+                                 f"({', '.join(self.settings.generators)}) do not include list.")
+        elif node not in self.graph.nodes:
+            raise DebugError(f"{node} is not in this run's graph; its generators are "
+                             f"{', '.join(self.settings.generators)}.")
         self.breakpoints[node] = Condition(condition) if condition else None
 
     def clear(self, node: str | None = None) -> None:
@@ -358,14 +700,19 @@ class Debugger:
 
     # -- looking back -----------------------------------------------------------------------
 
-    def history(self) -> list[dict[str, Any]]:
-        """Every checkpoint of the run, oldest first (see :func:`checkpoint_history`)."""
-        return checkpoint_history(self.graph, self.run_id)
+    def history(self, *, inner: bool = False) -> list[dict[str, Any]]:
+        """Every checkpoint of the run, oldest first (see :func:`checkpoint_history`); with
+        ``inner``, a search's (LIST's) own checkpoints too, each under the run's checkpoint the
+        search started from."""
+        return checkpoint_history(self.graph, self.run_id, inner=inner)
 
     def diff(self, a: str | None = None, b: str | None = None) -> dict[str, tuple[Any, Any]]:
         """What changed between two checkpoints (the current one and its parent by default):
         ``{key: (before, after)}`` for each key whose value differs."""
         if a is None and b is None:
+            inside = self.inside()
+            if inside:
+                return self._inner_diff(inside[0])
             snap = self.snapshot()
             if snap is None or snap.parent_config is None:
                 return {}
@@ -391,68 +738,21 @@ class Debugger:
         result = self.session.replay(self.run_id, start, settings=self.settings)
         self.config = self._latest()
         new = result.usage[before:]
-        served = sum(1 for u in new if u.get("replayed"))
+        served = sum(1 for u in new if u.get("replayed") or u.get("typed"))
         return result, served, len(new) - served
 
     def export_test(self, path: str | Path) -> Path:
-        """Write a pytest module that replays this run from its kept answers and checks the final
-        SQL and result."""
-        result = self.result()
-        if result.sql is None:
-            raise DebugError("The run has no answer yet: continue it to the end first.")
-        target = Path(path)
-        target.write_text(_TEST_TEMPLATE.format(
-            run_id=self.run_id, checkpoints=str(self.store.path), sql=json.dumps(result.sql),
-            rows=json.dumps(result.rows, default=str), question=json.dumps(self.state("question")),
-        ), encoding="utf-8")
-        return target
+        """Write a pytest module at ``path`` (ending in .py), with its data file beside it, that
+        replays the branch this debugger stands on from its kept answers and checks its SQL and
+        rows (see :mod:`sqlchorus.runs.regression_test`).
+
+        Raises:
+            DebugError: a path that cannot be written, a run without an answer yet, or a branch
+                its kept answers do not reproduce.
+        """
+        return regression_test.export_test(self, path)
 
 
 def _known_node(node: str) -> None:
     if node not in node_names():
         raise DebugError(f"No node {node!r}; the nodes are {', '.join(node_names())}.")
-
-
-_TEST_TEMPLATE = '''"""Regression test written by `sqlchorus debug` (export-test) for run {run_id}: it replays the run
-from its kept model answers, with a model that fails if called, and checks its answer."""
-
-import sqlchorus
-from sqlchorus.runs.scripted_models import ScriptedChatModel
-
-RUN_ID = "{run_id}"
-CHECKPOINTS = "{checkpoints}"
-QUESTION = {question}
-
-
-def _no_model(messages):
-    raise AssertionError("the replay asked a model: the run's inputs have changed")
-
-
-def test_the_run_gives_the_same_answer():
-    settings = sqlchorus.Settings(model=ScriptedChatModel(_no_model), checkpoints=CHECKPOINTS, trace_dir=None)
-    with sqlchorus.Session(settings) as session:
-        result = session.replay(RUN_ID)
-    assert result.ok, result.error
-    assert result.sql == {sql}
-    assert [[str(v) for v in row] for row in result.rows] == [[str(v) for v in row] for row in {rows}]
-'''
-
-
-def checkpoint_history(graph: Any, run_id: str) -> list[dict[str, Any]]:
-    """Every checkpoint of run ``run_id`` in ``graph``'s checkpointer, oldest first: step, the
-    nodes that ran to make it, source (input, loop, update, fork), id, parent id and the nodes
-    due next."""
-    rows = []
-    items = list(graph.get_state_history({"configurable": {"thread_id": run_id}}))
-    by_id = {h.config["configurable"]["checkpoint_id"]: h for h in items}
-    for h in reversed(items):
-        parent = h.parent_config["configurable"]["checkpoint_id"] if h.parent_config else None
-        made_by = [n for n in by_id[parent].next] if parent in by_id else []
-        source = h.metadata.get("source")
-        node = "(edit)" if source == "update" else ", ".join(dict.fromkeys(made_by)) or "(input)"
-        rows.append({
-            "step": h.metadata.get("step"), "node": node,
-            "source": h.metadata.get("source"), "id": h.config["configurable"]["checkpoint_id"],
-            "parent": parent, "next": list(h.next),
-        })
-    return rows

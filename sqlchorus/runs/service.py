@@ -37,9 +37,9 @@ from sqlchorus.config.errors import (
     UnknownRunIdError,
 )
 from sqlchorus.config.settings import Settings
+from sqlchorus.core.checkpoint_history import checkpoint_history
 from sqlchorus.core.checkpoints import FINISHED, UnknownRunError
 from sqlchorus.core.tracing import NodeEvent, new_run_id, valid_run_id
-from sqlchorus.runs.debugger import checkpoint_history
 from sqlchorus.runs.demo import demo_db_path
 from sqlchorus.runs.integrations import tool_result
 from sqlchorus.runs.result import Result
@@ -391,7 +391,7 @@ class RunService:
         return text
 
     def history(self, run_id: str) -> list[dict[str, Any]]:
-        """The run's checkpoints, oldest first (see :func:`sqlchorus.runs.debugger.checkpoint_history`).
+        """The run's checkpoints, oldest first (see :func:`sqlchorus.core.checkpoint_history.checkpoint_history`).
 
         Raises:
             NoCheckpointsError, UnknownRunIdError.

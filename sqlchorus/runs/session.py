@@ -9,9 +9,11 @@ disk), and one compiled graph per choice of generators.
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from sqlchorus.core.checkpoints import (
     UnknownRunError,
 )
 from sqlchorus.core.checkpoints_postgres import open_checkpoints
+from sqlchorus.core.deadline import Cancel, cancellable
 from sqlchorus.core.dependencies import DatabaseResources, Dependencies, database_key
 from sqlchorus.core.llm import ModelAuthError
 from sqlchorus.core.models import ModelConfigError
@@ -134,14 +137,17 @@ class Session:
                 self._building.pop(key, None)
             return resources
 
-    def graph(self, settings: Settings | None = None, checkpointer: RunRecords | None = None) -> Any:
-        """The compiled graph for ``settings``' generators (with ``checkpointer``), compiled once."""
+    def graph(self, settings: Settings | None = None, checkpointer: RunRecords | None = None, *,
+              steppable: bool = False) -> Any:
+        """The compiled graph for ``settings``' generators (with ``checkpointer``; ``steppable``
+        for a debugger, see :func:`~sqlchorus.graph.build.build_graph`), compiled once."""
         generators = tuple((settings or self.settings).generators.items())
-        key = (generators, id(checkpointer))
+        key = (generators, id(checkpointer), steppable)
         with self._lock:
             if key not in self._graphs:
                 # The graph depends on the generators alone, so these settings serve for all alike.
-                self._graphs[key] = build_graph(settings or self.settings, checkpointer=checkpointer)
+                self._graphs[key] = build_graph(settings or self.settings, checkpointer=checkpointer,
+                                                steppable=steppable)
             return self._graphs[key]
 
     def keep_run(self, store: RunRecords, run_id: str, question: str, evidence: str,
@@ -192,6 +198,7 @@ class Session:
         checkpoint_id: str | None = None,
         needs_checkpoints: bool = False,
         hosted: bool = False,
+        steppable: bool = False,
     ) -> OpenRun:
         """Prepare one run: every entry point (``ask``, replay, the debugger, the servers, the
         graph a host embeds) starts its runs here, so none can skip a step.
@@ -240,7 +247,8 @@ class Session:
             if store is None and (needs_checkpoints or replay_of is not None):
                 raise CheckpointFileError(
                     "Checkpoints are off (--no-checkpoints, or no trace folder): this needs them; give --checkpoints PATH.")
-        graph = self.graph(settings, store)  # an unknown generator is refused before the run is kept
+        # An unknown generator is refused before the run is kept.
+        graph = self.graph(settings, store, steppable=steppable)
         attributes = {attrs.SQLCHORUS_QUESTION: question, attrs.DB_NAMESPACE: resources.db.name}
         if replay_of is not None:
             attributes[attrs.SQLCHORUS_REPLAY_OF] = replay_of
@@ -254,15 +262,9 @@ class Session:
                            came_from=root_span_of(settings.trace_dir, replay_of) if replay_of else None).__enter__()
         try:
             _mark_input(tracer, question, evidence)
-            calls: CallLog | None = None
-            if replay_of is not None:
-                calls = CallLog(store, replay_of, replay=True)
-            elif store is not None and (self.keep_run(store, thread, question, evidence, resources, settings)
-                                        or needs_checkpoints):
-                # A debugger serves answers through the log even when the store refused the record.
-                calls = CallLog(store, thread)
-            context = self.dependencies.context(resources, settings=settings, tracer=tracer.tracer, progress=progress,
-                                                calls=calls)
+            with tracer.active():
+                context, calls = self._context_for(resources, settings, tracer, progress, store, thread, question,
+                                                   evidence, replay_of, needs_checkpoints)
             config: dict[str, Any] = {"recursion_limit": settings.recursion_limit}
             if store is not None:
                 # The run's id is its thread's: its trace and its checkpoints are found by one id.
@@ -274,6 +276,21 @@ class Session:
         return OpenRun(question=question, evidence=evidence, settings=settings, resources=resources, store=store,
                        graph=graph, tracer=tracer, calls=calls, context=context, config=config, thread=thread,
                        notes=notes, started=start, what="replay" if replay_of else "run")
+
+    def _context_for(self, resources: DatabaseResources, settings: Settings, tracer: RunTracer, progress: Any,
+                     store: RunRecords | None, thread: str, question: str, evidence: str, replay_of: str | None,
+                     needs_checkpoints: bool) -> tuple[Any, CallLog | None]:
+        """The run's context and call log: a replay's serves the answers its run kept."""
+        calls: CallLog | None = None
+        if replay_of is not None:
+            calls = CallLog(store, replay_of, replay=True)
+        elif store is not None and (self.keep_run(store, thread, question, evidence, resources, settings)
+                                    or needs_checkpoints):
+            # A debugger serves answers through the log even when the store refused the record.
+            calls = CallLog(store, thread)
+        context = self.dependencies.context(resources, settings=settings, tracer=tracer.tracer, progress=progress,
+                                            calls=calls)
+        return context, calls
 
     def run(self, question: str, db: str | Path | GuardedDatabase | None = None, *,
             updates: Callable[[dict[str, Any]], None] | None = None, **prepare: Any) -> Result:
@@ -376,6 +393,7 @@ class Session:
             CheckpointFileError: checkpoints are off or the file cannot be used.
         """
         store, info, run_settings, changed = self.recorded_run(run_id, settings)
+        run_id = info["run_id"]  # a unique start of the id names the run too
         thread = {"thread_id": run_id}
         if checkpoint_id is None:
             history = list(store.list({"configurable": thread}))
@@ -453,6 +471,11 @@ def ask(
                            progress=progress)
 
 
+STOP_WAIT_S = 15.0
+"""How long :meth:`OpenRun.stop` waits for cancelled work to end: a local model's engine stops
+within a batch of its prompt, a second or so on a slow machine."""
+
+
 @dataclass
 class OpenRun:
     """One run, prepared by :meth:`Session.open_run` and not yet closed: its settings, database,
@@ -474,21 +497,39 @@ class OpenRun:
     what: str = "run"
     results: list[Result] = field(default_factory=list)
     closed: bool = False
+    cancel: Cancel = field(default_factory=Cancel, repr=False)
+    """The cancel of the run's latest :meth:`invoke` (see :meth:`stop`)."""
 
     @property
     def run_id(self) -> str:
         return self.tracer.run_id
+
+    def stop(self, wait_s: float = STOP_WAIT_S) -> bool:
+        """Cancel what the run's latest :meth:`invoke` still has under way: its model calls give
+        up at once and a local model's engine stops at its next token or batch. Wait at most
+        ``wait_s`` for that work to end, so the next call does not wait behind it; whether it has.
+        The run keeps its checkpoints, and a step cut short runs again when the run goes on."""
+        self.cancel.set()
+        try:
+            return self.cancel.settle(wait_s)
+        except KeyboardInterrupt:  # Ctrl-C again: stop waiting
+            return False
 
     def invoke(self, value: Any, *, config: dict[str, Any] | None = None, interrupt_before: Any = None,
                updates: Callable[[dict[str, Any]], None] | None = None, catch: bool = True) -> tuple[dict, str | None]:
         """Run the graph from ``value`` (None: from the checkpoint the config names) with this
         run's context; its final state and why it has none (see :func:`_invoke`). ``config``
         replaces the run's own (the debugger moves along the thread); with ``catch`` False a
-        failure is raised, not reported."""
+        failure is raised, not reported, and Ctrl-C stops the work under way (see
+        :func:`_ctrl_c_cancels`) before it interrupts the caller."""
         config = {**(config or self.config), "recursion_limit": self.settings.recursion_limit}
-        if not catch:
-            return self.graph.invoke(value, config, context=self.context, interrupt_before=interrupt_before), None
-        return _invoke(self.graph, value, config, self.context, self.tracer, self.what, updates)
+        # A cancel of its own for each invocation: work an earlier one left winding down stays
+        # cancelled while the next goes on.
+        self.cancel = Cancel()
+        with self.tracer.active(), cancellable(self.cancel), nullcontext() if catch else _ctrl_c_cancels(self.cancel):
+            if not catch:
+                return self.graph.invoke(value, config, context=self.context, interrupt_before=interrupt_before), None
+            return _invoke(self.graph, value, config, self.context, self.tracer, self.what, updates)
 
     def result(self, state: dict[str, Any], error: str | None) -> Result:
         """The run's :class:`Result` from its final state, with what the preparation noted; its
@@ -550,6 +591,31 @@ def _replayable(settings: Settings, recorded: dict[str, Any]) -> Settings:
         current = getattr(settings, name)
         changes[name] = tuple(value) if isinstance(current, tuple) and isinstance(value, list) else value
     return settings.replace(**changes)
+
+
+@contextmanager
+def _ctrl_c_cancels(cancel: Cancel) -> Iterator[None]:
+    """Ctrl-C sets ``cancel`` before it interrupts the main thread as usual. LangGraph waits
+    for a step's nodes in its worker threads (parallel generators) to finish before the
+    interrupt reaches the caller; cancelled, their model calls give up at once. Nothing changes
+    outside the main thread, or where a program has its own SIGINT handler."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is not signal.default_int_handler:
+        yield
+        return
+
+    def interrupted(signum: int, frame: Any) -> None:
+        cancel.set()
+        signal.default_int_handler(signum, frame)
+
+    signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _host_thread() -> str | None:
