@@ -172,7 +172,10 @@ def test_a_breakpoint_at_list_plan_stops_inside_the_search_and_next_steps_throug
     assert inside["node"] == "generate_list" and inside["next"] == ("list_plan",)
     assert debugger.state("question") == QUESTION and debugger.state("plan") is None
     with pytest.raises(DebugError, match="paused inside generate_list's search"):
-        debugger.set("fix_round", 0)
+        debugger.set("step", 0)  # the search's own key: refused for where the run is, not as unknown
+    started = debugger.checkpoint_id
+    with pytest.raises(DebugError, match=f"fork {started}, the run's checkpoint before that step"):
+        debugger.fork(inside["checkpoint"][-8:])
     assert debugger.step() == ["list_plan"]
     assert debugger.inside()[0]["next"] == ("list_write_step",) and debugger.state("plan")
     assert "plan" in debugger.diff()
@@ -324,7 +327,7 @@ def test_a_run_opens_by_any_unique_start_of_its_id(tmp_path, demo_db, factories_
         assert debugger.run_id == first and debugger.finished
         debugger.close()
         common = next(i for i in range(len(first)) if first[i] != second[i])
-        with pytest.raises(sqlchorus.SqlchorusError, match="starts several runs"):
+        with pytest.raises(sqlchorus.SqlchorusError, match="names several runs"):
             Debugger.open(first[:common], session=s)
     out = _debug(tmp_path, factories_env, "--run", second[:-3], commands="state answer\nquit\n")
     assert out.returncode == 0 and second in out.stdout and "SELECT COUNT(*) FROM customers" in out.stdout, out.stderr
@@ -409,3 +412,110 @@ def test_state_json_gives_a_value_to_edit_and_set_back(session, demo_db):
     shell.run(f"set candidates {json.dumps(candidates)}")
     assert shell.failed == 0 and debugger.cont() is None and debugger.result().sql == WRONG
     debugger.close()
+
+
+
+# -- what a demanding user tried -----------------------------------------------------------------
+
+
+def test_edits_one_after_another_keep_the_run_before_the_same_node(session, demo_db):
+    debugger = Debugger.start(QUESTION, demo_db, session=session)
+    debugger.step()
+    debugger.set("keywords", ["a"])
+    debugger.set("keywords", ["customers"])
+    assert debugger.next_nodes == ("retrieve_values",)
+    debugger.cont()
+    assert [n for _, n in summary(debugger.path())][3:6] == ["(edit)", "(edit)", "retrieve_values"]
+    # After a node raised, an edit that mends it goes on from that node.
+    debugger2 = Debugger.start(QUESTION, demo_db, session=session, breakpoints=["link_schema"])
+    debugger2.cont()
+    debugger2.set("values", {"x": [{}]})
+    with pytest.raises(DebugError):
+        debugger2.step()
+    debugger2.set("values", {})
+    assert debugger2.next_nodes == ("link_schema",)
+    # At the end, edits leave the run at its end.
+    debugger2.cont()
+    debugger2.set("fix_round", 1)
+    debugger2.set("fix_round", 2)
+    assert debugger2.finished and debugger2.state("fix_round") == 2
+    debugger.close()
+    debugger2.close()
+
+
+def test_ctrl_c_keeps_the_steps_that_finished(tmp_path, demo_db):
+    def linking_interrupted(question):
+        raise KeyboardInterrupt  # as Ctrl-C would, during link_schema's model call
+
+    from sqlchorus.runs.scripted_models import role_of_call
+
+    def answer_for(question):
+        if role_of_call() == "linking":
+            linking_interrupted(question)
+        return GOLD.get(question)
+
+    settings = sqlchorus.Settings(model=oracle_model(answer_for), trace_dir=str(tmp_path), generators={"divide_conquer": 1})
+    with sqlchorus.Session(settings) as s:
+        debugger = Debugger.start(QUESTION, demo_db, session=s)
+        with pytest.raises(KeyboardInterrupt):
+            debugger.cont()
+        assert debugger.next_nodes == ("link_schema",)  # extract_keywords and retrieve_values kept
+        assert debugger.state("keywords")
+        debugger.close()
+
+
+def test_values_no_run_could_have_are_refused(session, demo_db):
+    debugger = Debugger.start(QUESTION, demo_db, session=session, breakpoints=["check_candidates"])
+    debugger.cont()
+    (candidate,) = debugger.state("candidates")
+    for key, value, message in [
+        ("question", "  ", "question cannot be empty"),
+        ("question", "x" * 30_000, "a run takes at most"),
+        ("fix_round", -1, "cannot be negative"),
+        ("fix_round", 10**30, "beyond a 64-bit integer"),
+        ("candidates", [candidate, candidate], "is given twice"),
+        ("candidates", [{**candidate, "fix_attempts": -5}], "cannot be negative"),
+        ("keywords", json.loads("[" * 150 + "]" * 150), "nested more than 100 deep"),
+    ]:
+        with pytest.raises(DebugError, match=message):
+            debugger.set(key, value)
+    with pytest.raises(DebugError, match="nosuchvar is not a state key"):
+        debugger.add_break("select_candidate", "nosuchvar > 1")
+    with pytest.raises(DebugError, match="nested too deeply|at most 2000 characters"):
+        debugger.display("-" * 5000 + "1")
+    debugger.add_break("select_candidate", "all(c['status'] == 'ok' for c in candidates)")  # its own names
+    debugger.close()
+
+
+def test_set_a_part_sql_trace_and_escaped_output_through_the_shell(session, demo_db):
+    debugger = Debugger.start(QUESTION, demo_db, session=session, breakpoints=["check_candidates"])
+    debugger.cont()
+    shell, console = shell_of(debugger)
+    shell.run(f'set candidates[0].sql "{WRONG}"')
+    assert debugger.state("candidates")[0]["sql"] == WRONG and debugger.next_nodes == ("check_candidates",)
+    shell.run('set candidates[3].sql "x"')
+    shell.run("sql SELECT COUNT(*) AS n FROM customers")
+    shell.run("sql DELETE FROM customers")
+    shell.run('set evidence "\\u001b[31mred"')
+    shell.run("state evidence")
+    shell.run("trace")
+    text = console.export_text()
+    assert "candidates[3].sql: no item 3 there" in text
+    assert "62" in text and "1 row(s)" in text
+    assert "\\x1b[31mred" in text and "\x1b" not in text
+    assert "node:extract_keywords" in text and "calls all lists the model calls" in text
+    assert shell.failed == 2  # the missing item and the DELETE, refused by the guard
+    debugger.close()
+
+
+def test_opening_a_run_never_makes_a_checkpoint_file_and_takes_any_part_of_an_id(tmp_path, demo_db, factories_env):
+    settings = sqlchorus.Settings(model=oracle_model(GOLD.get), trace_dir=str(tmp_path / "traces"),
+                                  generators={"divide_conquer": 1})
+    with sqlchorus.Session(settings) as s:
+        run_id = s.ask(QUESTION, db=demo_db).run_id
+        debugger = Debugger.open(run_id[-8:], session=s)  # the distinctive end of the id
+        assert debugger.run_id == run_id
+        debugger.close()
+    missing = tmp_path / "nowhere.sqlite"
+    out = _debug(tmp_path, factories_env, "--run", run_id, "--checkpoints", str(missing), commands="quit\n")
+    assert out.returncode == 2 and "there is no checkpoint file at" in out.stderr and not missing.exists()

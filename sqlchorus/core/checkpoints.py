@@ -146,8 +146,8 @@ class RunRecords:
                 "db_path": db_path, "db_fingerprint": fingerprint, "settings": json.loads(settings)}
 
     def resolve_run(self, run: str) -> str:
-        """The id of the run named by ``run``: its id, or any unique start of it (as ``trace
-        show`` takes them).
+        """The id of the run named by ``run``: its id, any unique start of it (as ``trace show``
+        takes them), or any unique part of it.
 
         Raises:
             UnknownRunError: no run, or several, start so.
@@ -155,15 +155,20 @@ class RunRecords:
         if self._rows("SELECT 1 FROM sqlchorus_runs WHERE thread_id = ?", (run,)):
             return run
         escaped = run.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        found = [row[0] for row in self._rows(
-            "SELECT thread_id FROM sqlchorus_runs WHERE thread_id LIKE ? ESCAPE '\\' ORDER BY created LIMIT 6",
-            (escaped + "%",),
-        )] if run else []
+        found: list[str] = []
+        # A start of the id first; else any part of it (its last characters are the distinctive ones).
+        for pattern in (escaped + "%", "%" + escaped + "%"):
+            found = [row[0] for row in self._rows(
+                "SELECT thread_id FROM sqlchorus_runs WHERE thread_id LIKE ? ESCAPE '\\' ORDER BY created LIMIT 6",
+                (pattern,),
+            )] if run else []
+            if found:
+                break
         if len(found) == 1:
             return found[0]
         if found:
             shown = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
-            raise UnknownRunError(f"{run!r} starts several runs in {self.path} ({shown}): give more of the id.")
+            raise UnknownRunError(f"{run!r} names several runs in {self.path} ({shown}): give more of the id.")
         raise UnknownRunError(f"No run {run!r} in {self.path}.")
 
     def record_call(self, thread_id: str, call: dict[str, Any]) -> None:

@@ -445,6 +445,8 @@ def debug(question: str | None, db: str | None, evidence: str, run_id: str | Non
         console.print(f"eval {found.folder}, question {record.get('question_id')} ({record.get('db_id')}, "
                       f"{'correct' if record.get('correct') else record.get('verdict')}): {record.get('question')}",
                       markup=False)
+        if record.get("gold_sql"):  # what the answer is scored against; `sql` runs it here
+            console.print(f"gold: {record['gold_sql']}", markup=False)
     for note in debugger.notes:
         console.print(f"[yellow]note[/] {note}")
     shell.where()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,7 +42,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("clear", "", "clear [NODE]", "remove NODE's breakpoint, or every one"),
     Command("state", "s", "state [KEY] [--json]", "the state at this checkpoint, or one key (candidates, the answer and the calls as tables; --json: one line of JSON, to edit and set)"),
     Command("diff", "d", "diff [A B]", "what the last step changed, or what differs between checkpoints A and B"),
-    Command("set", "", "set KEY JSON", "replace KEY's value (not merged), as a new checkpoint; the run stays paused before the same nodes"),
+    Command("set", "", "set KEY[PATH] JSON", "replace KEY's value (not merged), or one part of it (candidates[0].sql), as a new checkpoint; the run stays paused before the same nodes"),
     Command("answer", "a", "answer TEXT", "the reply of the next model call, instead of calling the model"),
     Command("history", "h", "history", "every checkpoint as a tree: step, node, source, id, parent (forks visible)"),
     Command("fork", "f", "fork CHECKPOINT", "stand at an earlier checkpoint: the next step starts a branch"),
@@ -54,6 +55,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("undisplay", "", "undisplay [N]", "stop showing display N, or every one"),
     Command("rerun", "", "rerun", "run the next step again with the model itself (a fresh sample, not the kept answer) and show what changed"),
     Command("post-mortem", "pm", "post-mortem", "the last node that raised: its exception, where, and the state it met"),
+    Command("sql", "", "sql QUERY", "run a read query on the run's database, through the same guard as the run's queries"),
     Command("export-test", "", "export-test PATH", "write a pytest test that replays this run and checks its SQL and result"),
     Command("help", "?", "help [COMMAND]", "the commands, or one"),
     Command("quit", "q", "quit", "leave (the run stays in the checkpoint file)"),
@@ -86,7 +88,7 @@ class DebugShell:
             "history": self._history, "fork": self._fork, "replay": self._replay, "trace": self._trace,
             "export-test": self._export, "help": self._help, "calls": self._calls, "where": self._where,
             "until": self._until, "display": self._display, "undisplay": self._undisplay, "rerun": self._rerun,
-            "post-mortem": self._post_mortem,
+            "post-mortem": self._post_mortem, "sql": self._sql,
         }
 
     def complete(self, line: str) -> list[str]:
@@ -123,7 +125,8 @@ class DebugShell:
         inside = d.inside()
         if inside:
             self.out.print(f"[bold]run {d.run_id}[/] paused inside [cyan]{inside[0]['node']}[/]'s search before "
-                           f"[cyan]{', '.join(n for row in inside for n in row['next'])}[/] (checkpoint {d.checkpoint_id})")
+                           f"[cyan]{', '.join(n for row in inside for n in row['next'])}[/] (its checkpoint "
+                           f"{inside[0]['checkpoint']}, in the run's {d.checkpoint_id})")
         elif d.finished:
             result = d.result()
             self.out.print(f"[bold]run {d.run_id}[/] ended at checkpoint {d.checkpoint_id}: "
@@ -145,7 +148,7 @@ class DebugShell:
         if command.name == "quit":
             return False
         try:
-            args = shlex.split(rest) if command.name not in ("set", "answer", "break", "display") else rest.split()
+            args = shlex.split(rest) if command.name not in ("set", "answer", "break", "display", "sql") else rest.split()
             self._handlers[command.name](args, rest.strip())
         except (SqlchorusError, ValueError) as e:
             self._fail(str(e))
@@ -238,6 +241,10 @@ class DebugShell:
         if not changes:
             self.out.print("[dim]same as the step the run took before[/]")
         for key, (before, after) in changes.items():
+            if isinstance(before, list) and isinstance(after, list):
+                # Lists the step appended to: what each step added is what differs.
+                same = next((i for i, (a, b) in enumerate(zip(before, after)) if a != b), min(len(before), len(after)))
+                before, after = before[same:], after[same:]
             self._print_value(key, before, brief=True, prefix="was ")
             self._print_value(key, after, brief=True, prefix="now ")
         self._stopped()
@@ -283,9 +290,9 @@ class DebugShell:
             return
         for role, content in call["messages"]:
             self.out.rule(f"{role}", align="left", style="dim")
-            self.out.print(str(content), markup=False, highlight=False)
+            self.out.print(_printable(str(content)), markup=False, highlight=False)
         self.out.rule("answer", align="left", style="dim")
-        self.out.print(str(call["answer"]), markup=False, highlight=False)
+        self.out.print(_printable(str(call["answer"])), markup=False, highlight=False)
 
     def _break(self, args: list[str], rest: str) -> None:
         if not args:
@@ -324,16 +331,34 @@ class DebugShell:
         self._print_diff(self.debugger.diff(*args) if args else self.debugger.diff())
 
     def _set(self, args: list[str], rest: str) -> None:
-        key, _, text = rest.partition(" ")
-        if not key or not text.strip():
-            raise DebugError("Usage: set KEY JSON (for example: set fix_round 0).")
+        target, _, text = rest.partition(" ")
+        if not target or not text.strip():
+            raise DebugError("Usage: set KEY JSON, or set KEY[0].field JSON (for example: set fix_round 0, "
+                             'set candidates[0].sql "SELECT 1").')
         try:
             value = json.loads(text)
         except json.JSONDecodeError as e:
             raise DebugError(f"The value is not JSON: {e.msg} at character {e.pos + 1}.") from None
-        checkpoint = self.debugger.set(key.strip(), value)
-        self.out.print(f"set {key.strip()} at a new checkpoint {checkpoint}")
+        except RecursionError:
+            raise DebugError("The value is nested too deeply to read.") from None
+        key, path = _parse_target(target)
+        if path:
+            value = _replaced(self.debugger.state(key), path, value, target)
+        checkpoint = self.debugger.set(key, value)
+        self.out.print(f"set {target} at a new checkpoint {checkpoint}")
         self.where()
+
+    def _sql(self, args: list[str], rest: str) -> None:
+        if not rest:
+            raise DebugError("Usage: sql QUERY (one read query on the run's database).")
+        result = self.debugger.query(rest)
+        table = Table(*(_shown(str(c)) for c in result.columns))
+        for row in result.rows[:50]:
+            table.add_row(*("NULL" if v is None else _shown(str(v)) for v in row))
+        self.out.print(table)
+        more = len(result.rows) - 50
+        self.out.print(f"[dim]{len(result.rows)} row(s){f', {more} not shown' if more > 0 else ''}"
+                       f"{' (cut at the row cap)' if result.truncated else ''}[/]")
 
     def _answer(self, args: list[str], rest: str) -> None:
         if not rest:
@@ -375,7 +400,7 @@ class DebugShell:
         spans = load_spans(path)
         for line in render_tree(spans):
             self.out.print(line, highlight=False, markup=False)
-        if any(span["name"].startswith("chat ") for span in spans):
+        if any(span.name.startswith("chat ") for span in _walk(spans)):
             self.out.print("[dim]calls all lists the model calls; calls N shows one's prompt and answer[/]")
 
     def _export(self, args: list[str], rest: str) -> None:
@@ -410,28 +435,28 @@ class DebugShell:
             table = Table("node", "role", "model", "in", "out", "ms", "how", title="usage (calls shows each call's prompt and answer)")
             for u in value:
                 how = next((k for k in ("typed", "replayed", "cached") if u.get(k)), "model")
-                table.add_row(*(escape(str(u.get(k, ""))) for k in ("node", "role", "model", "input_tokens", "output_tokens", "latency_ms")), how)
+                table.add_row(*(_shown(str(u.get(k, ""))) for k in ("node", "role", "model", "input_tokens", "output_tokens", "latency_ms")), how)
             self.out.print(table)
             return
         if key == "candidates" and isinstance(value, list) and value:
             table = Table("id", "status", "rows", "fixes", "sql", "error", title=f"{prefix}candidates")
             for c in value:
-                table.add_row(*(escape(str(v)) for v in (
+                table.add_row(*(_shown(str(v)) for v in (
                     c.get("id", ""), c.get("status", ""), c.get("row_count"), c.get("fix_attempts"),
                     c.get("sql") or "", (c.get("error") or "")[:80])))
             self.out.print(table)
             return
         if key == "answer" and isinstance(value, dict) and value.get("columns"):
-            self.out.print(f"{prefix}answer: {escape(str(value.get('sql')))}")
-            table = Table(*(escape(str(c)) for c in value["columns"]))
+            self.out.print(f"{prefix}answer: {_shown(str(value.get('sql')))}")
+            table = Table(*(_shown(str(c)) for c in value["columns"]))
             for row in (value.get("rows") or [])[:20]:
-                table.add_row(*("NULL" if v is None else escape(str(v)) for v in row))
+                table.add_row(*("NULL" if v is None else _shown(str(v)) for v in row))
             self.out.print(table)
             return
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str, indent=None if brief else 2)
         if brief and len(text) > 200:
             text = text[:197] + "..."
-        self.out.print(f"{prefix}[bold]{key}[/]: {escape(text)}", highlight=False)
+        self.out.print(f"{prefix}[bold]{key}[/]: {_shown(text)}", highlight=False)
 
 
 def _paths(word: str) -> list[str]:
@@ -445,3 +470,65 @@ def _paths(word: str) -> list[str]:
     prefix = folder + slash
     return [prefix + e.name + ("/" if e.is_dir() else "") for e in entries if e.name.startswith(stem)
             and (stem.startswith(".") or not e.name.startswith("."))][:200]
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _printable(text: str) -> str:
+    """``text`` with control characters shown as escapes: a value from the database or a model
+    never reaches the terminal as a command to it."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _shown(text: str) -> str:
+    """``text`` safe for rich markup and for the terminal."""
+    return escape(_printable(text))
+
+
+def _walk(spans: list[Any]) -> Any:
+    """Every span of a tree of span nodes."""
+    stack = list(spans)
+    while stack:
+        span = stack.pop()
+        yield span
+        stack.extend(span.children)
+
+
+_TARGET = re.compile(r"^([A-Za-z_]\w*)((?:\[-?\d+\]|\.[A-Za-z_]\w*)*)$")
+_STEP = re.compile(r"\[(-?\d+)\]|\.([A-Za-z_]\w*)")
+
+
+def _parse_target(target: str) -> tuple[str, list[int | str]]:
+    """``candidates[0].sql`` as the key and the path into its value."""
+    found = _TARGET.match(target)
+    if not found:
+        raise DebugError(f"{target!r} is not a key or a path into one (such as candidates[0].sql).")
+    steps: list[int | str] = [int(i) if i else name for i, name in _STEP.findall(found.group(2))]
+    return found.group(1), steps
+
+
+def _replaced(value: Any, path: list[int | str], new: Any, target: str) -> Any:
+    """A copy of ``value`` with the part at ``path`` replaced by ``new``."""
+    copy = json.loads(json.dumps(value, default=str))
+    holder = copy
+    for step in path[:-1]:
+        holder = _step_into(holder, step, target)
+    last = path[-1]
+    if isinstance(last, int):
+        if not isinstance(holder, list) or not -len(holder) <= last < len(holder):
+            raise DebugError(f"{target}: no item {last} there.")
+    elif not isinstance(holder, dict):
+        raise DebugError(f"{target}: .{last} names a field, and there is no object there.")
+    holder[last] = new
+    return copy
+
+
+def _step_into(holder: Any, step: int | str, target: str) -> Any:
+    if isinstance(step, int):
+        if not isinstance(holder, list) or not -len(holder) <= step < len(holder):
+            raise DebugError(f"{target}: no item {step} there.")
+        return holder[step]
+    if not isinstance(holder, dict) or step not in holder:
+        raise DebugError(f"{target}: no field {step!r} there.")
+    return holder[step]

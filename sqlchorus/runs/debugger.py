@@ -44,6 +44,9 @@ from sqlchorus.runs.result import Result, result_from_state
 from sqlchorus.runs.scripted_models import ScriptedChatModel
 from sqlchorus.runs.session import OpenRun, Session
 
+MAX_EXPRESSION_CHARS = 2_000
+"""The longest condition or display expression taken."""
+
 MAX_BREAK_CHECKS = 1_000
 """Breakpoints whose condition is false are passed at most this many times in one ``cont``."""
 
@@ -87,15 +90,36 @@ def _default(key: str) -> Any:
     return {int: 0, float: 0.0, str: "", bool: False, list: [], dict: {}}.get(origin) if isinstance(origin, type) else None
 
 
-def validate_value(key: str, value: Any) -> None:
+INT64 = 2**63
+"""Integers in state are kept as 64-bit ones by the checkpoint store."""
+
+
+def validate_value(key: str, value: Any, *, max_question_chars: int | None = None) -> None:
     """Refuse a value that does not have ``key``'s declared type, naming what is wrong (the first
-    few problems, with where they are).
+    few problems, with where they are), and one no run could have: an empty or too long
+    question, a negative count, two candidates with one id, an integer beyond 64 bits.
 
     Raises:
         DebugError: the value does not fit.
     """
     if key not in state_keys():
         raise DebugError(f"No state key {key!r}; the keys are {', '.join(state_keys())}.")
+    _check_sizes(key, value)
+    if key == "question" and isinstance(value, str):
+        if not value.strip():
+            raise DebugError("question cannot be empty.")
+        if max_question_chars is not None and len(value) > max_question_chars:
+            raise DebugError(f"question is {len(value)} characters; a run takes at most {max_question_chars} "
+                             "(--max-question-chars).")
+    if key == "fix_round" and isinstance(value, int) and value < 0:
+        raise DebugError("fix_round counts rounds: it cannot be negative.")
+    if key == "candidates" and isinstance(value, list):
+        ids = [c.get("id") for c in value if isinstance(c, dict)]
+        repeated = sorted({i for i in ids if ids.count(i) > 1 and i is not None})
+        if repeated:
+            raise DebugError(f"candidates have one id each; {', '.join(map(str, repeated))} is given twice.")
+        if any(isinstance(c, dict) and isinstance(c.get("fix_attempts"), int) and c["fix_attempts"] < 0 for c in value):
+            raise DebugError("a candidate's fix_attempts counts rounds: it cannot be negative.")
     hint, adapter = _declared(key)
     try:
         adapter.validate_python(value, strict=True)
@@ -106,6 +130,24 @@ def validate_value(key: str, value: Any) -> None:
             problems.append(f"{key}{where}: {error['msg'].lower()}")
         more = f" (and {e.error_count() - 4} more)" if e.error_count() > 4 else ""
         raise DebugError(f"{key} holds {_kind(hint)}; the value was refused: {'; '.join(problems)}{more}.") from None
+
+
+def _check_sizes(key: str, value: Any) -> None:
+    """Integers the store can keep, at a depth Python can walk."""
+    stack, seen = [(value, 0)], 0
+    while stack:
+        item, depth = stack.pop()
+        seen += 1
+        if depth > 100:
+            raise DebugError(f"{key}'s value is nested more than 100 deep.")
+        if isinstance(item, bool):
+            continue
+        if isinstance(item, int) and not -INT64 <= item < INT64:
+            raise DebugError(f"{key}'s value holds {str(item)[:30]}..., beyond a 64-bit integer.")
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
 
 
 def _kind(hint: Any) -> str:
@@ -166,16 +208,30 @@ class Condition:
 
     def __init__(self, text: str):
         self.text = text
+        if len(text) > MAX_EXPRESSION_CHARS:
+            raise DebugError(f"An expression is at most {MAX_EXPRESSION_CHARS} characters.")
         try:
             tree = ast.parse(text, mode="eval")
         except SyntaxError as e:
             raise DebugError(f"The condition {text!r} does not parse: {e.msg}.") from None
+        except (RecursionError, MemoryError):
+            raise DebugError(f"The condition {text[:40]!r}... is nested too deeply to read.") from None
         for node in ast.walk(tree):
             if not isinstance(node, self._ALLOWED):
                 raise DebugError(f"The condition {text!r} uses {type(node).__name__}, which conditions cannot.")
             if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in self.FUNCTIONS):
                 raise DebugError(f"A condition calls only {', '.join(self.FUNCTIONS)}.")
-        self._code = compile(tree, "<condition>", "eval")
+        # A name is a state key (the run's or a search's), a function, or a comprehension's own.
+        bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        known = set(state_keys()) | set(ListState.__annotations__) | set(self.FUNCTIONS) | bound | {"True", "False", "None"}
+        unknown = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id not in known})
+        if unknown:
+            raise DebugError(f"{', '.join(unknown)} is not a state key; the keys are {', '.join(state_keys())} "
+                             f"(and, inside LIST's search, {', '.join(ListState.__annotations__)}).")
+        try:
+            self._code = compile(tree, "<condition>", "eval")
+        except (RecursionError, MemoryError):
+            raise DebugError(f"The condition {text[:40]!r}... is nested too deeply to run.") from None
 
     def value(self, state: Mapping[str, Any]) -> Any:
         """The expression's value over ``state``; a key not set yet stands for its type's empty
@@ -431,6 +487,9 @@ class Debugger:
                 value = Command(resume={i: True for i in pending})
         try:
             self.run.invoke(value, config=config, interrupt_before=interrupt_before, catch=False)
+        except KeyboardInterrupt:  # the steps that finished before Ctrl-C are kept: stand after them
+            self.config = self._latest()
+            raise
         except Exception as e:  # a node that raised: the run stays before it, and says why
             self.config = self._latest()
             snap = self.snapshot()
@@ -467,8 +526,23 @@ class Debugger:
             matches = [h for h in self.history() if checkpoint_id in h["id"]] if len(checkpoint_id) >= 6 else []
             if len(matches) == 1:
                 return {"configurable": {"thread_id": self.run_id, "checkpoint_ns": "", "checkpoint_id": matches[0]["id"]}}
+            inner = [h for h in self.history(inner=True) if h.get("search") and checkpoint_id in h["id"]]
+            if inner:
+                started = self._search_start(inner[0])
+                raise DebugError(f"{checkpoint_id} is a checkpoint of {inner[0]['search']}'s search, which goes on "
+                                 f"only inside its step: fork {started}, the run's checkpoint before that step, "
+                                 f"and break at {(inner[0]['next'] or ['list_plan'])[0]}.")
             raise UnknownRunError(f"Run {self.run_id} has no checkpoint {checkpoint_id!r}.")
         return config
+
+    def _search_start(self, row: dict[str, Any]) -> str | None:
+        """The run's checkpoint a search's checkpoint ``row`` goes back to."""
+        rows = {h["id"]: h for h in self.history(inner=True)}
+        for _ in range(len(rows) + 1):
+            if row is None or not row.get("search"):
+                break
+            row = rows.get(row["parent"])
+        return row["id"] if row else None
 
     # -- changing ---------------------------------------------------------------------------
 
@@ -484,8 +558,8 @@ class Debugger:
             DebugError: an unknown key, a value that does not have the key's declared type, or
                 a run that has not started.
         """
-        validate_value(key, value)
         self._refuse_inside("set")
+        validate_value(key, value, max_question_chars=self.settings.max_question_chars)
         snap = self.snapshot()
         if snap is None:
             raise DebugError("The run has no checkpoint to change yet.")
@@ -516,7 +590,13 @@ class Debugger:
         return router(state, _Runtime)
 
     def _writer(self, snap: Any) -> str:
-        """The node whose update made ``snap`` (the input's for a run not started)."""
+        """The node whose update made ``snap`` (the input's for a run not started); an edit's
+        checkpoint counts as made by the node that made the checkpoint it edited, so that edits
+        one after another all keep the run before the same nodes."""
+        for _ in range(MAX_BREAK_CHECKS):
+            if snap.parent_config is None or (snap.metadata or {}).get("source") != "update":
+                break
+            snap = self.graph.get_state(snap.parent_config)
         parent = snap.parent_config
         if parent is None:
             return START
@@ -556,6 +636,16 @@ class Debugger:
             self.calls.live = False
         now = dict(self.snapshot().values)
         return nodes, {k: (recorded.get(k), now.get(k)) for k in state_keys() if recorded.get(k) != now.get(k)}
+
+    def query(self, sql: str) -> Any:
+        """Run one read query on the run's database, through the run's guard (its time and size
+        limits; nothing that writes or reads outside the database).
+
+        Raises:
+            SqlchorusError: the guard refused the query, or it failed.
+        """
+        db = self.resources.db
+        return db.execute(sql, timeout_s=self.settings.sql_timeout_s, max_rows=self.settings.answer_rows)
 
     # -- model calls ------------------------------------------------------------------------
 

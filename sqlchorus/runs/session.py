@@ -363,6 +363,11 @@ class Session:
             CheckpointFileError: checkpoints are off or the file cannot be used.
         """
         settings = settings or self.settings
+        path = settings.checkpoint_file
+        if path is not None and "://" not in str(path) and not Path(path).exists():
+            # Opening a run reads a store; it never makes an empty one where none was.
+            raise UnknownRunError(f"No run {run_id!r}: there is no checkpoint file at {path} "
+                                  "(--checkpoints names another).")
         store = self.checkpoints(settings)
         if store is None:
             raise CheckpointFileError("Checkpoints are off (--no-checkpoints, or no trace folder): there is no run to open.")
