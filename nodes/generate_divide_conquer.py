@@ -2,10 +2,11 @@
 
 One model call runs the whole of the paper's Algorithm 1: divide the question into sub-questions
 with pseudo SQL (recursively), conquer each with real SQL (innermost first, each using the ones
-before it), assemble the pieces into one query, then simplify and optimise it. The answer's last
-well-formed query is the candidate; an answer with no SQL becomes a candidate in error, so the
-fixer and the user can see it. Samples differ in temperature and schema order
-(:mod:`sqlchorus.core.diversity`).
+before it), assemble the pieces into one query, then simplify and optimise it. The query after
+the answer's ``Final Optimized SQL Query:`` heading is the candidate, not a sub-question's SQL
+written before it (:func:`~sqlchorus.tools.parsing.extract_sql`); an answer with no SQL becomes a
+candidate in error, so the fixer and the user can see it. Samples differ in temperature and
+schema order (:mod:`sqlchorus.core.diversity`).
 """
 
 from __future__ import annotations

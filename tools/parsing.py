@@ -12,17 +12,22 @@ import json
 import re
 from typing import Any
 
+from sqlglot import exp
+
+from sqlchorus.tools import sql_text
 from sqlchorus.tools.database import NotAQueryError, check_single_query
+from sqlchorus.tools.sql_errors import SqlError
 
 _FENCE = re.compile(r"```[ \t]*(?:sql|sqlite|SQL)?[ \t]*\n?(.*?)```", re.DOTALL)
-_HEADINGS = (
-    "final optimized sql query",
-    "final sql query",
-    "final answer",
-    "final sql",
-    "sql query",
-    "sql",
+# What a prompt asks the answer's query to follow: CHASE-SQL's fixer ``Final Answer``, the
+# generators' ``**Final Optimized SQL Query:**``, DIN-SQL's ``FIXED SQL``. A marker ends in a
+# colon, or stands alone at the end of its line (``### Final Answer`` above a fence).
+_FINAL = re.compile(
+    r"(?im)\b(?:final(?:[ \t]+(?:optimi[sz]ed|corrected|fixed))?(?:[ \t]+sql)?[ \t]+(?:answer|query)"
+    r"|final[ \t]+sql|(?:corrected|fixed)(?:[ \t]+sql)?[ \t]+query|fixed[ \t]+sql)\b"
+    r"(?:[ \t*_]*:|[ \t*_#]*$)[ \t*_]*"
 )
+_HEADINGS = ("sql query", "sql")
 _HEADING = re.compile(
     r"(?im)^[ \t>*#_-]*(?:" + "|".join(re.escape(h) for h in _HEADINGS) + r")[ \t*_]*:[ \t*_]*"
 )
@@ -30,11 +35,16 @@ _QUERY_START = re.compile(r"(?is)\b(SELECT|WITH)\b")
 
 
 def extract_sql(text: str | None) -> str | None:
-    """The last well-formed SQL query in a model's answer, or None.
+    """The answer's SQL query, or None.
 
-    Looks, in order, at fenced code blocks, text after a heading such as ``Final Answer:`` or
-    ``**Final Optimized SQL Query:**``, and finally any ``SELECT``/``WITH`` statement in the text.
-    A candidate counts only if it parses as exactly one query.
+    When the answer has a final-answer marker (``Final Answer:``, ``**Final Optimized SQL
+    Query:**``, ``Fixed SQL:``, see ``_FINAL``) with text after it, its query is the first one
+    after the last marker that is followed by one, fenced or not, and there is none if no query
+    follows a marker: models quote the failing query, or write each sub-question's SQL, before
+    the final one, so what precedes the marker is never the answer. Without such a marker it is
+    the last fenced block, else the text after the last ``SQL:`` heading, else the last
+    ``SELECT``/``WITH`` statement in the text. A candidate counts only if it parses as exactly
+    one query.
     """
     if not text or not text.strip():
         return None
@@ -47,6 +57,11 @@ def extract_sql(text: str | None) -> str | None:
 
 def _candidates(text: str) -> list[str]:
     found: list[str] = []
+    for match in reversed(list(_FINAL.finditer(text))):
+        found.extend(_after_marker(text[match.end():]))
+    if any(c.strip() for c in found):
+        return found
+    # Markers only at the very end ("... that is my final answer"): the answer is above them.
     fences = _FENCE.findall(text)
     found.extend(reversed(fences))
     headings = list(_HEADING.finditer(text))
@@ -57,6 +72,16 @@ def _candidates(text: str) -> list[str]:
     starts = [m.start() for m in _QUERY_START.finditer(text)]
     for start in reversed(starts):
         found.append(text[start:])
+    return found
+
+
+def _after_marker(rest: str) -> list[str]:
+    """Where the query after a final-answer marker may be, nearest first: right after it
+    (fenced or not), then the first fence after it, then each ``SELECT``/``WITH`` after it."""
+    fenced = _FENCE.match(rest.lstrip())
+    found = [fenced.group(1) if fenced else rest]
+    found.extend(_FENCE.findall(rest))
+    found.extend(rest[m.start():] for m in _QUERY_START.finditer(rest))
     return found
 
 
@@ -142,28 +167,114 @@ def _dedupe(items: list[str]) -> list[str]:
 
 
 _SCHEMA_LINKS = re.compile(r"(?i)schema[ _]links\s*[:;]\s*\[")
-_DOTTED = re.compile(r"[`\"\[]?([A-Za-z_][\w ]*?)[`\"\]]?\.[`\"\[]?([\w *]+?)[`\"\]]?$")
+# A ``table.column`` item as prose writes it: the table bare or quoted, the column everything
+# after the dot (BIRD's ``frpm.Free Meal Count (K-12)``, ``Laboratory.T-BIL``).
+_DOTTED = re.compile(
+    r'^(?:`(?P<t1>[^`]+)`|"(?P<t2>[^"]+)"|\[(?P<t3>[^\]]+)\]|(?P<t4>[A-Za-z_][\w ]*?))'
+    r"\s*\.\s*(?P<column>\S.*?)\s*$",
+    re.DOTALL,
+)
+_COMPARISON = re.compile(r"!=|<>|<=|>=|=|<|>")
+_CLOSING = {"'": "'", '"': '"', "`": "`", "[": "]"}
+_OPENS_AFTER = " \t\r\n,=.(<>!["
 
 
 def extract_schema_links(text: str | None) -> list[tuple[str, str]] | None:
     """``(table, column)`` pairs from a DIN-SQL ``Schema_links: [...]`` answer, or None.
 
     Join conditions (``a.x = b.y``) contribute both sides; values and ``table.*`` keep the table
-    with column ``*``.
+    with column ``*``. Names keep their spaces, brackets and dashes, quoted in backticks, double
+    quotes or brackets or not (:func:`dotted_column`).
     """
     rest = _after_last_links(text)
     if rest is None:
         return None
-    end = rest.find("]")
-    body = rest[:end] if end != -1 else rest
+    masked = _mask_quoted(rest)
+    end = masked.find("]")
+    body, masked = (rest[:end], masked[:end]) if end != -1 else (rest, masked)
     pairs: list[tuple[str, str]] = []
-    for item in body.split(","):
-        for side in item.split("="):
-            side = side.strip().strip("'\"")
-            dotted = _DOTTED.match(side)
-            if dotted:
-                pairs.append((dotted.group(1).strip(), dotted.group(2).strip()))
+    for item, masked_item in _split(body, masked, ","):
+        for side, _ in _split(item, masked_item, _COMPARISON):
+            pair = dotted_column(side)
+            if pair is not None:
+                pairs.append(pair)
     return pairs or None
+
+
+def dotted_column(text: str) -> tuple[str, str] | None:
+    """``(table, column)`` of a ``table.column`` reference, or None when ``text`` is not one.
+
+    SQL (``frpm.`Free Meal Count (K-12)```, ``"frpm"."x"``, ``[frpm].[x]``, ``head.*``) is read
+    by sqlglot, which unquotes names exactly; prose that is not SQL (``frpm.Free Meal Count
+    (K-12)``, ``Laboratory.T-BIL``, ``'singer.name'``) by its first dot, the column being all
+    that follows it.
+    """
+    text = text.strip()
+    if not text:
+        return None
+    column = _sql_column(text)
+    if column is not None:
+        return column
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        text = text[1:-1].strip()
+    match = _DOTTED.match(text)
+    if match is None:
+        return None
+    table = next(match[g] for g in ("t1", "t2", "t3", "t4") if match[g] is not None).strip()
+    name = match["column"]
+    if len(name) >= 2 and (name[0], name[-1]) in (("`", "`"), ('"', '"'), ("[", "]")):
+        name = name[1:-1].strip()
+    return (table, name) if table and name else None
+
+
+def _sql_column(text: str) -> tuple[str, str] | None:
+    try:
+        tree = sql_text.parse_one(text)
+    except SqlError:
+        return None
+    if not isinstance(tree, exp.Column) or not tree.table:
+        return None
+    return tree.table, "*" if isinstance(tree.this, exp.Star) else tree.name
+
+
+def _mask_quoted(text: str) -> str:
+    """``text`` with its quoted names and strings (``'..'``, ``".."``, ```..```, ``[..]``),
+    quotes included, blanked out, so that commas, brackets and operators in them split nothing.
+
+    A quote opens only where a name or value starts (``O'Brien`` holds none), and one that never
+    closes is an ordinary character.
+    """
+    out = list(text)
+    i = 0
+    while i < len(text):
+        close = _CLOSING.get(text[i])
+        if close is None or (i > 0 and text[i - 1] not in _OPENS_AFTER):
+            i += 1
+            continue
+        j = i + 1
+        while True:
+            j = text.find(close, j)
+            if j == -1 or close == "]" or text[j + 1: j + 2] != close:
+                break
+            j += 2  # a doubled quote is the quote character itself
+        if j == -1:
+            i += 1
+            continue
+        out[i: j + 1] = "\0" * (j - i + 1)
+        i = j + 1
+    return "".join(out)
+
+
+def _split(text: str, masked: str, sep: str | re.Pattern[str]) -> list[tuple[str, str]]:
+    """``text`` split where ``masked`` (its :func:`_mask_quoted` form) has ``sep``, with the
+    masked parts alongside."""
+    pattern = sep if isinstance(sep, re.Pattern) else re.compile(re.escape(sep))
+    parts, start = [], 0
+    for match in pattern.finditer(masked):
+        parts.append((text[start:match.start()], masked[start:match.start()]))
+        start = match.end()
+    parts.append((text[start:], masked[start:]))
+    return parts
 
 
 def _after_last_links(text: str | None) -> str | None:
@@ -184,7 +295,7 @@ def schema_links_as_written(text: str | None) -> str | None:
     rest = _after_last_links(text)
     if rest is None:
         return None
-    end = rest.find("]")
+    end = _mask_quoted(rest).find("]")
     body = rest[:end] if end != -1 else rest.split("\n", 1)[0]
     body = body.strip()
     return f"[{body}]" if body else None

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlchorus.tools.json_values import json_value
+from sqlchorus.tools.parsing import dotted_column
 from sqlchorus.tools.schema import Column, DatabaseSchema, ForeignKey, Table
 
 SCHEMA_FORMATS: tuple[str, ...] = ("ddl", "m-schema", "mac-schema", "json", "markdown")
@@ -182,11 +183,15 @@ def _find_column(schema: DatabaseSchema, table: Table, raw: str) -> tuple[Table,
     column = table.column(name)
     if column is not None or "." not in name:
         return table, column
-    prefix, _, rest = name.rpartition(".")
-    owner = schema.table(_unquote(prefix))
+    # ``table.column`` with either part quoted or not: ```frpm`.`Free Meal Count (K-12)``` is not
+    # one quoted name, and a column's own brackets and dashes are not separators.
+    dotted = dotted_column(raw)
+    if dotted is None:
+        return table, None
+    owner = schema.table(_unquote(dotted[0]))
     if owner is None:
         return table, None
-    return owner, owner.column(_unquote(rest))
+    return owner, owner.column(_unquote(dotted[1]))
 
 
 def _select(

@@ -3,7 +3,8 @@
 The divide-and-conquer, query-plan and direct generators differ only in their prompt and
 examples: each shows the sample's schema view, the question and hint (and the retrieved values
 where its prompt does), makes one model call at the sample's temperature, and keeps the answer's
-last query as the candidate.
+final query (the one after its final-answer heading, see ``tools/parsing.extract_sql``) as the
+candidate.
 """
 
 from __future__ import annotations
