@@ -132,6 +132,8 @@ def test_calls_lists_each_step_s_model_calls_and_shows_a_prompt_and_its_answer(s
     assert shown["messages"] and shown["answer"]
     with pytest.raises(DebugError, match=f"No model call 99 on this branch; it has {len(every)}"):
         debugger.call(99)
+    with pytest.raises(DebugError, match="No model call -1 on this branch"):
+        debugger.call(-1)
     shell, console = shell_of(debugger)
     shell.run("calls all")
     shell.run("calls 1")
@@ -519,3 +521,5 @@ def test_opening_a_run_never_makes_a_checkpoint_file_and_takes_any_part_of_an_id
     missing = tmp_path / "nowhere.sqlite"
     out = _debug(tmp_path, factories_env, "--run", run_id, "--checkpoints", str(missing), commands="quit\n")
     assert out.returncode == 2 and "there is no checkpoint file at" in out.stderr and not missing.exists()
+    empty = _debug(tmp_path, factories_env, "--run", "", commands="quit\n")
+    assert empty.returncode == 2 and "--run needs a run's id" in empty.stderr

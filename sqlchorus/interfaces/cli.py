@@ -414,6 +414,9 @@ def debug(question: str | None, db: str | None, evidence: str, run_id: str | Non
     if eval_run is None and (question is None) == (run_id is None):
         _fail("Give a QUESTION to start a run, --run ID to open one, or --eval FOLDER --question N (only one).")
         return
+    if run_id is not None and not run_id.strip():
+        _fail("--run needs a run's id, or a unique part of it: ask --json prints it, and each trace file in traces/ is named by one.")
+        return
     if checkpoint and not (run_id or eval_run):
         _fail("--at opens a checkpoint of an earlier run: give --run ID or --eval FOLDER --question N too.")
         return

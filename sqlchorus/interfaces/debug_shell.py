@@ -264,7 +264,7 @@ class DebugShell:
     def _calls(self, args: list[str], rest: str) -> None:
         if len(args) > 1:
             raise DebugError("Usage: calls [NODE|all|N].")
-        if args and args[0].isdigit():
+        if args and args[0].lstrip("-").isdigit():
             self._print_call(self.debugger.call(int(args[0])))
             return
         every = bool(args) and args[0] == "all"
