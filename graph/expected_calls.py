@@ -140,12 +140,14 @@ def _pairwise_plan(settings: Settings, candidates: int) -> str:
     budget = settings.max_pairwise_calls
     when = "when the vote is not confident" if settings.pairwise == "low-confidence" else "whenever results disagree"
     most = min(candidates, settings.pairwise_max_clusters)
-    if not budget:
-        return (f"pairwise: {when}, every pair of the {settings.pairwise_max_clusters} largest result clusters, "
-                f"in both orders ({most * (most - 1)} calls at most)")
+    clusters = (f"the {settings.pairwise_max_clusters} largest result clusters" if settings.pairwise_max_clusters < candidates
+                else f"the result clusters (up to {most}, one per candidate)")
+    if not budget or most * (most - 1) <= budget:
+        bound = f"; max_pairwise_calls is {budget}" if budget else ""
+        return f"pairwise: {when}, every pair of {clusters}, in both orders ({most * (most - 1)} calls at most{bound})"
     entrants, finalists = tournament(candidates, settings.pairwise_max_clusters, budget)
     full = max((n for n in range(2, most + 1) if n * (n - 1) <= budget), default=1)
-    return (f"pairwise: {when}, within {budget} calls (max_pairwise_calls): every pair, in both orders, of up to "
-            f"{full} clusters; with more, the largest meet in a round robin and the others climb a ladder for "
-            f"its last place (with {candidates} clusters: {entrants} compared, {finalists} in the final, "
+    return (f"pairwise: {when}, {clusters} within {budget} calls (max_pairwise_calls): every pair, in both orders, "
+            f"of up to {full} clusters; with more, the largest meet in a round robin and the others climb a ladder "
+            f"for its last place (with {candidates} clusters: {entrants} compared, {finalists} in the final, "
             f"{tournament_calls(candidates, settings.pairwise_max_clusters, budget)} calls)")

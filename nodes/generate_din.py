@@ -19,7 +19,12 @@
    paper's choice for CodeX), or ``none`` (``Settings.din_correction``). An answer without SQL
    keeps the generated query.
 
-Three model calls per sample (two with ``none``). The class, tables, sub-questions and both
+Three model calls per sample (two with ``none``). Samples after the first are diversified as
+the CHASE-SQL generators' are (:mod:`sqlchorus.core.diversity`): every call of the sample at
+``sample_temperature`` (or the ``din`` entry of ``generator_temperatures``), over the linked
+schema shuffled with the sample number, so that several DIN samples are independent draws
+rather than one greedy answer repeated, whose copies would inflate its vote. The first sample
+stays greedy over ``link_schema``'s view. The class, tables, sub-questions and both
 queries are in the candidate's ``meta`` and on the node's span. Examples are DIN-SQL's own,
 from the Spider train database ``college_2``, and are rendered in the same representation as
 the question's schema.
@@ -37,6 +42,7 @@ from sqlchorus.config.settings import Settings
 from sqlchorus.core.budget import schema_view
 from sqlchorus.core.candidates import new_candidate, updated
 from sqlchorus.core.context import Context
+from sqlchorus.core.diversity import generation_meta, sample_temperature, sample_view
 from sqlchorus.core.generator import Generator
 from sqlchorus.core.llm import try_call_model
 from sqlchorus.core.state import GeneratorInput
@@ -126,7 +132,9 @@ def generate_din(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
     sample = state.get("sample", 0)
     question = state["question"]
     evidence = state.get("evidence") or "(none)"
-    view = state.get("schema_view") or schema_view(context, state)
+    view, seed = sample_view(state, context)
+    view = view or schema_view(context, state)
+    temperature = sample_temperature(context, KEY, sample)
     links = state.get("schema_links") or schema_links_text(context.schema, state.get("links"))
     links_source = "model" if state.get("schema_links") else "resolved links"
     retrieved = values_text(state.get("values"))
@@ -137,7 +145,9 @@ def generate_din(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
     def ask(prompt: str, role: str, *, answer_is_sql: bool = True) -> str | None:
         return try_call_model(
             context, usage, errors, node=NODE, role=role, prompt=prompt,
-            constrain_sql=None if answer_is_sql else False,
+            constrain_sql=None if answer_is_sql else False, temperature=temperature,
+            # The first sample's calls keep the keys earlier runs recorded them under.
+            sample=sample or None,
         )
 
     classify_text = ask(
@@ -195,6 +205,7 @@ def generate_din(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
     )
     candidate = new_candidate(KEY, sample, final, reasoning=reasoning)
     meta = {
+        **generation_meta(temperature, seed),
         "class": label,
         "tables": parsed["tables"],
         "sub_questions": parsed["sub_questions"],

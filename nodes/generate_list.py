@@ -8,10 +8,14 @@ parent state: only the candidate, its usage and errors come back, with a compact
 search in ``candidate["meta"]["list"]``. The inner nodes still trace as ``node:list_plan`` and so
 on, as children of ``node:generate_list``.
 
-The candidate's SQL is the query of the last step when every step was verified. When the search
-gave up (global attempts spent, or a model call failed), it is the best verified state, the
-deepest verified step, and ``meta`` says so; with nothing verified the candidate has no SQL and
-its error says why.
+The candidate's SQL is the query of the last step when every step was verified. A search that
+gave up (global attempts spent, or a model call failed) offers no SQL: in LIST the query of an
+earlier step is only a partial state (the rows and columns a step builds on, often a plain
+``SELECT *`` of a join), not an answer to the question, and as a candidate it would run, vote and
+look like one. The paper's search returns only a fully verified path. Its error says the search
+gave up and why, and ``meta["list"]["deepest_verified"]`` keeps the deepest verified step
+(its number, the plan's step count and its query) for the record. The one exception is a
+deepest verified state that is the last step of its plan, a complete path: it is the candidate.
 """
 
 from __future__ import annotations
@@ -71,8 +75,10 @@ def candidate_of(final: dict[str, Any], sample: int, settings: Any) -> dict[str,
     plan = final.get("plan") or []
     verified = final.get("verified") or []
     complete = bool(plan) and len(verified) == len(plan) and not final.get("halt")
-    best = final.get("best")
-    sql = verified[-1]["sql"] if complete else (best or {}).get("sql")
+    best = final.get("best") or {}
+    # A give-up still answers when its deepest verified state completed its own plan.
+    whole = bool(best.get("sql")) and best.get("verified", 0) >= best.get("steps", 0) > 0
+    sql = verified[-1]["sql"] if complete else (best["sql"] if whole else None)
     reason = None
     if not complete:
         reason = final.get("halt") or (
@@ -84,7 +90,11 @@ def candidate_of(final: dict[str, Any], sample: int, settings: Any) -> dict[str,
         "plan": plan,
         "plans": final.get("plan_round", 0),
         "steps_planned": len(plan),
-        "steps_verified": len(verified) if complete else (best or {}).get("verified", 0),
+        "steps_verified": len(verified) if complete else best.get("verified", 0),
+        "deepest_verified": (
+            {"verified": best.get("verified", 0), "steps": best.get("steps", 0), "sql": best.get("sql")}
+            if best and not complete else None
+        ),
         "global_attempts": final.get("global_attempts", 0),
         "new_queries": len(final.get("written") or []),
         "tracebacks": final.get("tracebacks", 0),
@@ -94,7 +104,11 @@ def candidate_of(final: dict[str, Any], sample: int, settings: Any) -> dict[str,
     }
     candidate = new_candidate(KEY, sample, sql, reasoning=_reasoning(plan, verified if complete else []))
     if sql is None:
-        candidate = updated(candidate, error=f"LIST verified no step: {reason}", error_kind="list")
+        depth = (f"only {best['verified']} of {best['steps']} steps were verified" if best.get("verified")
+                 else "no step was verified")
+        candidate = updated(
+            candidate, error=f"LIST gave up before verifying every step ({depth}): {reason}", error_kind="list",
+        )
     return updated(candidate, meta={"list": meta})
 
 

@@ -11,9 +11,12 @@ stay within N-rep's 8-call budget.
 
 The node runs as one branch rather than one ``Send`` per view because parallel branches cannot
 share a linking result; the generation calls of the views still run concurrently, each a child
-span of this node. Few-shot examples are the three most similar questions of the examples file
-(N-rep retrieves three from the train set), each rendered in the candidate's representation and
-filtered the same way by the tables and columns its own SQL uses. A sample beyond the first
+span of this node. Few-shot examples are the three examples of the project's pool most similar to
+the question and hint (:func:`sqlchorus.tools.fewshot.retrieve`: by a local embedding model's
+similarity when ``Settings.value_embedder`` names one, lexically otherwise), where N-rep retrieves
+three from the train set by embeddings; no train set is available here, so the pool is the
+project's own questions over Spider's train schemas. Each is rendered in the candidate's
+representation and filtered the same way by the tables and columns its own SQL uses. A sample beyond the first
 shuffles table and column order (its number is the seed), the only diversity greedy decoding
 leaves.
 
@@ -71,19 +74,22 @@ def _example_schema(example: dict[str, Any], view: View) -> str:
     )
 
 
-def _link_examples(fmt: str, settings: Any) -> str:
+def _shots(prompt: str, question: str, evidence: str, settings: Any) -> list[dict[str, Any]]:
+    return fewshot.retrieve(prompt, question, SHOTS, evidence=evidence, settings=settings)
+
+
+def _link_examples(fmt: str, question: str, evidence: str, settings: Any) -> str:
     parts = []
-    for ex in fewshot.examples(LINK_PROMPT, settings):
+    for ex in _shots(LINK_PROMPT, question, evidence, settings):
         schema = _example_schema(ex, View(fmt, "full", fmt))
         answer = json.dumps(fewshot.links_of(ex))
         parts.append(f"Database schema:\n{schema}\nQuestion: {ex['question']}\nHint: {ex.get('evidence') or '(none)'}\nAnswer: {answer}")
     return "\n\n".join(parts)
 
 
-def _generation_examples(question: str, view: View, settings: Any) -> str:
-    pool = fewshot.examples(GENERATE_PROMPT, settings)
+def _generation_examples(question: str, evidence: str, view: View, settings: Any) -> str:
     parts = []
-    for ex in fewshot.most_similar(pool, question, SHOTS):
+    for ex in _shots(GENERATE_PROMPT, question, evidence, settings):
         schema = _example_schema(ex, view)
         parts.append(
             f"Database schema:\n{schema}\nQuestion: {ex['question']}\nHint: {ex.get('evidence') or '(none)'}\n"
@@ -121,7 +127,7 @@ def generate_nrep(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
     for fmt in own:
         prompt = prompts.render(
             LINK_PROMPT,
-            examples=_link_examples(fmt, settings),
+            examples=_link_examples(fmt, question, state.get("evidence") or "", settings),
             schema=schema_view(context, state, fmt, values=shown_values),
             question=question,
             evidence=evidence,
@@ -149,7 +155,7 @@ def generate_nrep(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
         )
         prompt = prompts.render(
             GENERATE_PROMPT,
-            examples=_generation_examples(question, view, settings),
+            examples=_generation_examples(question, state.get("evidence") or "", view, settings),
             schema=schema,
             question=question,
             evidence=evidence,
@@ -200,8 +206,9 @@ GENERATOR = Generator(
     candidates=lambda settings: len(settings.nrep_views),  # one per view
     paper="N-rep",
     differs=(
-        "the three examples per candidate are the most similar questions of a small shipped file "
-        "by word overlap, not retrieved from a train set by embeddings; views in the run's schema format "
+        "no train set is available, so the three examples per candidate are retrieved from the project's "
+        "own pool of questions over Spider's train schemas, by a local embedding model where one is set "
+        "(value_embedder) and lexical similarity otherwise; views in the run's schema format "
         "reuse link_schema's links instead of a linking call of their own"
     ),
     detail=lambda settings: f"views: {', '.join(settings.nrep_views)}",

@@ -5,12 +5,20 @@ lookups, re-ranked by edit distance; see :mod:`sqlchorus.tools.value_index`) and
 values per column with their scores. The entry point builds the index (once per database
 content, reused from the cache folder afterwards) and hands it in through the context; when it
 could not be built, the question is still answered, without values, and the run says why.
+
+With ``Settings.value_embedder`` (the folder of a sentence-transformers model already on disk),
+fuzzy candidates are also re-ranked by embedding similarity to the keyword, as CHASE-SQL (after
+CHESS) re-ranks its LSH candidates. The model is loaded once per folder and process and never
+downloaded; when it cannot be loaded (the ``embeddings`` extra not installed, no model in the
+folder), values are still retrieved, ranked by edit distance alone, and the error says why.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import threading
+from functools import lru_cache
 
 from langgraph.runtime import Runtime
 from opentelemetry import trace
@@ -19,8 +27,30 @@ from sqlchorus.core.context import Context
 from sqlchorus.core.state import SqlchorusState
 from sqlchorus.tools.database import SqlError
 from sqlchorus.tools.trace_content import ALL, content_mode, set_documents
+from sqlchorus.tools.value_index import Embedder, EmbedderError, load_local_embedder
 
 NODE = "retrieve_values"
+
+
+_LOADING = threading.Lock()  # parallel runs of one process load a model once
+
+
+@lru_cache(maxsize=4)
+def _cached_embedder(path: str) -> Embedder:
+    # A failure raises, and lru_cache keeps no entry for it: a fixed folder is retried next run.
+    return load_local_embedder(path)
+
+
+def embedder_for(path: str | None) -> Embedder | None:
+    """The value embedder of the folder ``path`` (None: no re-ranking), loaded once per process.
+
+    Raises:
+        EmbedderError: see :func:`~sqlchorus.tools.value_index.load_local_embedder`.
+    """
+    if not path:
+        return None
+    with _LOADING:
+        return _cached_embedder(path)
 
 
 def _no_values(message: str) -> dict:
@@ -33,9 +63,15 @@ def retrieve_values(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
     keywords = list(state.get("keywords") or [])
     if context.value_index is None:
         return _no_values(context.value_index_error or "no value index was given")
+    errors: list[dict] = []
+    try:
+        embedder = embedder_for(settings.value_embedder)
+    except EmbedderError as e:
+        embedder = None
+        errors.append({"node": NODE, "kind": "values", "message": f"No embedding re-rank: {e}"})
     try:
         values = context.value_index.search(
-            keywords, top_k=settings.values_per_keyword, threshold=settings.value_threshold
+            keywords, top_k=settings.values_per_keyword, threshold=settings.value_threshold, embedder=embedder,
         )
     except (SqlError, OSError, sqlite3.Error, ValueError) as e:
         # Values help but are not essential: without them the question is still answered.
@@ -51,4 +87,5 @@ def retrieve_values(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
          {"column": column, **({"keyword": hit.get("keyword")} if content == ALL else {})})
         for column, hits in values.items() for hit in hits
     ])
-    return {"values": values}
+    span.set_attribute("sqlchorus.values.embedding_rerank", embedder is not None)
+    return {"values": values, **({"errors": errors} if errors else {})}

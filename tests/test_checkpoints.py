@@ -60,7 +60,9 @@ def test_large_values_are_stored_once_per_run(tmp_path, demo_db):
     assert not [blob for blob in checkpoints if view.encode() in blob]
     conn.close()
     saver = RunCheckpoints(result.checkpoint_path)
-    assert 0 < saver.bytes_of(result.run_id) < 20 * len(view)
+    # Besides the call log, which keeps each prompt once by design, the run takes a few views' size.
+    prompts = sum(len(json.dumps(c["messages"])) + len(c["answer"]) for c in saver.calls(result.run_id))
+    assert 0 < saver.bytes_of(result.run_id) - prompts < 15 * len(view)
     saver.close()
 
 

@@ -14,7 +14,7 @@ from sqlchorus.tools.database import GuardedDatabase
 from sqlchorus.tools.schema import schema_only_database
 
 FEWSHOT = FIXTURES / "fewshot"
-OURS = ["din_classify", "din_easy", "din_medium", "din_hard", "nrep_link", "nrep_generate"]
+OURS = ["din_classify", "din_easy", "din_medium", "din_hard"]
 
 
 def _dev_questions() -> set[str]:
@@ -89,9 +89,10 @@ def test_a_loaded_file_replaces_the_shipped_examples(tmp_path):
     fewshot.write_examples(loaded, tmp_path / "nrep_generate_examples.json")
     settings = Settings(examples_dir=str(tmp_path))
     assert fewshot.examples("nrep_generate", settings) == json.loads(json.dumps(loaded))
-    # prompts without a file of their own keep the shipped examples
-    assert fewshot.examples("nrep_link", settings) == prompts.examples("nrep_link")
-    assert fewshot.examples("nrep_generate") == prompts.examples("nrep_generate")
+    # N-rep's generation retrieves from the user's file; its linking, without one, from the pool
+    assert fewshot.pool_for("nrep_generate", settings) == json.loads(json.dumps(loaded))
+    assert fewshot.pool_for("nrep_link", settings) == fewshot.pool()
+    assert fewshot.pool_for("nrep_generate") == fewshot.pool()
 
 
 @pytest.mark.parametrize("content", ["not json", '{"question": "x"}', '[{"sql": "SELECT 1"}]'])
@@ -102,7 +103,7 @@ def test_a_broken_replacement_file_is_refused(tmp_path, content):
 
 
 def test_most_similar_examples():
-    pool = prompts.examples("nrep_generate")
+    pool = fewshot.pool()
     chosen = fewshot.most_similar(pool, "How many heads of the departments are older than 60?", 3)
     assert len(chosen) == 3
     assert chosen[0]["question"] == "How many heads of the departments are older than 56 ?"

@@ -402,7 +402,7 @@ def test_replan_prompt_says_why_the_plan_failed():
     assert "Step 1: Take the rows of product.\nIts first step could not be written: no such table: product" in plans[1]
 
 
-def test_global_give_up_keeps_the_best_verified_state():
+def test_global_give_up_offers_no_partial_query():
     stuck = JOIN + " WHERE c.nme = 'Kitchen'"
     update, trace, script = run_search({
         "plan": [PLAN], ("write", 1): [FROM], ("write", 2): [JOIN], ("write", 3): [stuck], ("repair", 3): [stuck],
@@ -417,8 +417,13 @@ def test_global_give_up_keeps_the_best_verified_state():
     assert script.calls.count("plan") == 1
     assert len([c for c in script.calls if c != "plan"]) == 15
     (candidate,) = update["candidates"]
-    assert candidate["sql"] == JOIN  # the best verified state
+    # Step 2's join (a SELECT * of products and categories) is a partial state, not an answer.
+    assert candidate["sql"] == "" and candidate["status"] == "error"
+    assert candidate["error"] == (
+        "LIST gave up before verifying every step (only 2 of 4 steps were verified): global attempts spent (15 of 15)"
+    )
     meta = candidate["meta"]["list"]
+    assert meta["deepest_verified"] == {"verified": 2, "steps": 4, "sql": JOIN}
     assert not meta["complete"]
     assert meta["gave_up"] == "global attempts spent (15 of 15)"
     assert (meta["steps_verified"], meta["global_attempts"], meta["tracebacks"]) == (2, 15, 2)
@@ -445,7 +450,7 @@ def test_global_give_up_with_nothing_verified_and_few_attempts():
     assert trace[-1].endswith("global attempts spent (5 of 5); nothing verified")
     (candidate,) = update["candidates"]
     assert candidate["sql"] == "" and candidate["status"] == "error"
-    assert candidate["error"] == "LIST verified no step: global attempts spent (5 of 5)"
+    assert candidate["error"] == "LIST gave up before verifying every step (no step was verified): global attempts spent (5 of 5)"
 
 
 def test_an_empty_result_kept_by_the_model_is_accepted():
@@ -508,7 +513,8 @@ def test_a_failing_model_ends_the_search():
     update, trace, _ = run_search({"plan": [PLAN], ("write", 1): [FROM], ("write", 2): [RuntimeError("provider down")]})
     assert trace[-1].startswith("list_write_step -> __end__: generation failed: The generation model (scripted) failed: provider down")
     (candidate,) = update["candidates"]
-    assert candidate["sql"] == FROM  # the best verified state so far
+    assert candidate["sql"] == "" and candidate["status"] == "error"  # step 1 of 4 is no answer
+    assert candidate["meta"]["list"]["deepest_verified"]["sql"] == FROM
     assert candidate["meta"]["list"]["gave_up"].startswith("generation failed")
     assert [e["node"] for e in update["errors"]] == ["list_write_step"]
 
@@ -638,9 +644,10 @@ def run_sampled_search(answers: dict, cache_path, settings: Settings | None = No
 
 def test_a_model_that_repeats_itself_gets_a_new_prompt_every_retry(tmp_path):
     """Step 2's query fails, and every repair is the same query again. Each reprompt shows every
-    earlier attempt, so no two prompts of the search are the same; every retry (the reprompts,
-    and the writes after the traceback) samples at LIST's temperature 0.8 and top-p 0.95 and is
-    never answered from the response cache; only the two distinct queries count as new."""
+    earlier attempt, so no two prompts of the search are the same; every call samples at LIST's
+    temperature 0.8 and top-p 0.95, and every retry (the reprompts, and the writes after the
+    traceback) is never answered from the response cache; only the two distinct queries count as
+    new."""
     answers = {"plan": [PLAN], ("write", 1): [FROM], ("write", 2): [BROKEN_JOIN], ("repair", 2): [BROKEN_JOIN]}
     update, sent, model, calls = run_sampled_search(answers, tmp_path / "responses.sqlite")
     assert len(sent) == 16 and len(set(sent)) == 16  # a plan and the 15 queries of the search
@@ -650,10 +657,10 @@ def test_a_model_that_repeats_itself_gets_a_new_prompt_every_retry(tmp_path):
     assert "Attempt 1:\n```sql\n" + BROKEN_JOIN + "\n```\nthis happened: execution: no such column: p.categoryid" in reprompts[1]
     assert "Attempt 2: the same query as attempt 1\nthis happened: execution: no such column: p.categoryid" in reprompts[2]
     assert "Attempt 3:" not in reprompts[2]
-    # The first pass samples greedily; everything after the first failure is a retry.
+    # The first pass samples as the paper does too; everything after the first failure is a retry.
     first_pass = nodes.index("list_reprompt")
     assert nodes[:first_pass] == ["list_plan", "list_write_step", "list_write_step"]
-    assert {c[1:] for c in calls[:first_pass]} == {(0.0, None, False)}
+    assert {c[1:] for c in calls[:first_pass]} == {(0.8, 0.95, False)}
     assert {c[1:] for c in calls[first_pass:]} == {(0.8, 0.95, False)}
     assert {s[1:] for s in model.sampling[first_pass:]} == {(0.8, 0.95)}
     # After the traceback, step 1 is written again (the same query), and step 2's write is shown
@@ -664,7 +671,8 @@ def test_a_model_that_repeats_itself_gets_a_new_prompt_every_retry(tmp_path):
     meta = update["candidates"][0]["meta"]["list"]
     assert (meta["global_attempts"], meta["new_queries"], meta["tracebacks"]) == (15, 2, 2)
 
-    # The same search again over the same cache: only the greedy first pass comes from it.
+    # The same search again over the same cache: only the first pass, a draw keyed by the
+    # sample's number, comes from it.
     again, sent_again, model_again, calls_again = run_sampled_search(answers, tmp_path / "responses.sqlite")
     assert [c[3] for c in calls_again] == [True] * first_pass + [False] * (16 - first_pass)
     assert model_again.calls == 16 - first_pass
@@ -677,7 +685,7 @@ def test_a_replan_shows_every_plan_that_failed(tmp_path):
     answers = {"plan": plans, ("write", 1): ["SELECT * FROM product", "SELECT * FROM produce", FROM]}
     _, sent, _, calls = run_sampled_search(answers, tmp_path / "responses.sqlite", settings)
     plan_prompts = [p for p, c in zip(sent, calls) if c[0] == "list_plan"]
-    assert len(plan_prompts) == 3 and [c[1] for c in calls if c[0] == "list_plan"] == [0.0, 0.8, 0.8]
+    assert len(plan_prompts) == 3 and [c[1] for c in calls if c[0] == "list_plan"] == [0.8, 0.8, 0.8]
     assert "previous plan" not in plan_prompts[0]
     assert "Step 1: Take the rows of product.\nIts first step could not be written: no such table: product" in plan_prompts[1]
     third = plan_prompts[2]

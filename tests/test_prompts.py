@@ -30,6 +30,7 @@ EXPECTED_VARIABLES = {
     "generate_synthetic_features": {"k", "schema"},
     "generate_synthetic_schema": {"k", "schema", "other_db", "other_schema", "other_examples"},
     "select_candidate": {"schema", "question", "evidence", "sql_a", "result_a", "sql_b", "result_b"},
+    "select_candidate_reasoning": {"schema", "question", "evidence", "sql_a", "result_a", "sql_b", "result_b"},
     "list_plan": {"examples", "schema", "values", "question", "evidence", "feedback"},
     "list_write_step": {"examples", "schema", "values", "question", "evidence", "steps", "step_number",
                         "step_count", "step", "verified", "feedback"},

@@ -248,9 +248,13 @@ def test_embedder_blends_fuzzy_scores(db_path, tmp_path):
     index.close()
 
 
-def test_local_embedder_is_optional(monkeypatch):
+def test_local_embedder_names_what_is_missing(monkeypatch, tmp_path):
+    # Asked for by a setting, a missing model or package is an error that says what to do.
+    with pytest.raises(vi.EmbedderError, match="not a folder"):
+        vi.load_local_embedder("all-MiniLM-L6-v2")
     monkeypatch.setitem(__import__("sys").modules, "sentence_transformers", None)
-    assert vi.load_local_embedder("all-MiniLM-L6-v2") is None
+    with pytest.raises(vi.EmbedderError, match="embeddings"):
+        vi.load_local_embedder(str(tmp_path))
 
 
 # -- typos: the one-edit lookup --------------------------------------------------------------------

@@ -24,12 +24,16 @@ the Spider and BIRD dev sets.
 from __future__ import annotations
 
 import json
+import math
 import os
-from collections.abc import Iterable, Mapping
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from rapidfuzz import fuzz, utils
 from sqlglot import exp
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import build_scope
@@ -38,6 +42,7 @@ from sqlchorus import prompts
 from sqlchorus.tools import sql_text
 from sqlchorus.tools.errors import SqlchorusError
 from sqlchorus.tools.schema import Column, DatabaseSchema, ForeignKey, Table, flatten_indices
+from sqlchorus.tools.value_index.scoring import EmbedderError, load_local_embedder
 
 
 class ExamplesFileError(SqlchorusError, ValueError):
@@ -175,6 +180,62 @@ def links_of(example: Mapping[str, Any]) -> dict[str, list[str]]:
     return sql_links(example["sql"], schema_of(example["schema"]))
 
 
+def join_pairs(sql: str, schema: DatabaseSchema) -> list[tuple[str, str, str, str]]:
+    """The column equalities of ``sql``'s JOIN ... ON conditions as ``(table, column, table,
+    column)``, aliases resolved to the schema's table names, in the order written: DIN-SQL's
+    linking answer lists them as the foreign keys the query needs."""
+    names = {t.name.lower(): t.name for t in schema.tables}
+    try:
+        tree = sql_text.parse_one(sql)
+    except Exception:  # analysis only
+        return []
+    out: list[tuple[str, str, str, str]] = []
+    for select in tree.find_all(exp.Select):
+        aliases = {}
+        for table in select.find_all(exp.Table):
+            if table.parent_select is select and table.name.lower() in names:
+                aliases[table.alias_or_name.lower()] = names[table.name.lower()]
+        only = next(iter(aliases.values())) if len(aliases) == 1 else None
+        for join in select.args.get("joins") or []:
+            for eq in (join.args.get("on") or exp.true()).find_all(exp.EQ):
+                left, right = eq.this, eq.expression
+                if not (isinstance(left, exp.Column) and isinstance(right, exp.Column)):
+                    continue
+                a = aliases.get(left.table.lower(), only) if left.table else only
+                b = aliases.get(right.table.lower(), only) if right.table else only
+                if a and b:
+                    pair = (a, _column_name(schema, a, left.name), b, _column_name(schema, b, right.name))
+                    if pair not in out:
+                        out.append(pair)
+    return out
+
+
+def _column_name(schema: DatabaseSchema, table: str, column: str) -> str:
+    for t in schema.tables:
+        if t.name == table:
+            return next((c.name for c in t.columns if c.name.lower() == column.lower()), column)
+    return column
+
+
+def sql_values(sql: str) -> list[str]:
+    """The literal values ``sql`` compares with, as written (``'Texas'``, ``10``), in order and
+    once each: DIN-SQL's linking answer lists the question's cell values. LIMIT counts are left
+    out, being no value of a cell."""
+    try:
+        tree = sql_text.parse_one(sql)
+    except Exception:  # analysis only
+        return []
+    out: list[str] = []
+    for node in tree.walk():
+        if isinstance(node, exp.Literal) and not node.find_ancestor(exp.Limit):
+            if isinstance(node.parent, (exp.Mul, exp.Div)) or isinstance(node.parent, exp.If):
+                continue  # arithmetic and CASE branches, not values of the data
+            text = node.sql(dialect="sqlite")
+            if text not in out:
+                out.append(text)
+    return out
+
+
 # -- train-style files -----------------------------------------------------------------------
 
 
@@ -227,11 +288,310 @@ def load_train_file(
     return out
 
 
-def most_similar(pool: list[dict[str, Any]], question: str, k: int) -> list[dict[str, Any]]:
-    """The ``k`` examples whose questions read most like ``question`` (token-set similarity),
-    ties in file order. A stand-in for N-rep's embedding retrieval that needs no model."""
-    scored = [
-        (-fuzz.token_set_ratio(question, ex["question"], processor=utils.default_process), i)
-        for i, ex in enumerate(pool)
-    ]
-    return [pool[i] for _, i in sorted(scored)[: max(k, 0)]]
+# -- the pool and retrieval by similarity ----------------------------------------------------
+
+POOL = "fewshot_pool"
+"""The pool file's name (``prompts/fewshot_pool.json``), which ``Settings.examples_dir`` may
+replace like any examples file."""
+
+Embedder = Callable[[Sequence[str]], Any]
+"""Texts to vectors (one row per text), e.g. a sentence-transformers model's ``encode``."""
+
+TEXT_WEIGHT = 0.75
+"""Share of the score that is the similarity of the question texts; the rest is the SQL skeleton
+the question's wording asks for against the example's SQL."""
+
+HINT_BONUS = 0.1
+"""Added for an example that has a hint when the question has one (and for one without a hint
+when the question has none): BIRD's examples carry evidence and Spider's do not, so an example
+of the question's own kind reads more like it."""
+
+
+def pool(settings: Any = None) -> list[dict[str, Any]]:
+    """The retrieval pool: the user's ``fewshot_pool.json`` in ``Settings.examples_dir`` if there
+    is one, else the shipped pool, as examples in the generic format (each with its schema).
+
+    Raises:
+        ExamplesFileError: the user's file exists but is not a usable pool.
+    """
+    folder = getattr(settings, "examples_dir", None)
+    path = Path(folder) / f"{POOL}.json" if folder else None
+    if path is not None and path.exists():
+        return load_pool_file(path)
+    return _shipped_pool()
+
+
+def user_examples(name: str, settings: Any = None) -> list[dict[str, Any]] | None:
+    """The user's ``<name>_examples.json`` in ``Settings.examples_dir``, or None when there is none."""
+    folder = getattr(settings, "examples_dir", None)
+    path = Path(folder) / f"{name}_examples.json" if folder else None
+    return load_examples_file(path) if path is not None and path.exists() else None
+
+
+def pool_for(name: str, settings: Any = None) -> list[dict[str, Any]]:
+    """What prompt ``name`` retrieves from: the user's ``<name>_examples.json`` when
+    ``examples_dir`` holds one (the way every prompt's examples are replaced), else :func:`pool`."""
+    own = user_examples(name, settings)
+    return own if own is not None else pool(settings)
+
+
+@cache
+def _shipped_pool() -> list[dict[str, Any]]:
+    return _pool_examples(json.loads(resources.files(prompts).joinpath(f"{POOL}.json").read_text(encoding="utf-8")), POOL)
+
+
+def load_pool_file(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Read a pool file: ``{"schemas": {db_id: schema}, "examples": [...]}`` (each schema once),
+    or a plain examples file whose examples carry their own schemas.
+
+    Raises:
+        ExamplesFileError: the file is not JSON, or an example lacks its question, SQL or schema.
+    """
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ExamplesFileError(f"Cannot read examples file {path}: {e}") from e
+    return _pool_examples(data, path)
+
+
+def _pool_examples(data: Any, origin: Any) -> list[dict[str, Any]]:
+    if isinstance(data, list):
+        data = {"schemas": {}, "examples": data}
+    rows = data.get("examples") if isinstance(data, dict) else None
+    schemas = data.get("schemas") or {} if isinstance(data, dict) else {}
+    if not isinstance(rows, list):
+        raise ExamplesFileError(f"Pool file {origin} must hold a list of examples.")
+    out = []
+    for row in rows:
+        example = dict(row) if isinstance(row, dict) else {}
+        if not example.get("schema") and example.get("db_id") in schemas:
+            example["schema"] = schemas[example["db_id"]]
+        if not (example.get("question") and example.get("sql") and example.get("schema")):
+            raise ExamplesFileError(f"Every example of pool file {origin} needs a question, SQL and a schema: {row!r:.120}")
+        example.setdefault("evidence", "")
+        out.append(example)
+    return out
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    "a an the of in on at to for by with and or is are was were be been do does did what which who whom "
+    "whose how many much that this these those there their its it as from all each every give show list "
+    "find return tell me please also than them they his her".split()
+)
+"""Words too common in questions to say what one is about; ``how many``, ``each`` and the like
+still count, as cues of the SQL skeleton (:data:`_CUES`)."""
+
+
+def _words(text: str) -> list[str]:
+    out = []
+    for word in _WORD.findall(text.lower()):
+        if word in _STOP:
+            continue
+        # a crude singular, so that "students" meets "student" and "classes" meets "class"
+        if len(word) > 4 and word.endswith("ies"):
+            word = word[:-3] + "y"
+        elif len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+            word = word[:-1]
+        out.append(word)
+    return out
+
+
+_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (feature, re.compile(pattern, re.IGNORECASE))
+    for feature, pattern in (
+        ("count", r"\bhow many\b|\bnumber of\b|\bcount\b"),
+        ("aggregate", r"\baverage\b|\bmean\b|\btotal\b|\bsum\b|\bmaximum\b|\bminimum\b|\b(?:avg|sum|max|min)\s*\("),
+        ("group", r"\beach\b|\bper\b|\bevery\b|\bfor all\b"),
+        ("superlative", r"\b(?:most|least|highest|lowest|largest|smallest|biggest|greatest|fewest|oldest|youngest|"
+                        r"longest|shortest|cheapest|best|worst|top|first|last)\b|\w+est\b|\bmax\s*\(|\bmin\s*\("),
+        ("order", r"\bsort|\border|\bdescending\b|\bascending\b|\balphabetic|\branked\b|\bfirst\b"),
+        ("having", r"\b(?:more|fewer|less) than (?:\w+ )?(?:times|songs|students|players|members|\w+s)\b|\bat least (?:one|two|three|\d+)\b"),
+        ("nested", r"\b(?:above|below|than|over|under) (?:the )?average\b|\bnot\b|\bnever\b|\bno\b|\bwithout\b"),
+        ("except", r"\bbut not\b|\bnever\b|\bnot\b|\bwithout\b|\bno\b"),
+        ("intersect", r"\bboth\b|\band also\b"),
+        ("union", r"\beither\b|\bor\b"),
+        ("join", r"\b(?:of|for|by|with|whose|who) (?:the|a|an|each|every)?\s*\w+"),
+        ("arithmetic", r"\bpercent|\bratio\b|\bproportion\b|\bshare\b|\bdifference\b|\bdivide\b|\bsubtract\b|\brate\b|[*/]"),
+        ("distinct", r"\bdistinct\b|\bdifferent\b|\bunique\b|\bonce\b"),
+        ("like", r"\blike\b|\bcontain|\bstart(?:s|ing)? with\b|\bend(?:s|ing)? with\b"),
+        ("date", r"\byear\b|\bmonth\b|\bdate\b|\bstrftime\b|\b(?:19|20)\d\d\b"),
+    )
+)
+"""Phrases of a question (and its hint) that predict a part of its SQL's skeleton: the question
+has no SQL yet, so its wording stands in for the skeleton an example's SQL shows."""
+
+
+def question_features(question: str, evidence: str = "") -> frozenset[str]:
+    """The skeleton features a question's wording (and its hint) suggests (:data:`_CUES`)."""
+    text = f"{question} {evidence}"
+    return frozenset(feature for feature, pattern in _CUES if pattern.search(text))
+
+
+@cache
+def sql_features(sql: str) -> frozenset[str]:
+    """The skeleton of a query as features: the clauses, set operators, nesting, aggregates,
+    joins, arithmetic and functions it uses (the same names as :func:`question_features`)."""
+    try:
+        tree = sql_text.parse_one(sql)
+    except Exception:  # an example sqlglot cannot read still has its words to match on
+        return frozenset()
+    out: set[str] = set()
+    for node in tree.walk():
+        if isinstance(node, exp.Count):
+            out.add("count")
+        elif isinstance(node, (exp.Avg, exp.Sum, exp.Max, exp.Min)):
+            out.add("aggregate")
+        elif isinstance(node, exp.Group):
+            out.add("group")
+        elif isinstance(node, exp.Having):
+            out.add("having")
+        elif isinstance(node, exp.Order):
+            out.add("order")
+        elif isinstance(node, exp.Join):
+            out.add("join")
+        elif isinstance(node, exp.Intersect):
+            out.add("intersect")
+        elif isinstance(node, exp.Union):
+            out.add("union")
+        elif isinstance(node, exp.Except):
+            out.add("except")
+        elif isinstance(node, exp.Distinct):
+            out.add("distinct")
+        elif isinstance(node, exp.Like):
+            out.add("like")
+        elif isinstance(node, (exp.Div, exp.Mul, exp.Sub, exp.Cast, exp.Case)):
+            out.add("arithmetic")
+        elif isinstance(node, (exp.Not, exp.NEQ)):
+            out.add("except")
+        elif isinstance(node, exp.Anonymous) and node.name.lower() == "strftime" or isinstance(node, exp.TimeToStr):
+            out.add("date")
+        if isinstance(node, exp.Select) and node.parent is not None and not isinstance(node.parent, exp.SetOperation):
+            out.add("nested")
+        if isinstance(node, exp.Limit) and "order" in out:
+            out.add("superlative")
+    if isinstance(tree, exp.Select) and tree.args.get("limit") is not None and tree.args.get("order") is not None:
+        out.add("superlative")
+    return frozenset(out)
+
+
+def _set_cosine(a: frozenset[str], b: frozenset[str]) -> float:
+    return len(a & b) / math.sqrt(len(a) * len(b)) if a and b else 0.0
+
+
+def _text(example: Mapping[str, Any]) -> str:
+    return f"{example['question']} {example.get('evidence') or ''}".strip()
+
+
+class Retriever:
+    """Ranks a pool's examples by how similar each is to a question, most similar first.
+
+    The score of an example is ``TEXT_WEIGHT`` times the similarity of the texts (question and
+    hint) plus the rest times the cosine of the skeleton features the question's wording suggests
+    and those the example's SQL has, plus :data:`HINT_BONUS` when the example's having a hint
+    matches the question's. The texts' similarity is the cosine of their embeddings when an
+    ``embed`` function is given (N-rep retrieves by embedding similarity), else the TF-IDF cosine
+    of their words, with the pool as the corpus. Ties keep the example with a matching hint
+    first, then the pool's order, so a question always gets the same examples.
+    """
+
+    def __init__(self, examples: Sequence[Mapping[str, Any]], embed: Embedder | None = None):
+        self.examples = list(examples)
+        self.embed = embed
+        counts = [Counter(_words(_text(ex))) for ex in self.examples]
+        df: Counter[str] = Counter()
+        for c in counts:
+            df.update(c.keys())
+        n = len(self.examples)
+        self._idf = {w: math.log((1 + n) / (1 + d)) + 1.0 for w, d in df.items()}
+        self._vectors = [self._weigh(c) for c in counts]
+        self._features = [sql_features(ex["sql"]) if ex.get("sql") else frozenset() for ex in self.examples]
+        self._embedded: Any = None
+
+    def _weigh(self, counts: Counter[str]) -> dict[str, float]:
+        vector = {w: (1 + math.log(k)) * self._idf.get(w, math.log(1 + len(self.examples)) + 1.0) for w, k in counts.items()}
+        norm = math.sqrt(sum(v * v for v in vector.values())) or 1.0
+        return {w: v / norm for w, v in vector.items()}
+
+    def _text_scores(self, text: str) -> list[float]:
+        if self.embed is not None:
+            if self._embedded is None:
+                self._embedded = [_unit(v) for v in self.embed([_text(ex) for ex in self.examples])]
+            query = _unit(self.embed([text])[0])
+            return [sum(a * b for a, b in zip(query, v)) for v in self._embedded]
+        query = self._weigh(Counter(_words(text)))
+        return [sum(w * v.get(t, 0.0) for t, w in query.items()) for v in self._vectors]
+
+    def scores(self, question: str, evidence: str = "") -> list[float]:
+        """Each example's score for the question, in pool order."""
+        text = f"{question} {evidence or ''}".strip()
+        wanted = question_features(question, evidence or "")
+        has_hint = bool((evidence or "").strip())
+        out = []
+        for ex, similarity, features in zip(self.examples, self._text_scores(text), self._features):
+            score = TEXT_WEIGHT * similarity + (1 - TEXT_WEIGHT) * _set_cosine(wanted, features)
+            if bool((ex.get("evidence") or "").strip()) == has_hint:
+                score += HINT_BONUS
+            out.append(score)
+        return out
+
+    def top(self, question: str, k: int, evidence: str = "") -> list[dict[str, Any]]:
+        """The ``k`` most similar examples, most similar first; the question itself (an example
+        with the same wording) is never among them."""
+        if k <= 0:
+            return []
+        has_hint = bool((evidence or "").strip())
+        asked = _normalise(question)
+        ranked = sorted(
+            (
+                (-round(score, 9), bool((ex.get("evidence") or "").strip()) != has_hint, i)
+                for i, (ex, score) in enumerate(zip(self.examples, self.scores(question, evidence)))
+                if _normalise(ex["question"]) != asked
+            )
+        )
+        return [dict(self.examples[i]) for *_, i in ranked[:k]]
+
+
+def _unit(vector: Any) -> list[float]:
+    values = [float(x) for x in vector]
+    norm = math.sqrt(sum(x * x for x in values)) or 1.0
+    return [x / norm for x in values]
+
+
+def most_similar(
+    pool: Sequence[Mapping[str, Any]], question: str, k: int, *, evidence: str = "", embed: Embedder | None = None,
+) -> list[dict[str, Any]]:
+    """The ``k`` examples of ``pool`` most similar to the question (see :class:`Retriever`)."""
+    return Retriever(pool, embed).top(question, k, evidence)
+
+
+_RETRIEVERS: dict[tuple[Any, ...], Retriever] = {}
+
+
+def retrieve(name: str, question: str, k: int, *, evidence: str = "", settings: Any = None) -> list[dict[str, Any]]:
+    """The ``k`` examples of prompt ``name``'s pool (:func:`pool_for`) most similar to the
+    question: by the embeddings of ``Settings.value_embedder``'s local model when one is set and
+    loads, otherwise lexically. The retriever of a pool is built once per process."""
+    examples = pool_for(name, settings)
+    model = getattr(settings, "value_embedder", None)
+    key = (id(examples), tuple(ex["question"] for ex in examples), model)
+    retriever = _RETRIEVERS.get(key)
+    if retriever is None:
+        retriever = Retriever(examples, embedder(model))
+        if len(_RETRIEVERS) > 16:  # a long-lived process that keeps swapping pool files
+            _RETRIEVERS.clear()
+        _RETRIEVERS[key] = retriever
+    return retriever.top(question, k, evidence)
+
+
+@cache
+def embedder(model: str | None) -> Embedder | None:
+    """The embedding function of the sentence-transformers model in folder ``model``, or None
+    when none is named or it cannot be loaded (the package missing, no model there): few-shot
+    retrieval then falls back to lexical similarity, where value retrieval reports the problem."""
+    if not model:
+        return None
+    try:
+        return load_local_embedder(model)
+    except EmbedderError:
+        return None

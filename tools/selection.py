@@ -30,10 +30,13 @@ Everything here is deterministic and works on plain dicts, so it serves the grap
   final place. The final round robin decides (:func:`play`).
 * **Schema union.** The tables and columns two queries use (sqlglot), which is the schema the
   selection model sees for that pair.
+* **Reasoned verdicts.** A selection model that reasons before its verdict names both candidates
+  on the way; :func:`reasoned_verdict` reads only its final ``Answer: X``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -263,3 +266,30 @@ def schema_union(sql_a: str, sql_b: str, schema: DatabaseSchema) -> dict[str, li
         for table, columns in tables_and_columns(sql, schema).items():
             union.setdefault(table, set()).update(columns)
     return {t: sorted(cols) for t, cols in union.items()}
+
+
+_ANSWER_LINE = re.compile(
+    r"^[\s>*_`#-]*(?:final\s+)?(?:answer|verdict)[\s*_`]*[:=][\s*_`\"'(\[]*(?:candidate\s+)?([AB])\b[\s*_`\"').\]]*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+_BARE_LETTER = re.compile(r"^[\s*_`\"'(\[]*(?:candidate\s+)?([AB])[\s*_`\"').\]:]*$", re.IGNORECASE)
+
+
+def reasoned_verdict(text: str | None) -> str | None:
+    """``"A"`` or ``"B"``: the verdict of an answer that reasons first and ends with a line
+    ``Answer: X`` (the ``select_candidate_reasoning`` prompt's format).
+
+    The verdict is the last such line, so a letter the reasoning mentions ("Candidate A counts
+    rows twice", even an "Answer: A" it later corrects) never counts. Without one, a last line
+    that is the letter alone is taken as the verdict (the model dropped the label); otherwise
+    there is no verdict (None): the comparison scores nothing, as for any unusable answer, rather
+    than a guess from letters in the reasoning.
+    """
+    text = (text or "").strip()
+    found = _ANSWER_LINE.findall(text)
+    if found:
+        return found[-1].upper()
+    lines = [line for line in text.splitlines() if line.strip()]
+    if lines and (m := _BARE_LETTER.match(lines[-1])):
+        return m.group(1).upper()
+    return None

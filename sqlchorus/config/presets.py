@@ -9,8 +9,12 @@
   for its two M-Schema views; to stay within 8 calls the DDL view is filtered with those same
   links (``ddl:columns@m-schema``) instead of a DDL linking call of its own, which the paper made
   with a second model for diversity. That leaves one N-rep linking call (MAC-Schema). The
-  fixer, which N-rep does not have, sees the linked tables with all their columns.
-* ``full``: every generator of the graph, CHASE-SQL's pairwise selection of the final answer.
+  fixer, which N-rep does not have, sees the linked tables with all their columns. An
+  unconfident vote goes to pairwise selection over every result cluster, within N-rep's bound of
+  2·C(M,2) calls for M = 5 candidates (20): every pair of up to five clusters, in both orders.
+* ``full``: every generator of the graph, CHASE-SQL's pairwise selection of the final answer over
+  every result cluster, within two calls per candidate (20 for its ten): every pair of up to 5
+  clusters, and past that the ladder, which still compares each of up to 11 clusters.
 * ``paper``: CHASE-SQL's candidate pool: its three generators (divide-and-conquer, query plan,
   online synthetic examples), seven samples each, 21 candidates in all (the paper's Section 4.4).
   Samples after each generator's first are drawn at ``sample_temperature`` over a schema shuffled
@@ -22,7 +26,12 @@
   in full) and, past that, a ladder that still compares each of up to 21 clusters.
 * ``tiny``: for small local models (the offline demo's SmolLM2-135M): keywords from the question
   and lexical linking with no model call, one short direct prompt over the linked columns, and a
-  grammar that admits only columns of the tables in FROM; one call per question when it runs.
+  grammar that admits only columns of the tables in FROM; one call per question when it runs;
+  should pairwise selection be turned on, the terse selection prompt (no reasoning).
+
+The presets that compare candidates (``balanced``, ``full``, ``paper``) keep
+``selection_reasoning`` on, its default: their selection model is the run's own, used as is, not
+fine-tuned as CHASE-SQL's is, so it reasons before its verdict.
 
 A preset is data: the :class:`~sqlchorus.config.settings.Settings` fields it sets. ``Settings``
 applies it: ``Settings(preset=...)`` gives every field not given its preset's value; what a preset costs in
@@ -39,6 +48,7 @@ the descriptions at run time, since this floor may not import the nodes that hol
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from math import comb
 from typing import Any
 
 from sqlchorus.config import catalog
@@ -50,6 +60,18 @@ BALANCED_VIEWS: tuple[str, ...] = (
     "m-schema:columns",
     "ddl:columns@m-schema",
 )
+
+EVERY_CLUSTER = 50
+"""``pairwise_max_clusters`` at its largest, more clusters than any preset draws candidates: no
+cluster is left out, and ``max_pairwise_calls`` alone bounds the comparison's cost."""
+
+BALANCED_PAIRWISE_CALLS = 2 * comb(len(BALANCED_VIEWS), 2)
+"""N-rep's bound on its pairwise selection, 2·C(M,2) calls for its M candidates: every pair of its
+five candidates, in both orders, whatever the vote's split."""
+
+FULL_CANDIDATES = 10
+"""The candidates ``full`` draws: one from each of its generators, N-rep's five views counted
+each (``tests/test_presets.py`` checks this against the generators' own descriptions)."""
 
 PAPER_SAMPLES = 7
 """CHASE-SQL's samples per generator, which its three generators' descriptions give for the
@@ -98,14 +120,19 @@ PRESETS: dict[str, Preset] = {
         name="balanced",
         summary="N-rep: five greedy candidates over five schema views",
         settings={"nrep_views": BALANCED_VIEWS, "fix_rounds": 1, "pairwise": "low-confidence",
-                  "schema_level": "tables"},
-        selection_summary="execution-result voting; pairwise comparison only when the vote is not confident",
+                  "schema_level": "tables", "pairwise_max_clusters": EVERY_CLUSTER,
+                  "max_pairwise_calls": BALANCED_PAIRWISE_CALLS},
+        selection_summary="execution-result voting; pairwise comparison of every result cluster only when the "
+                          "vote is not confident",
     ),
     "full": Preset(
         name="full",
         summary="every generator of the graph",
-        settings={"fix_rounds": 3, "pairwise": "always"},
-        selection_summary="CHASE-SQL pairwise selection among result clusters",
+        settings={"fix_rounds": 3, "pairwise": "always", "pairwise_max_clusters": EVERY_CLUSTER,
+                  "max_pairwise_calls": 2 * FULL_CANDIDATES},
+        selection_summary="CHASE-SQL pairwise selection over every result cluster, a round robin when it fits "
+                          "the call budget, else a tournament (a ladder of the smaller clusters for the last "
+                          "place of the largest ones' round robin)",
     ),
     "tiny": Preset(
         name="tiny",
@@ -113,6 +140,9 @@ PRESETS: dict[str, Preset] = {
         settings={
             "keywords": "question", "linking": "lexical", "grammar_scope": "from",
             "fix_rounds": 1, "schema_level": "columns", "pairwise": "never", "max_tokens": 96,
+            # Should pairwise selection be turned on, a model this small cannot reason to a
+            # verdict within 96 tokens: it gets the terse prompt.
+            "selection_reasoning": False,
         },
         selection_summary="the single candidate; no selection call",
     ),

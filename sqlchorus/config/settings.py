@@ -350,9 +350,10 @@ class Settings(BaseSettings):
         flag="--max-prompt-tokens", ge=512, le=10_000_000,
     )
     max_schema_tokens: int = _field(
-        5_000,
-        "Tokens one schema view may take in a prompt at most (and 4,000 less than the prompt budget); "
-        "a larger schema is narrowed to what the question most likely needs.",
+        10_000_000,
+        "Tokens one schema view may take in a prompt at most; by default only the prompt budget bounds "
+        "it, less the question, the hint and 4,000 tokens for the rest of the prompt. A larger schema "
+        "is narrowed to what the question most likely needs.",
         flag="--max-schema-tokens", ge=256, le=10_000_000,
     )
     max_question_chars: int = _field(
@@ -375,6 +376,14 @@ class Settings(BaseSettings):
         "Folder of value index files, built once per database content (default: values/ in the "
         "sqlchorus cache folder).",
         flag="--values-dir", path="dir",
+    )
+    value_embedder: str | None = _field(
+        None,
+        "Folder of a sentence-transformers model already on disk (never downloaded; needs the "
+        "embeddings extra) whose similarity re-ranks retrieved values beside edit distance, as "
+        "CHASE-SQL does, and that retrieves the few-shot examples of N-rep and schema linking by "
+        "similarity; unset, values are ranked by edit distance alone and examples lexically.",
+        flag="--value-embedder", path="dir",
     )
     temperature: float = _field(
         0.0, "Sampling temperature of generation (0 is greedy).", flag="--temperature", ge=0.0, le=2.0,
@@ -473,7 +482,9 @@ class Settings(BaseSettings):
         0.4, "Share of all votes at which the runner-up makes a vote unconfident.", ge=0.0, le=1.0,
     )
     pairwise_max_clusters: int = _field(
-        4, "Result clusters compared pairwise at most (the largest ones).",
+        4,
+        "Result clusters compared pairwise at most (the largest ones); the balanced, full and paper "
+        "presets compare every cluster, bounded by max_pairwise_calls instead.",
         flag="--max-clusters", ge=0, le=50,
     )
     max_pairwise_calls: int = _field(
@@ -483,6 +494,14 @@ class Settings(BaseSettings):
         "largest clusters meet in a round robin and the smaller ones climb a ladder, one match each, "
         "for its last place: every cluster is compared while the budget allows two calls per cluster.",
         flag="--max-pairwise-calls", ge=0, le=100_000,
+    )
+    selection_reasoning: bool = _field(
+        True,
+        "Let the selection model reason briefly before its verdict (a final line 'Answer: A' or "
+        "'Answer: B'), for a selection model used as is; off, it gets CHASE-SQL's terse prompt, which "
+        "asks for the letter alone, the prompt a selection model fine-tuned on exported pairs learnt.",
+        negate=("--no-selection-reasoning", False,
+                "Ask the selection model for the letter alone (CHASE-SQL's prompt), for one fine-tuned on it."),
     )
     synthetic_feature_examples: int = _field(
         12, "CHASE-SQL's n_f: synthetic examples generated over the whole schema, by SQL feature.", ge=0,

@@ -5,11 +5,14 @@ own context window when the model says what it is (LangChain's ``model.profile``
 ``max_input_tokens``). Tokens are counted by the model's provider's tokenizer where one is
 installed, otherwise by a stated approximation (:mod:`sqlchorus.tools.tokens`).
 
-A schema view (:func:`schema_view`) may take ``Settings.max_schema_tokens`` at most, and leaves
-:data:`PROMPT_RESERVE` of the smallest prompt budget of the run's roles (a quarter of it at least)
-for instructions, examples, the question and candidates. A view that would be larger is rendered from a
-narrowed schema (:mod:`sqlchorus.tools.schema_narrow`): columns ranked by the question's words,
-the retrieved values, foreign-key neighbourhood and descriptions, with the linked ones kept first.
+A schema view (:func:`schema_view`) may take what the smallest prompt budget of the run's roles
+leaves beside :data:`PROMPT_RESERVE` and the question and hint (a quarter of it at least), and
+``Settings.max_schema_tokens`` at most when that is set lower. A schema that fits is shown whole,
+however large, since CHASE-SQL gives its generators "all contextual information", the schema
+included: only a schema the prompt cannot hold is cut. A view that would be larger is rendered
+from a narrowed schema (:mod:`sqlchorus.tools.schema_narrow`): columns ranked by the question's
+words, the retrieved values, foreign-key neighbourhood and descriptions, with the linked ones
+kept first.
 The node's span records what was left out, and :func:`call_model
 <sqlchorus.core.llm.call_model>` refuses any call still over its budget rather than send it.
 """
@@ -71,14 +74,24 @@ def prompt_budget(context: Context, role: str) -> int:
 
 PROMPT_RESERVE = 4_000
 """Tokens kept beside a schema view for the rest of a prompt: instructions, few-shot examples (the
-longest, divide-and-conquer's, take about 3,300), the question and the candidates."""
+longest, divide-and-conquer's, take about 3,300) and the candidates; the question and hint are
+counted apart (:func:`schema_budget`)."""
 
 
-def schema_budget(context: Context) -> int:
-    """Tokens one schema view may take: ``max_schema_tokens``, and what the smallest prompt
-    budget among the run's roles leaves beside :data:`PROMPT_RESERVE` (a quarter of it at least)."""
+def schema_budget(context: Context, state: Mapping[str, Any] | None = None) -> int:
+    """Tokens one schema view may take: what the smallest prompt budget among the run's roles
+    leaves beside :data:`PROMPT_RESERVE` and ``state``'s question and hint (a quarter of it at
+    least), and ``max_schema_tokens`` at most.
+
+    The question and hint are counted apart from the reserve because every prompt with a schema
+    also has them, and a hint may be thousands of tokens long: a schema that fills the rest of the
+    budget would otherwise push such a prompt over it."""
     smallest = min((prompt_budget(context, role) for role in context.models), default=context.settings.max_prompt_tokens)
-    return max(1, min(context.settings.max_schema_tokens, max(smallest - PROMPT_RESERVE, smallest // 4)))
+    asked = 0
+    if state:
+        counter = schema_counter(context)
+        asked = sum(counter.count(state.get(key) or "") for key in ("question", "evidence"))
+    return max(1, min(context.settings.max_schema_tokens, max(smallest - PROMPT_RESERVE - asked, smallest // 4)))
 
 
 def schema_counter(context: Context) -> TokenCounter:
@@ -121,7 +134,7 @@ def schema_view(
     whole = context.schema
     fmt = fmt or settings.schema_format
     samples = settings.sample_values if sample_values is None else sample_values
-    budget = schema_budget(context)
+    budget = schema_budget(context, state)
     counter = schema_counter(context)
 
     def render(part: DatabaseSchema) -> str:

@@ -4,11 +4,15 @@ The LIST subgraph (:mod:`sqlchorus.graph.list_graph`) runs ``list_plan``, ``list
 ``list_verify_step``, ``list_reprompt`` and ``list_traceback`` over :class:`ListState`; only the
 candidate it stands for reaches the parent graph.
 
-Retries sample as LIST does for its self-correction (:func:`sampling`,
-:func:`~sqlchorus.core.diversity.retry_sampling`): every reprompt, every re-plan, and every step
-written after the first traceback, when the search goes over ground it has covered. Each retry's
-prompt shows every earlier failure it answers (the step's failed attempts, the versions of a step
-that led to dead ends, the plans that failed), so no retry repeats an earlier prompt.
+Every call of a search samples as the LIST paper does throughout (its Appendix A: temperature
+0.8, top-p 0.95, ``retry_temperature`` and ``retry_top_p``; :func:`sampling`), the first plan and
+first writes as much as the retries: every reprompt, every re-plan, and every step written after
+the first traceback, when the search goes over ground it has covered. A first-pass call carries
+the sample's number, so that it is a reproducible draw of its own (the response cache and a run's
+call log key it by sample) and two samples of LIST are two draws; a retry carries none, so it is
+always a fresh draw. Each retry's prompt shows every earlier failure it answers (the step's failed
+attempts, the versions of a step that led to dead ends, the plans that failed), so no retry
+repeats an earlier prompt.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Annotated, Any
 
 from typing_extensions import TypedDict
 
-from sqlchorus.core.diversity import retry_sampling, sample_temperature
+from sqlchorus.core.diversity import retry_sampling
 from sqlchorus.core.state import ErrorRecord, UsageRecord
 from sqlchorus.tools.values import values_text
 from sqlchorus.tools.verify import same_query
@@ -123,13 +127,13 @@ def step_values(state: dict) -> dict[str, Any]:
     }
 
 
-def sampling(context: Any, state: dict, retry: bool) -> dict[str, float]:
-    """``call_model``'s sampling arguments: the retry sampling on a retry (a reprompt, a
-    re-plan, a step written after a traceback; see the module's docstring), else the sample's
-    temperature."""
+def sampling(context: Any, state: dict, retry: bool) -> dict[str, Any]:
+    """``call_model``'s sampling arguments: LIST's temperature and top-p for every call, with the
+    sample's number on a first-pass call and none on a retry (a reprompt, a re-plan, a step
+    written after a traceback; see the module's docstring)."""
     if retry:
         return retry_sampling(context)
-    return {"temperature": sample_temperature(context, GENERATOR, state.get("sample", 0))}
+    return {**retry_sampling(context), "sample": state.get("sample", 0)}
 
 
 def earlier_text(failures: list[dict[str, Any]], title: str = "Earlier attempts at this step") -> str:

@@ -34,7 +34,11 @@ Used by the ``select_candidate`` node and by standalone selection (:mod:`sqlchor
    queries use, with a preview of each result; scores are summed as the algorithm sums them
    (:func:`sqlchorus.tools.selection.pairwise_scores`) and the highest wins, ties going to the
    larger cluster, then the earlier candidate. A verdict the model does not give (an error, an
-   answer that is neither A nor B) scores nothing and is recorded. With a call budget
+   answer that is neither A nor B) scores nothing and is recorded. With
+   ``selection_reasoning`` (the default) the model, used as is rather than fine-tuned as
+   CHASE-SQL's selector is, reasons briefly first and ends with ``Answer: A`` or ``Answer: B``,
+   the only part read (:func:`sqlchorus.tools.selection.reasoned_verdict`); without it, the
+   paper's prompt asks for the letter alone, as a selector fine-tuned on exported pairs expects. With a call budget
    (``max_pairwise_calls``) that every pair would exceed, the comparison is a tournament
    (:func:`sqlchorus.tools.selection.play`): the largest clusters meet in a final round robin
    scored as above, and the smaller ones climb a ladder for its last place, so that every
@@ -65,6 +69,10 @@ from sqlchorus.tools.results import preview
 
 PROMPT = "select_candidate"
 """The selection prompt (the paper's Figure 23), also the graph node's name."""
+REASONING_PROMPT = "select_candidate_reasoning"
+"""The same comparison, asking for brief reasoning before a final ``Answer: A`` / ``Answer: B``:
+untuned models pick the right one of a pair far less often than a tuned selector (the paper's
+Table 5), and a terse letter leaves them no room to compare the two."""
 PREVIEW_ROWS = 10
 
 def pair_schema(context: Context, sql_a: str, sql_b: str, question: str = "", evidence: str = "") -> str:
@@ -77,10 +85,12 @@ def pair_schema(context: Context, sql_a: str, sql_b: str, question: str = "", ev
     return schema_view(context, state, level="columns", links=links)
 
 
-def selection_prompt(schema: str, question: str, evidence: str, a: tuple[str, str], b: tuple[str, str]) -> str:
-    """The selection agent's prompt (the paper's Figure 23), for candidates ``(sql, result)``."""
+def selection_prompt(schema: str, question: str, evidence: str, a: tuple[str, str], b: tuple[str, str],
+                     *, reasoning: bool = False) -> str:
+    """The selection agent's prompt (the paper's Figure 23), for candidates ``(sql, result)``;
+    ``reasoning`` asks for brief reasoning before the verdict (:data:`REASONING_PROMPT`)."""
     return prompts.render(
-        PROMPT, schema=schema, question=question, evidence=evidence or "(none)",
+        REASONING_PROMPT if reasoning else PROMPT, schema=schema, question=question, evidence=evidence or "(none)",
         sql_a=a[0], result_a=a[1], sql_b=b[0], result_b=b[1],
     )
 
@@ -165,6 +175,7 @@ def choose(
 
 def _pairwise(context, question, evidence, clusters, by_id, selection, usage, errors, node) -> int:
     settings = context.settings
+    reasoning = settings.selection_reasoning
     reps = [by_id[c["members"][0]] for c in clusters]
     results: dict[int, str] = {}
 
@@ -177,7 +188,7 @@ def _pairwise(context, question, evidence, clusters, by_id, selection, usage, er
                 results[i] = _result_text(context, reps[i]["sql"])
         prompt = selection_prompt(
             pair_schema(context, a["sql"], b["sql"], question, evidence), question, evidence,
-            (a["sql"], results[first]), (b["sql"], results[second]),
+            (a["sql"], results[first]), (b["sql"], results[second]), reasoning=reasoning,
         )
         verdict: dict[str, Any] = {"a": a["id"], "b": b["id"], "winner": None}
         selection["model_calls"] += 1
@@ -191,11 +202,13 @@ def _pairwise(context, question, evidence, clusters, by_id, selection, usage, er
             errors.append({"node": node, "kind": "model", "message": f"{a['id']} vs {b['id']}: {e}"})
         else:
             usage.append(record)
-            letter = parse_verdict(text)
-            verdict["answer"] = text.strip()[:200]
+            letter = sel.reasoned_verdict(text) if reasoning else parse_verdict(text)
+            # A reasoned answer ends with its verdict: its end is what explains the verdict.
+            verdict["answer"] = text.strip()[-400:] if reasoning else text.strip()[:200]
             if letter is None:
-                verdict["error"] = "the answer named neither A nor B"
-                errors.append({"node": node, "kind": "parse", "message": f"{a['id']} vs {b['id']}: the selection model named neither A nor B."})
+                missing = "ended with no 'Answer: A' or 'Answer: B' line" if reasoning else "named neither A nor B"
+                verdict["error"] = f"the answer {missing}"
+                errors.append({"node": node, "kind": "parse", "message": f"{a['id']} vs {b['id']}: the selection model's answer {missing}."})
             else:
                 winner = first if letter == "A" else second
                 verdict["winner"] = reps[winner]["id"]

@@ -136,6 +136,7 @@ PROMPT_ROLES: dict[str, str] = {
     "link_schema": "linking",
     "fix_candidates": "fixing",
     "select_candidate": "selection",
+    "select_candidate_reasoning": "selection",
 }
 """The oracle's role for the prompt templates of the nodes around the generators; each generator's
 description says the roles of its own (``Generator.oracle``)."""
@@ -212,6 +213,14 @@ def _pick(prompt: str, gold: str | None) -> str:
     if _same_sql(b, gold) and not _same_sql(a, gold):
         return "B"
     return "A"
+
+
+def _reasoned(letter: str) -> str:
+    """A reasoned selection answer for the verdict ``letter``: its reasoning names the other
+    candidate first, so that only a parser that reads the final line gets the verdict right."""
+    other = "B" if letter == "A" else "A"
+    return (f"Candidate {other} and candidate {letter} differ in their results. Answer: {other} would "
+            f"not fit the question as asked; candidate {letter} does.\nAnswer: {letter}")
 
 
 def _synthetic_examples(prompt: str) -> str:
@@ -322,7 +331,10 @@ def oracle_model(
         if role and role.startswith("synthesis:"):
             return _synthetic_examples(prompt)
         if role == "selection":
-            return _pick(prompt, answer_for(question))
+            letter = _pick(prompt, answer_for(question))
+            if current_call().get("prompt") == "select_candidate_reasoning":
+                return _reasoned(letter)
+            return letter
         if role in ("din:classification", "din:generation", "nrep:linking", "nrep:generation"):
             return _din_nrep_answer(role, (first_answer or answer_for)(question))
         if role == "din:correction":

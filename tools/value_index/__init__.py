@@ -93,7 +93,12 @@ from sqlchorus.tools.value_index.parameters import (
     VALUES_PER_CHUNK,
     WORD_CANDIDATES,
 )
-from sqlchorus.tools.value_index.scoring import Embedder, load_local_embedder, score_value
+from sqlchorus.tools.value_index.scoring import (
+    Embedder,
+    EmbedderError,
+    load_local_embedder,
+    score_value,
+)
 from sqlchorus.tools.value_index.storage import database_fingerprint, default_cache_dir
 
 # Each module binds the settings it reads when it is imported: a setting changed at run time
@@ -123,6 +128,7 @@ __all__ = [
     "VALUES_PER_CHUNK",
     "WORD_CANDIDATES",
     "Embedder",
+    "EmbedderError",
     "IndexFormatError",
     "ProgressFn",
     "ValueIndex",

@@ -170,21 +170,24 @@ class ValueIndex:
 
     # -- retrieval ------------------------------------------------------------------------------
 
-    def search(self, keywords: list[str], *, top_k: int = 5,
-               threshold: float = DEFAULT_THRESHOLD) -> dict[str, list[dict[str, Any]]]:
+    def search(self, keywords: list[str], *, top_k: int = 5, threshold: float = DEFAULT_THRESHOLD,
+               embedder: Embedder | None = None) -> dict[str, list[dict[str, Any]]]:
         """The values best matching any keyword, per column.
 
         Args:
             keywords: words or phrases from the question (any case, typos allowed).
             top_k: values kept per column.
             threshold: lowest score (0-100) kept.
+            embedder: blends embedding similarity into the fuzzy scores for this search, in
+                place of the index's own ``embedder`` (one index serves every run, whatever
+                embedder each run's settings name).
 
         Returns:
             ``{"table.column": [{"value", "score", "keyword"}, ...]}``, each list best first and
             the columns ordered by their best score.
         """
         best: dict[tuple[int, str], dict[str, Any]] = {}
-        for keyword, col_id, value, score in self._scored(keywords):
+        for keyword, col_id, value, score in self._scored(keywords, embedder or self.embedder):
             if score < threshold:
                 continue
             slot = best.get((col_id, value))
@@ -197,7 +200,7 @@ class ValueIndex:
         ranked = {name: sorted(hits, key=_rank_key)[:top_k] for name, hits in per_column.items()}
         return dict(sorted(ranked.items(), key=lambda kv: -kv[1][0]["score"]))
 
-    def _scored(self, keywords: list[str]) -> list[tuple[str, int, str, float]]:
+    def _scored(self, keywords: list[str], embedder: Embedder | None = None) -> list[tuple[str, int, str, float]]:
         lookups = [found for found in map(_lookup, dict.fromkeys(k for k in keywords
                                                                  if k and k.strip()))
                    if found is not None]
@@ -214,8 +217,8 @@ class ValueIndex:
             scored = [(values[v][0], values[v][1],
                        score_value(lk.keyword, lk.norm, values[v][1], norms[v], lk.singular, lk.acronym))
                       for v in vids if v in values]
-            if self.embedder is not None and scored:
-                scored = self._blend(lk.keyword, scored)
+            if embedder is not None and scored:
+                scored = _blend(embedder, lk.keyword, scored)
             out.extend((lk.keyword, col_id, value, score) for col_id, value, score in scored)
         return out
 
@@ -276,21 +279,23 @@ class ValueIndex:
                         out[vid] = (col_id, text[int(ends[i - 1]) if i else 0:int(ends[i])])
         return out
 
-    def _blend(self, keyword: str, scored: list[tuple[int, str, float]]
-               ) -> list[tuple[int, str, float]]:
-        fuzzy = [i for i, (_, _, s) in enumerate(scored) if s < 99.0]
-        if not fuzzy:
-            return scored
-        vectors = np.asarray(self.embedder([keyword] + [scored[i][1] for i in fuzzy]),  # type: ignore[misc]
-                             dtype=np.float64)
-        norms = np.linalg.norm(vectors, axis=1)
-        norms[norms == 0] = 1.0
-        cos = (vectors[1:] @ vectors[0]) / (norms[1:] * norms[0])
-        out = list(scored)
-        for i, c in zip(fuzzy, cos):
-            col_id, value, s = out[i]
-            out[i] = (col_id, value, min(98.0, 0.8 * s + 20.0 * max(float(c), 0.0)))
-        return out
+
+def _blend(embedder: Embedder, keyword: str, scored: list[tuple[int, str, float]]) -> list[tuple[int, str, float]]:
+    """Fuzzy scores (below 99) blended with the cosine similarity of keyword and value: 0.8 of
+    the edit-distance score and up to 20 points of similarity, at most 98, so exact and
+    normalised matches still rank first."""
+    fuzzy = [i for i, (_, _, s) in enumerate(scored) if s < 99.0]
+    if not fuzzy:
+        return scored
+    vectors = np.asarray(embedder([keyword] + [scored[i][1] for i in fuzzy]), dtype=np.float64)
+    norms = np.linalg.norm(vectors, axis=1)
+    norms[norms == 0] = 1.0
+    cos = (vectors[1:] @ vectors[0]) / (norms[1:] * norms[0])
+    out = list(scored)
+    for i, c in zip(fuzzy, cos):
+        col_id, value, s = out[i]
+        out[i] = (col_id, value, min(98.0, 0.8 * s + 20.0 * max(float(c), 0.0)))
+    return out
 
 
 def _damaged(path: Path, what: str) -> ValueError:

@@ -4,16 +4,20 @@ Candidates are scored 0-100 with rapidfuzz: 100 for an exact match, 99 for a mat
 normalisation, otherwise the better of the edit-distance ratio with the whole value and with the
 best window of as many words, slightly discounted for partial matches (at most 98, so exact
 matches always rank first). An optional embedding function blends in cosine similarity for the
-fuzzy cases.
+fuzzy cases: CHASE-SQL (after CHESS) re-ranks its LSH candidates by embedding similarity and edit
+distance. :func:`load_local_embedder` makes one from a sentence-transformers model already on
+disk (``Settings.value_embedder``); it never downloads one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from rapidfuzz import fuzz
 
+from sqlchorus.tools.errors import SqlchorusError
 from sqlchorus.tools.value_index.parameters import SINGULAR_PENALTY
 
 Embedder = Callable[[list[str]], Sequence[Sequence[float]]]
@@ -59,18 +63,38 @@ def _fuzzy(knorm: str, vnorm: str) -> float:
     return min(float(score), 98.0)
 
 
-def load_local_embedder(model: str) -> Embedder | None:
-    """An embedding function from a locally installed sentence-transformers model, or None.
+class EmbedderError(SqlchorusError, ValueError):
+    """The embedding model asked for cannot be used: the optional package is not installed, or
+    the folder holds no sentence-transformers model. The message says which, and what to do."""
 
-    Never downloads: the model must already be on disk (``local_files_only``). Returns None when
-    the optional ``sentence-transformers`` package or the model is missing.
+    kind = "value_embedder"
+
+
+def load_local_embedder(model: str) -> Embedder:
+    """An embedding function from a sentence-transformers model in the folder ``model``.
+
+    Never downloads: the model must already be on disk (``local_files_only``), so a run never
+    reaches the network for it.
+
+    Raises:
+        EmbedderError: ``sentence-transformers`` is not installed (the ``embeddings`` extra), the
+            folder does not exist, or the model in it cannot be loaded.
     """
+    path = Path(model).expanduser()
+    if not path.is_dir():
+        raise EmbedderError(
+            f"The value embedder {model!r} is not a folder: give the folder of a sentence-transformers "
+            "model already on disk (sqlchorus never downloads one)."
+        )
     try:
         from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found]
     except ImportError:
-        return None
+        raise EmbedderError(
+            "The value embedder needs the optional sentence-transformers package: "
+            "pip install 'sqlchorus[embeddings]'."
+        ) from None
     try:
-        encoder = SentenceTransformer(model, local_files_only=True)
-    except Exception:  # a missing or broken model means "no embeddings", not a failure
-        return None
+        encoder = SentenceTransformer(str(path), local_files_only=True)
+    except Exception as e:  # whatever the library raises for a folder that is not its model
+        raise EmbedderError(f"The value embedder in {str(path)!r} could not be loaded: {e}") from e
     return lambda texts: encoder.encode(list(texts), normalize_embeddings=True)
