@@ -48,6 +48,7 @@ import importlib.util
 import os
 import re
 import secrets
+import signal
 import threading
 import time
 import weakref
@@ -180,6 +181,8 @@ class ChatLlamaCpp(BaseChatModel):
     """Tells :func:`sqlchorus.core.llm.call_model` that the model stops itself at ``timeout_s``."""
 
     _engine: Any = PrivateAttr(default=None)
+    _loader: Any = PrivateAttr(default=None)
+    _loaded: dict = PrivateAttr(default_factory=dict)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     @property
@@ -198,18 +201,50 @@ class ChatLlamaCpp(BaseChatModel):
         return {"max_input_tokens": max(self.n_ctx, LONG_CONTEXT) - self.max_tokens, "max_output_tokens": self.max_tokens}
 
     def _load(self) -> Any:
-        if self._engine is None:
+        """The engine, loaded on first use (the caller holds the model's lock).
+
+        The weights load in a thread of their own that Ctrl-C never reaches: llama.cpp's start-up
+        takes a signal that arrives while it loads as its own and never finishes. The caller waits
+        for it in small steps, so Ctrl-C interrupts the wait at once; the load goes on, and the
+        next call takes the engine it made.
+        """
+        if self._engine is not None:
+            return self._engine
+        if self._loader is None:
+            self._loaded = {}
+            self._loader = threading.Thread(target=self._build, name="sqlchorus-local-model-load", daemon=False)
+            self._loader.start()
+        for _ in range(LOAD_WAIT_STEPS):
+            if not self._loader.is_alive():
+                break
+            self._loader.join(LOAD_WAIT_STEP_S)
+        if self._loader.is_alive():
+            raise LocalModelError(f"{self.model_path} did not load within {LOAD_WAIT_STEPS * LOAD_WAIT_STEP_S:g} s.")
+        self._loader = None
+        _keep_python_sigint()
+        if "error" in self._loaded:
+            raise self._loaded.pop("error")
+        self._engine = self._loaded.pop("engine")
+        # llama.cpp's own finalisers fail when they first run during interpreter shutdown,
+        # once their module globals are gone; close the engine at exit, while they exist.
+        weakref.finalize(self, self._engine.close)
+        return self._engine
+
+    def _build(self) -> None:
+        """Load the engine (in the loading thread, with Ctrl-C blocked: the engine's own threads,
+        started here, inherit that, so the signal always goes to Python's handler)."""
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
             runtime = self.runtime or local_runtime()
             if runtime == "xllamacpp":
-                self._engine = _XllamacppEngine(self)
+                self._loaded["engine"] = _XllamacppEngine(self)
             elif runtime == "llama_cpp":
-                self._engine = _LlamaCppPythonEngine(self)
+                self._loaded["engine"] = _LlamaCppPythonEngine(self)
             else:
                 raise LocalModelError(LOCAL_EXTRA_HELP)
-            # llama.cpp's own finalisers fail when they first run during interpreter shutdown,
-            # once their module globals are gone; close the engine at exit, while they exist.
-            weakref.finalize(self, self._engine.close)
-        return self._engine
+        except BaseException as e:  # noqa: BLE001 - handed to the caller, who raises it
+            self._loaded["error"] = e
 
     def close(self) -> None:
         """Free the weights; the next call loads them again."""
@@ -303,6 +338,21 @@ class ChatLlamaCpp(BaseChatModel):
     def bind_tools(self, tools: Any, **kwargs: Any) -> ChatLlamaCpp:
         # Tool calling is not supported; returning self lets frameworks that probe for it proceed.
         return self
+
+
+LOAD_WAIT_STEP_S = 0.1
+LOAD_WAIT_STEPS = 36_000
+"""Loading the weights may take an hour at most (a large GGUF file on a slow disk)."""
+
+
+def _keep_python_sigint() -> None:
+    """Install Python's own Ctrl-C handler again, in case a native library replaced it while
+    loading (Python's handler, whichever it is, stays the same)."""
+    if threading.current_thread() is threading.main_thread():
+        try:
+            signal.signal(signal.SIGINT, signal.getsignal(signal.SIGINT))
+        except (TypeError, ValueError):  # a handler not set from Python: leave it as it is
+            pass
 
 
 class _XllamacppEngine:

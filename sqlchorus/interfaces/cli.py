@@ -508,8 +508,11 @@ def _interactive(shell: Any) -> None:
             continue
         except EOFError:
             return
-        if not shell.run(line):
-            return
+        try:
+            if not shell.run(line):
+                return
+        except KeyboardInterrupt:  # Ctrl-C between the prompt and the command: the session goes on
+            shell.interrupted()
 
 
 @cli.command("select")

@@ -156,13 +156,16 @@ class DebugShell:
             self._fail(f"{command.name} failed: {type(e).__name__}: {e}")
             self.where()
         except KeyboardInterrupt:
-            # The step's model work is told to stop and waited for: the next step must not queue
-            # behind an engine still evaluating a prompt no one wants.
-            stopped = self.debugger.run.stop()
-            self.out.print("[yellow]Interrupted[/]: the run stays at its last checkpoint."
-                           + ("" if stopped else " (the model is still stopping)"))
-            self.where()
+            self.interrupted()
         return True
+
+    def interrupted(self) -> None:
+        """After Ctrl-C: the step's model work is told to stop and waited for (the next step must
+        not queue behind an engine still evaluating a prompt no one wants), then one line."""
+        stopped = self.debugger.run.stop()
+        self.out.print("[yellow]Interrupted[/]: the run stays at its last checkpoint."
+                       + ("" if stopped else " (the model is still stopping)"))
+        self.where()
 
     def _fail(self, message: str) -> None:
         self.failed += 1
