@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextvars
 import io
 import os
-import signal
 import sys
 import threading
 import time
@@ -67,9 +66,6 @@ def _spawn(tmp_path: Path, question: str, *options: str) -> tuple[Any, io.String
 # and their samples in LangGraph's worker threads, which the main thread waits for.
 CASES = {
     "one-node-in-the-main-thread": (_question(230), (), None, "extract_keywords"),
-    # Ctrl-C as the step starts: whatever it meets (the weights loading, the prompt's first
-    # batch), the prompt comes back.
-    "as-the-step-starts": (_question(230), (), None, "extract_keywords"),
     "parallel-generators-in-worker-threads": (
         _question(100),
         ("--keywords", "question", "--linking", "lexical", "--generator", "divide_conquer=8",
@@ -95,21 +91,11 @@ def test_ctrl_c_during_a_local_model_step_returns_to_the_prompt_and_stops_the_mo
             child.expect_exact(f"breakpoint before {breakpoint}")
             child.expect(PROMPT)
         child.sendline("next")
-        if case == "as-the-step-starts":
-            # Once the prompt has taken the line (bracketed paste off), the signal Ctrl-C sends,
-            # whatever the terminal's mode at that instant, again each second until it is heard:
-            # one that lands while the prompt is still letting go of the terminal is the prompt's.
-            child.expect_exact("\x1b[?2004l")
-            for _ in range(WAIT_S):
-                child.kill(signal.SIGINT)
-                if child.expect_exact([INTERRUPTED, pexpect.TIMEOUT], timeout=1) == 0:
-                    break
-            else:
-                pytest.fail("Ctrl-C was never heard")
-        else:
-            time.sleep(5)  # most likely, the model is evaluating the long prompt by now
-            child.sendcontrol("c")
-            child.expect_exact(INTERRUPTED)
+        # Whatever the step is doing by now (the weights loading, the long prompt evaluated),
+        # Ctrl-C brings the prompt back.
+        time.sleep(5)
+        child.sendcontrol("c")
+        child.expect_exact(INTERRUPTED)
         child.expect_exact(f"paused before {step}")  # the checkpoint the step started from
         child.expect(PROMPT)
         child.sendline("state question")

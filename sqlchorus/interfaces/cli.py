@@ -503,7 +503,9 @@ def _interactive(shell: Any) -> None:
     prompt = PromptSession(completer=_Words(), complete_while_typing=False, history=_debug_history())
     while True:
         try:
-            line = prompt.prompt(PROMPT)
+            # A SIGINT from outside (not the Ctrl-C key, which the prompt reads) interrupts the
+            # prompt like any other code, rather than asyncio's handler printing a traceback.
+            line = prompt.prompt(PROMPT, handle_sigint=False)
         except KeyboardInterrupt:
             continue
         except EOFError:
