@@ -379,3 +379,16 @@ def run_generator(fn, db_path, model, *, question, sample=0, links=None, inputs=
         )
         state.update(inputs or {})
         return fn(state, SimpleNamespace(context=context)), view
+
+
+@pytest.fixture
+def offline_model():
+    """Skips unless the local runtime and SmolLM2's weights are installed."""
+    from sqlchorus.core.local_model import LocalModelError, find_smollm2, local_runtime
+
+    if local_runtime() is None:
+        pytest.skip("no local runtime is installed (pip install 'sqlchorus[local]')")
+    try:
+        find_smollm2()
+    except LocalModelError as e:
+        pytest.skip(str(e))

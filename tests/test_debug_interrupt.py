@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 
 from conftest import interruptible
-from sqlchorus.core.local_model import LocalModelError, find_smollm2, local_runtime
 
 PROMPT = r"\(sqlchorus\)"  # drawn by prompt_toolkit, with terminal codes around it
 WAIT_S = 60
@@ -36,16 +35,6 @@ def _question(clauses: int) -> str:
         f"Consider also customer number {i} and the orders placed in week {i % 52} of the year,"
         for i in range(clauses)
     )
-
-
-@pytest.fixture
-def offline_model():
-    if local_runtime() is None:
-        pytest.skip("no local runtime is installed (pip install 'sqlchorus[local]')")
-    try:
-        find_smollm2()
-    except LocalModelError as e:
-        pytest.skip(str(e))
 
 
 def _spawn(tmp_path: Path, question: str, *options: str) -> tuple[Any, io.StringIO]:

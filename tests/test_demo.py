@@ -7,19 +7,6 @@ import sys
 
 import pytest
 
-from sqlchorus.core.local_model import LocalModelError, find_smollm2, local_runtime
-
-
-@pytest.fixture
-def offline_model():
-    if local_runtime() is None:
-        pytest.skip("no local runtime is installed (pip install 'sqlchorus[local]')")
-    try:
-        find_smollm2()
-    except LocalModelError as e:
-        pytest.skip(str(e))
-
-
 # A question of some four thousand tokens: evaluating its prompt takes SmolLM2 seconds on any
 # machine, so every call certainly runs past a one-second limit.
 LONG_QUESTION = "Which customers have no email address on record? " + " ".join(

@@ -428,6 +428,15 @@ def question_features(question: str, evidence: str = "") -> frozenset[str]:
     return frozenset(feature for feature, pattern in _CUES if pattern.search(text))
 
 
+# Each kind of syntax node and the feature it stands for; the first that matches a node counts.
+_SQL_NODE_FEATURES: tuple[tuple[Any, str], ...] = (
+    (exp.Count, "count"), ((exp.Avg, exp.Sum, exp.Max, exp.Min), "aggregate"), (exp.Group, "group"),
+    (exp.Having, "having"), (exp.Order, "order"), (exp.Join, "join"), (exp.Intersect, "intersect"),
+    (exp.Union, "union"), (exp.Except, "except"), (exp.Distinct, "distinct"), (exp.Like, "like"),
+    ((exp.Div, exp.Mul, exp.Sub, exp.Cast, exp.Case), "arithmetic"), ((exp.Not, exp.NEQ), "except"),
+)
+
+
 @cache
 def sql_features(sql: str) -> frozenset[str]:
     """The skeleton of a query as features: the clauses, set operators, nesting, aggregates,
@@ -438,32 +447,9 @@ def sql_features(sql: str) -> frozenset[str]:
         return frozenset()
     out: set[str] = set()
     for node in tree.walk():
-        if isinstance(node, exp.Count):
-            out.add("count")
-        elif isinstance(node, (exp.Avg, exp.Sum, exp.Max, exp.Min)):
-            out.add("aggregate")
-        elif isinstance(node, exp.Group):
-            out.add("group")
-        elif isinstance(node, exp.Having):
-            out.add("having")
-        elif isinstance(node, exp.Order):
-            out.add("order")
-        elif isinstance(node, exp.Join):
-            out.add("join")
-        elif isinstance(node, exp.Intersect):
-            out.add("intersect")
-        elif isinstance(node, exp.Union):
-            out.add("union")
-        elif isinstance(node, exp.Except):
-            out.add("except")
-        elif isinstance(node, exp.Distinct):
-            out.add("distinct")
-        elif isinstance(node, exp.Like):
-            out.add("like")
-        elif isinstance(node, (exp.Div, exp.Mul, exp.Sub, exp.Cast, exp.Case)):
-            out.add("arithmetic")
-        elif isinstance(node, (exp.Not, exp.NEQ)):
-            out.add("except")
+        feature = next((name for kinds, name in _SQL_NODE_FEATURES if isinstance(node, kinds)), None)
+        if feature:
+            out.add(feature)
         elif isinstance(node, exp.Anonymous) and node.name.lower() == "strftime" or isinstance(node, exp.TimeToStr):
             out.add("date")
         if isinstance(node, exp.Select) and node.parent is not None and not isinstance(node.parent, exp.SetOperation):
