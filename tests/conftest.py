@@ -4,9 +4,11 @@ the loader of input/expected fixture files."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
+import shutil
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -392,3 +394,36 @@ def offline_model():
         find_smollm2()
     except LocalModelError as e:
         pytest.skip(str(e))
+
+
+# -- a real headless Chromium, for the pages' tests ------------------------------------------
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                "--no-first-run", "--disable-sync", "--disable-quic"]
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    """The browser, checked before anything starts it: without it the browser tests skip, unless
+    the run requires them (SQLCHORUS_REQUIRE_CHROMIUM), and then they fail."""
+    missing = None
+    if not Path(CHROMIUM).exists():
+        missing = "Chromium is not installed: apt-get install chromium"
+    elif importlib.util.find_spec("playwright") is None:
+        missing = "Playwright is not installed (the dev extra)"
+    if missing:
+        if os.environ.get("SQLCHORUS_REQUIRE_CHROMIUM"):
+            pytest.fail(f"{missing}; this run requires the browser tests.")
+        pytest.skip(missing)
+    return CHROMIUM
+
+
+@pytest.fixture(scope="module")
+def browser(chromium):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=chromium, args=BROWSER_ARGS)
+        yield launched
+        launched.close()

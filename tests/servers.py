@@ -8,6 +8,7 @@ import contextlib
 import functools
 import glob
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -23,6 +24,9 @@ from typing import Any
 import httpx
 
 from conftest import WAIT_S, wait_for
+
+TOKEN = secrets.token_urlsafe(32)
+"""A bearer token as strong as a server requires (32 random bytes)."""
 
 SERVER_FACTORIES = '''
 """Models for servers under test: `python:server_factories:NAME`."""

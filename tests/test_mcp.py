@@ -14,7 +14,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from conftest import WAIT_S
-from servers import BIN, free_port, http, running, server_env
+from servers import BIN, TOKEN, free_port, http, running, server_env
 from sqlchorus.runs.demo import demo_db_path
 
 QUESTION = "How many customers do we have?"
@@ -115,8 +115,8 @@ def test_over_stdio_with_the_sdks_client(tmp_path):
 def test_over_streamable_http_on_loopback_with_a_token(tmp_path):
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
-    env = server_env(tmp_path, SQLCHORUS_TOKEN="tok-123")
-    headers = {"Authorization": "Bearer tok-123"}
+    env = server_env(tmp_path, SQLCHORUS_TOKEN=TOKEN)
+    headers = {"Authorization": f"Bearer {TOKEN}"}
     with running([*_args(tmp_path), "--transport", "http", "--port", str(port)], tmp_path, env,
                  f"http://127.0.0.1:{port}/mcp", headers=headers):
         refused = http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import importlib.util
 import json
 import os
 import shutil
@@ -32,7 +31,7 @@ import httpx
 import pytest
 
 import sqlchorus
-from conftest import WAIT_S, wait_for
+from conftest import BROWSER_ARGS, WAIT_S, wait_for
 from servers import START_TIMEOUT_S, free_port, stop
 from sqlchorus.runs.debugger import Debugger
 from sqlchorus.runs.demo import load_demo_questions
@@ -46,9 +45,6 @@ INSTALL_TIMEOUT_S = 1800.0
 """Room for pip to fetch and install Phoenix (about a minute on a good connection)."""
 READ_TIMEOUT_S = 300.0
 """Room for one read of the spans through Phoenix's client (imports pandas, one HTTP call)."""
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                "--no-first-run", "--disable-sync", "--disable-quic"]
 
 GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
 QUESTION = "How many customers do we have?"
@@ -195,22 +191,6 @@ def phoenix(tmp_path_factory) -> Iterator[Phoenix]:
     python = install_phoenix()
     with Phoenix(python, tmp_path_factory.mktemp("phoenix")).running() as server:
         yield server
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    """The browser (as in test_viewer): without it, the screenshot skips, unless the run
-    requires the browser tests (SQLCHORUS_REQUIRE_CHROMIUM), and then it fails."""
-    missing = None
-    if not Path(CHROMIUM).exists():
-        missing = "Chromium is not installed: apt-get install chromium"
-    elif importlib.util.find_spec("playwright") is None:
-        missing = "Playwright is not installed (the dev extra)"
-    if missing:
-        if os.environ.get("SQLCHORUS_REQUIRE_CHROMIUM"):
-            pytest.fail(f"{missing}; this run requires the browser tests.")
-        pytest.skip(missing)
-    return CHROMIUM
 
 
 # -- reading the spans --------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from servers import BIN, Gate, free_port, http, running, server_env
 from sqlchorus.core.trace_file import load_spans
 
 QUESTION = "How many customers do we have?"
-TOKEN = "s3cret-token"
+TOKEN = "s3cret-token-" + "9f2c4e7a1b8d6035" * 3  # 256 bits and more, as a server requires
 
 
 def _serve(folder: Path, *extra: str, env_extra: dict[str, str] | None = None):
@@ -155,6 +155,13 @@ def test_bad_requests_get_json_errors_and_the_server_goes_on(server):
     error(http.get(f"{base}/v1/runs/20990101T000000-00000000"), 404, "unknown_run")
     error(http.get(f"{base}/v1/nothing"), 404, "not_found")
     error(http.put(f"{base}/v1/ask", json={}), 405, "method_not_allowed")
+    # A lone surrogate is valid JSON but not valid text: it is replaced, not a 500.
+    lone = b'{"question": "How many customers \\ud800 do we have?"}'
+    assert lone.count(b"\\ud800") == 1
+    for path in ("/v1/ask", "/v1/runs"):
+        taken = http.post(base + path, content=lone, headers={"content-type": "application/json"})
+        assert taken.status_code in (200, 202), taken.text
+    assert "\ufffd" in http.post(post, content=lone, headers={"content-type": "application/json"}).json()["question"]
     failed = http.post(post, json={"question": "[fail] " + QUESTION})
     error(failed, 502, "model_failed")
     assert "provider is down" in failed.json()["error"]["message"]

@@ -4,9 +4,9 @@ through Playwright; no browser is downloaded)."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
+import secrets
 import shutil
 import sqlite3
 from pathlib import Path
@@ -22,14 +22,11 @@ from sqlchorus.runs.demo import demo_db_path, load_demo_questions
 from sqlchorus.runs.run_index import RunIndex, layout
 from sqlchorus.testing import oracle_model
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 XSS_VALUE = '<img src=x onerror="window.__pwned=1">'
 XSS_QUESTION = "Which notes say </script><script>window.__pwned=2</script>?"
 GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
 GOLD[XSS_QUESTION] = "SELECT body FROM notes"
 QUESTION = "How many customers do we have?"
-BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                "--no-first-run", "--disable-sync", "--disable-quic"]
 
 
 def _runs(folder: Path) -> dict[str, str]:
@@ -53,22 +50,6 @@ def _runs(folder: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def chromium() -> str:
-    """The browser, checked before anything starts it: without it the browser tests skip, unless
-    the run requires them (SQLCHORUS_REQUIRE_CHROMIUM), and then they fail."""
-    missing = None
-    if not Path(CHROMIUM).exists():
-        missing = "Chromium is not installed: apt-get install chromium"
-    elif importlib.util.find_spec("playwright") is None:
-        missing = "Playwright is not installed (the dev extra)"
-    if missing:
-        if os.environ.get("SQLCHORUS_REQUIRE_CHROMIUM"):
-            pytest.fail(f"{missing}; this run requires the browser tests.")
-        pytest.skip(missing)
-    return CHROMIUM
-
-
-@pytest.fixture(scope="module")
 def viewer(tmp_path_factory):
     folder = tmp_path_factory.mktemp("viewer")
     ids = _runs(folder)
@@ -80,16 +61,6 @@ def viewer(tmp_path_factory):
             "--evals-dir", str(folder / "evals")]
     with running(args, folder, server_env(folder), base + "/api/runs"):
         yield base, folder, ids
-
-
-@pytest.fixture(scope="module")
-def browser(chromium):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=chromium, args=BROWSER_ARGS)
-        yield launched
-        launched.close()
 
 
 @pytest.fixture
@@ -125,7 +96,7 @@ def test_the_runs_list_and_a_run_show_candidates_waterfall_and_markup_as_text(pa
     rows = page.locator("#runs tbody tr[data-run]")
     assert rows.count() == 4  # three runs, and the evaluation's one
     assert page.get_by_text("Evaluation nightly").count() == 1
-    assert page.locator("a[href='/evals/nightly/report']").count() == 1
+    assert page.locator("a[href='evals/nightly/report']").count() == 1
     # The question that carries </script> shows as text, exactly.
     assert page.locator("#runs td", has_text="</script><script>window.__pwned=2</script>").count() == 1
     page.fill("input[type=search]", "expensive")
@@ -167,6 +138,9 @@ def test_edit_a_state_value_and_resume_shows_the_new_answer(page, viewer, tmp_pa
     page.fill("#edit-value", json.dumps(candidates))
     page.click("#set")
     page.wait_for_selector("tr.diff-changed[data-key='candidates']")
+    # A value no run could hold is refused with why, and the run is still where it was.
+    refused = httpx.post(f"{base}/api/debug/{run_id}/set", json={"key": "question", "value": 123})
+    assert refused.status_code == 422 and "question" in refused.json()["error"]["message"]
     page.click("#continue")
     page.wait_for_selector("text=The run has ended.")
     answer = page.locator("tr[data-key='answer'] pre").inner_text()
@@ -203,7 +177,7 @@ def test_security_headers_ids_only_and_a_token_beyond_loopback(viewer, tmp_path)
     page = httpx.get(base + "/")
     csp = page.headers["content-security-policy"]
     assert "default-src 'none'" in csp and "script-src 'self'" in csp and "unsafe-inline" not in csp
-    assert "<script>" not in page.text and 'src="/assets/app.js"' in page.text
+    assert "<script>" not in page.text and 'src="assets/app.js"' in page.text
     for bad in ("..%2F..%2Fetc%2Fpasswd", "not-a-run", "20260101T000000-0000abcd%2F..%2Fx"):
         response = httpx.get(f"{base}/api/runs/{bad}")
         assert response.status_code == 404 and response.json()["error"]["kind"] in ("unknown_run", "not_found")
@@ -222,20 +196,34 @@ def test_a_token_is_required_beyond_loopback_and_a_browser_keeps_it_as_a_cookie(
     service = RunService(settings=Settings(trace_dir=str(tmp_path / "traces"), checkpoints=str(tmp_path / "c.sqlite")),
                          model=oracle_model(GOLD.get))
     try:
-        client = TestClient(create_app(service, RunIndex(tmp_path / "traces"), token="tok"))
+        token = secrets.token_urlsafe(32)
+        client = TestClient(create_app(service, RunIndex(tmp_path / "traces"), token=token),
+                            base_url="http://127.0.0.1:8080", follow_redirects=False)
         assert client.get("/api/runs").status_code == 401
         assert client.get("/?token=nope").status_code == 401
-        first = client.get("/?token=tok")
-        assert first.status_code == 200 and "HttpOnly" in first.headers["set-cookie"]
-        assert client.get("/api/runs").status_code == 200  # the cookie carries it now
-        # The cookie counts for its value, not its name: a client without the token cannot
-        # make one up.
-        cookie = first.headers["set-cookie"].split(";", 1)[0].split("=", 1)[0]
-        stranger = TestClient(client.app)
-        assert stranger.get("/api/runs", headers={"cookie": f"{cookie}=nope"}).status_code == 401
-        assert stranger.get("/api/runs", headers={"cookie": f"{cookie}="}).status_code == 401
-        assert stranger.get("/api/runs", headers={"cookie": f"other_{cookie}=tok"}).status_code == 401
-        assert stranger.get("/api/runs", headers={"cookie": f"{cookie}=tok"}).status_code == 200
+        first = client.get(f"/?token={token}")
+        # The token leaves the address at once: the page lives in a session folder, and only
+        # there is the cookie sent, so no other service on this machine (another port) gets it.
+        assert first.status_code == 303 and "token" not in first.headers["location"]
+        folder = first.headers["location"]
+        assert folder.startswith("/s/") and folder.endswith("/")
+        cookie = first.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and f"Path={folder}" in cookie
+        name, value = cookie.split(";", 1)[0].split("=", 1)
+        assert token not in cookie  # it holds a value derived from the token
+        page = client.get(folder)
+        assert page.status_code == 200 and 'src="assets/app.js"' in page.text
+        assert client.get(folder + "api/runs").status_code == 200  # the cookie carries it now
+        assert client.get(folder.rstrip("/")).headers["location"] == folder
+        stranger = TestClient(client.app, base_url="http://127.0.0.1:8080")
+        # Outside the folder the cookie counts for nothing; inside, for its value, not its name.
+        assert stranger.get("/api/runs", headers={"cookie": f"{name}={value}"}).status_code == 401
+        assert stranger.get(folder + "api/runs", headers={"cookie": f"{name}=nope"}).status_code == 401
+        assert stranger.get(folder + "api/runs", headers={"cookie": f"{name}="}).status_code == 401
+        assert stranger.get(folder + "api/runs", headers={"cookie": f"other_{name}={value}"}).status_code == 401
+        assert stranger.get(folder + "api/runs", headers={"cookie": f"{name}={token}"}).status_code == 401
+        assert stranger.get(folder + "api/runs", headers={"cookie": f"{name}={value}"}).status_code == 200
+        assert stranger.get("/api/runs", headers={"Authorization": f"Bearer {token}"}).status_code == 200
     finally:
         service.close()
 

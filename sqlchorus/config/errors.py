@@ -63,3 +63,10 @@ class DebugError(SqlchorusError):
 
     kind = "debug"
     http_status = 409
+
+
+class InvalidValueError(DebugError):
+    """A value given for a state key that no run could hold; nothing is changed."""
+
+    kind = "invalid_value"
+    http_status = 422

@@ -856,7 +856,7 @@ def serve(dbs: tuple[str, ...], host: str, port: int, workers: int, max_body_byt
         _fail(f"sqlchorus serve needs the serve extra: pip install 'sqlchorus[serve]' ({e}).")
         return
     service, token = _service(dbs, workers, options, host, "serve")
-    app = create_app(service, token=token, max_body_bytes=max_body_bytes)
+    app = create_app(service, token=token, max_body_bytes=max_body_bytes, host=host)
     try:
         _uvicorn(app, host, port, f"sqlchorus serves {', '.join(service.paths)}", f"http://{host}:{port}/v1", token)
     finally:
@@ -921,7 +921,7 @@ def ui_command(dbs: tuple[str, ...], host: str, port: int, evals_dir: str, worke
         click.echo("No model is named: the viewer shows and steps through the runs on disk; asking a question "
                    "needs --model (or SQLCHORUS_MODEL).", err=True)
     index = RunIndex(service.settings.trace_dir, evals_dir)
-    app = create_viewer(service, index, token=token)
+    app = create_viewer(service, index, token=token, host=host)
     try:
         _uvicorn(app, host, port, "sqlchorus viewer", f"http://{host}:{port}/", token)
     finally:

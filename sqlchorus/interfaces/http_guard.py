@@ -3,9 +3,12 @@ otherwise, and a size limit on request bodies. Shared by the REST API and the MC
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
+import math
 import os
+import secrets
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -43,6 +46,30 @@ def _hostname(netloc: str) -> str:
     return netloc.rsplit(":", 1)[0] if netloc.count(":") == 1 else netloc
 
 
+class WeakTokenError(SqlchorusError):
+    """The token set for a server could be guessed."""
+
+    kind = "weak_token"
+
+
+MIN_TOKEN_BITS = 256
+"""What a token must carry at least: 32 random bytes, as ``secrets.token_urlsafe(32)`` gives."""
+
+
+def token_weakness(token: str) -> str | None:
+    """Why ``token`` could be guessed, or None. Its strength is estimated from its length and
+    the smallest alphabet its characters fit (hex, URL-safe base64, printable ASCII), so a
+    64-digit hex token or ``token_urlsafe(32)`` passes and a password does not."""
+    alphabet = (16 if all(c in "0123456789abcdefABCDEF" for c in token) else
+                64 if all(c.isascii() and (c.isalnum() or c in "-_+/=") for c in token) else 95)
+    bits = len(token) * math.log2(alphabet)
+    if bits < MIN_TOKEN_BITS - 8:  # token_urlsafe(32) gives 43 characters of 6 bits: 258
+        return f"{len(token)} characters carry about {int(bits)} bits, under {MIN_TOKEN_BITS}"
+    if len(set(token)) < min(len(token), 16) // 2:
+        return f"it repeats a few characters ({len(set(token))} different)"
+    return None
+
+
 def server_token(host: str, environ: Mapping[str, str] = os.environ) -> str | None:
     """The token a server on ``host`` requires: ``SQLCHORUS_TOKEN`` when set (on loopback too).
 
@@ -50,6 +77,9 @@ def server_token(host: str, environ: Mapping[str, str] = os.environ) -> str | No
         UnsafeBindingError: ``host`` is not loopback and no token is set.
     """
     token = (environ.get(TOKEN_ENV) or "").strip() or None
+    if token is not None and (weak := token_weakness(token)):
+        raise WeakTokenError(f"{TOKEN_ENV} is too weak to guard a server: {weak}. Make one of 32 random bytes: "
+                             "python -c 'import secrets; print(secrets.token_urlsafe(32))'")
     if token is None and not is_loopback(host):
         raise UnsafeBindingError(
             f"Listening on {host} lets other machines in: set a token in {TOKEN_ENV} first "
@@ -106,40 +136,80 @@ def error_response(status: int, kind: str, message: str, **extra: Any) -> JSONRe
     return JSONResponse({"error": {"kind": kind, "message": message, **extra}}, status_code=status, headers=headers)
 
 
-class Guard:
-    """ASGI middleware: the token, and the size of request bodies.
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+"""Methods that change something: a browser must send them from the server's own pages."""
+CSRF_HEADER = "x-csrf-token"
+"""The header the viewer's page sends its CSRF token in (see :class:`Guard`)."""
+SESSION_PREFIX = "/s/"
+"""Where a browser session's pages live once a token has logged it in: ``/s/<session>/``."""
+WILDCARDS = frozenset({"", "0.0.0.0", "::", "[::]", "*"})
 
-    A body is read whole (up to ``max_body_bytes``) before the app sees it, so that an oversized
-    one is refused with 413 however it is sent (with a length or in chunks). With ``browser``, a
-    page opened once as ``/?token=TOKEN`` gets the token as a same-site, script-proof cookie,
-    which its later requests carry instead of the header a browser cannot add.
+
+class Guard:
+    """ASGI middleware: who may call, from where, and how much they may send.
+
+    * **Host.** A server bound to loopback answers only requests whose ``Host`` is a loopback
+      name, however spelt (``localhost``, ``LOCALHOST``, ``127.0.0.5``, ``[::1]``): a page elsewhere
+      that renamed itself to 127.0.0.1 (DNS rebinding) is refused. A server bound to one other
+      address also answers that name; one bound to every address relies on its token.
+    * **Token.** With a token, every request but ``open_paths`` carries it as a bearer header.
+    * **Cross-site requests.** A request that changes something (``POST``, ``PUT``, ``PATCH``,
+      ``DELETE``) is refused when the browser says it comes from another site or another port
+      (``Sec-Fetch-Site``) or names another origin (``Origin``); with ``csrf``, one that a
+      browser sends must also carry that CSRF token in ``X-CSRF-Token``, which only the server's
+      own pages know.
+    * **Browser sessions** (``browser``). A page opened once as ``/?token=TOKEN`` is sent on to
+      ``/s/<session>/`` with a script-proof cookie whose path is that folder. The token leaves
+      the address bar and history, and the cookie reaches nothing but this server's session
+      pages: browsers keep cookies apart by path, not by port, so a name alone would reach every
+      other service on this machine. The cookie holds a value derived from the token, not the
+      token itself.
+    * **Body size.** A body is read whole (up to ``max_body_bytes``) before the app sees it, so
+      that an oversized one is refused with 413 however it is sent (with a length or in chunks).
     """
 
     def __init__(self, app: Any, token: str | None, max_body_bytes: int, *, open_paths: frozenset[str] = frozenset(),
-                 browser: bool = False):
+                 browser: bool = False, host: str | None = None, csrf: str | None = None):
         self.app = app
         self.token = token
         self.max_body_bytes = max_body_bytes
         self.open_paths = open_paths
         self.browser = browser
+        self.host = host
+        self.csrf = csrf
+        # One session folder per server: unknowable elsewhere, so no other local service is
+        # ever sent the cookie.
+        self.session = secrets.token_urlsafe(18)
+        self.session_path = f"{SESSION_PREFIX}{self.session}/"
+        self._session_value = (hmac.new(token.encode(), f"session:{self.session}".encode(), hashlib.sha256).hexdigest()
+                               if token else None)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        if not self.token and not self._from_this_machine(scope):
-            # Without a token the server is for this machine only: a page elsewhere that renamed
-            # itself to 127.0.0.1 (DNS rebinding), or posts from another origin, is refused.
-            await error_response(403, "forbidden_host", "This server answers requests for 127.0.0.1 or localhost "
-                                 "only; set SQLCHORUS_TOKEN to serve other names.")(scope, receive, send)
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            await error_response(403, *refusal)(scope, receive, send)
             return
-        if self.token and scope["path"] not in self.open_paths and not self._authorised(scope):
+        if self.browser and scope["path"] == self.session_path.rstrip("/"):
+            await _redirect(self.session_path)(scope, receive, send)
+            return
+        in_session = self.browser and scope["path"].startswith(self.session_path)
+        if in_session:
+            # The app routes what follows the session folder (ASGI's root_path), its own paths.
+            scope = {**scope, "root_path": self.session_path.rstrip("/")}
+        if self.token and scope["path"] not in self.open_paths and not self._authorised(scope, in_session):
             if self.browser and self._query_token(scope):
-                send = self._setting_cookie(send, scope)
+                await self._login(scope, receive, send)
             else:
                 await error_response(401, "unauthorized",
                                      "A valid bearer token is required: Authorization: Bearer TOKEN.")(scope, receive, send)
-                return
+            return
+        if self.csrf and self._needs_csrf(scope) and not self._csrf_matches(scope):
+            await error_response(403, "csrf", "This request needs the page's CSRF token (X-CSRF-Token): "
+                                 "send it from the viewer's own page.")(scope, receive, send)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -173,28 +243,63 @@ class Guard:
             return
         await self.app(scope, receive, send)
 
-    def _authorised(self, scope: dict) -> bool:
+    def _refusal(self, scope: dict) -> tuple[str, str] | None:
+        """Why a request is refused before its token is looked at (kind, message), or None."""
+        headers = dict(scope.get("headers") or [])
+        host = headers.get(b"host", b"").decode("latin-1")
+        if host and not self._host_allowed(_hostname(host)):
+            return ("forbidden_host", f"This server does not answer for {_hostname(host)!r}: it answers "
+                    f"{'127.0.0.1 or localhost' if self._loopback_only() else 'its own address'} only; "
+                    "set SQLCHORUS_TOKEN and listen on that address to serve other names.")
+        origin = headers.get(b"origin", b"").decode("latin-1")
+        if origin and not self.token and origin != "null" and not is_loopback(_hostname(urlsplit(origin).netloc)):
+            return ("cross_site", f"Requests from pages at {origin} are refused: this server is for this machine only.")
+        if scope.get("method") in UNSAFE_METHODS:
+            site = headers.get(b"sec-fetch-site", b"").decode("latin-1").lower()
+            if site and site not in ("same-origin", "none"):
+                return ("cross_site", f"A {site} request cannot change anything here: send it from this "
+                        "server's own pages.")
+            if origin and (origin == "null" or urlsplit(origin).netloc.lower() != host.lower()):
+                return ("cross_site", f"A request from {origin} cannot change anything here: send it from "
+                        "this server's own pages.")
+        return None
+
+    def _loopback_only(self) -> bool:
+        return not self.token or self.host is None or is_loopback(self.host)
+
+    def _host_allowed(self, name: str) -> bool:
+        if is_loopback(name):
+            return True
+        if self._loopback_only():
+            return False
+        return self.host.strip("[]").lower() in WILDCARDS or name.lower() == self.host.strip("[]").lower()
+
+    def _authorised(self, scope: dict, in_session: bool) -> bool:
         for name, value in scope.get("headers") or []:
             if name == b"authorization":
                 scheme, _, given = value.decode("latin-1").partition(" ")
                 return scheme.lower() == "bearer" and self._matches(given.strip())
-            if name == b"cookie" and self.browser:
+        if not in_session:
+            return False
+        for name, value in scope.get("headers") or []:
+            if name == b"cookie":
                 for part in value.decode("latin-1").split(";"):
                     key, _, given = part.strip().partition("=")
-                    if key == self._cookie(scope) and self._matches(given):
+                    if key == self._cookie(scope) and hmac.compare_digest(given.encode(), self._session_value.encode()):
                         return True
         return False
 
-    @staticmethod
-    def _from_this_machine(scope: dict) -> bool:
-        headers = dict(scope.get("headers") or [])
-        host = headers.get(b"host", b"").decode("latin-1")
-        if host and not is_loopback(_hostname(host)):
+    def _needs_csrf(self, scope: dict) -> bool:
+        """A changing request a browser sent (it carries a cookie, an origin or fetch metadata);
+        one with a bearer header, which no page elsewhere can add, needs no CSRF token."""
+        if scope.get("method") not in UNSAFE_METHODS:
             return False
-        origin = headers.get(b"origin", b"").decode("latin-1")
-        if not origin or origin == "null" and scope.get("method") == "GET":
-            return True
-        return is_loopback(_hostname(urlsplit(origin).netloc))
+        names = {name for name, _ in scope.get("headers") or []}
+        return b"authorization" not in names and bool(names & {b"cookie", b"origin", b"sec-fetch-site"})
+
+    def _csrf_matches(self, scope: dict) -> bool:
+        given = dict(scope.get("headers") or []).get(CSRF_HEADER.encode(), b"")
+        return hmac.compare_digest(given, self.csrf.encode())
 
     def _matches(self, given: str) -> bool:
         return hmac.compare_digest(given.encode(), self.token.encode())
@@ -205,18 +310,25 @@ class Guard:
 
     @staticmethod
     def _cookie(scope: dict) -> str:
-        """The cookie's name, one per port: cookies are not kept apart by port, tokens are."""
+        """The cookie's name, one per port, so that two servers' sessions do not overwrite each other."""
         server = scope.get("server") or ("", 0)
         return f"{COOKIE}_{server[1] or 0}"
 
-    def _setting_cookie(self, send: Any, scope: dict) -> Any:
-        async def sending(message: dict) -> None:
-            if message["type"] == "http.response.start":
-                cookie = f"{self._cookie(scope)}={self.token}; HttpOnly; SameSite=Strict; Path=/"
-                message = {**message, "headers": [*message.get("headers", []), (b"set-cookie", cookie.encode("latin-1"))]}
-            await send(message)
-        return sending
+    async def _login(self, scope: dict, receive: Any, send: Any) -> None:
+        """Send a browser that brought the token on to its session folder, with the cookie."""
+        cookie = f"{self._cookie(scope)}={self._session_value}; HttpOnly; SameSite=Strict; Path={self.session_path}"
+        await _redirect(self.session_path, cookie)(scope, receive, send)
 
     async def _too_large(self, scope: dict, receive: Any, send: Any) -> None:
         await error_response(413, "payload_too_large",
                              f"The request body is over {self.max_body_bytes} bytes.")(scope, receive, send)
+
+
+def _redirect(location: str, cookie: str | None = None) -> Any:
+    from starlette.responses import RedirectResponse
+
+    response = RedirectResponse(location, status_code=303, headers={"Cache-Control": "no-store",
+                                                                   "Referrer-Policy": "no-referrer"})
+    if cookie:
+        response.raw_headers.append((b"set-cookie", cookie.encode("latin-1")))
+    return response

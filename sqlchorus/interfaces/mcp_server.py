@@ -246,6 +246,8 @@ async def _schema(service: RunService, database: str | None) -> DatabaseSchema:
 
 
 def http_app(server: MCPServer, *, host: str, token: str | None) -> Any:
-    """The server over streamable HTTP at ``/mcp``, behind the token when there is one."""
+    """The server over streamable HTTP at ``/mcp``, behind the guard: the token when there is
+    one, and the Host and Origin checks always (the SDK's own turn on for three exact loopback
+    spellings only)."""
     app = server.streamable_http_app(host=host)
-    return Guard(app, token, max_body_bytes=1024 * 1024) if token else app
+    return Guard(app, token, max_body_bytes=1024 * 1024, host=host)

@@ -57,8 +57,10 @@ def trace_context(request: Request) -> Any:
     return TraceContextTextMapPropagator().extract(carrier=dict(request.headers))
 
 
-def create_app(service: RunService, *, token: str | None = None, max_body_bytes: int = MAX_BODY_BYTES) -> Any:
-    """The REST API over ``service``, as an ASGI app (FastAPI inside a token and size guard)."""
+def create_app(service: RunService, *, token: str | None = None, max_body_bytes: int = MAX_BODY_BYTES,
+               host: str | None = None) -> Any:
+    """The REST API over ``service``, as an ASGI app (FastAPI inside a token and size guard;
+    ``host``: the address it listens on, whose names it answers)."""
     app = FastAPI(
         title="sqlchorus", version="1",
         description="Ask questions about SQLite databases; get checked SQL and its answer.",
@@ -161,7 +163,7 @@ def create_app(service: RunService, *, token: str | None = None, max_body_bytes:
         """A run's checkpoints, oldest first."""
         return {"run_id": run_id, "checkpoints": await asyncio.to_thread(service.history, run_id)}
 
-    return Guard(app, token, max_body_bytes, open_paths=OPEN_PATHS)
+    return Guard(app, token, max_body_bytes, open_paths=OPEN_PATHS, host=host)
 
 
 def docs_page(spec: dict[str, Any]) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import secrets
 import threading
 from pathlib import Path
 from typing import Any
@@ -228,9 +229,13 @@ class Viewer:
             debugger.close()
 
 
-def create_app(service: RunService, index: RunIndex, *, token: str | None = None) -> Any:
-    """The viewer over ``service`` (databases, live runs, checkpoints) and ``index`` (traces)."""
+def create_app(service: RunService, index: RunIndex, *, token: str | None = None, host: str | None = None) -> Any:
+    """The viewer over ``service`` (databases, live runs, checkpoints) and ``index`` (traces);
+    ``host``: the address it listens on, whose names it answers."""
     viewer = Viewer(service, index)
+    # Known to the viewer's own page only: a page elsewhere cannot read it, so it cannot send it.
+    csrf = secrets.token_urlsafe(32)
+    index_html = (ASSETS / "index.html").read_text(encoding="utf-8").replace("{csrf}", csrf)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> Any:
@@ -252,8 +257,8 @@ def create_app(service: RunService, index: RunIndex, *, token: str | None = None
     install_error_handlers(app, {ValueError: (422, "invalid_request")})
 
     @app.get("/", include_in_schema=False)
-    async def page() -> FileResponse:
-        return FileResponse(ASSETS / "index.html", media_type="text/html; charset=utf-8")
+    async def page() -> HTMLResponse:
+        return HTMLResponse(index_html)
 
     @app.get("/assets/{name}", include_in_schema=False)
     async def asset(name: str) -> FileResponse:
@@ -354,7 +359,7 @@ def create_app(service: RunService, index: RunIndex, *, token: str | None = None
     async def debug_clear(run_id: str, node: str) -> dict[str, Any]:
         return await act(run_id, "clear", node=node)
 
-    return Guard(app, token, 256 * 1024, browser=True)
+    return Guard(app, token, 256 * 1024, browser=True, host=host, csrf=csrf)
 
 
 def _check(run_id: str) -> None:

@@ -27,7 +27,7 @@ from langgraph.graph import START
 from langgraph.types import Command, Overwrite
 from pydantic import TypeAdapter, ValidationError
 
-from sqlchorus.config.errors import DebugError
+from sqlchorus.config.errors import DebugError, InvalidValueError
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.checkpoint_history import checkpoint_history
 from sqlchorus.core.checkpoints import UnknownRunError
@@ -100,26 +100,26 @@ def validate_value(key: str, value: Any, *, max_question_chars: int | None = Non
     question, a negative count, two candidates with one id, an integer beyond 64 bits.
 
     Raises:
-        DebugError: the value does not fit.
+        InvalidValueError: the value does not fit (a :class:`DebugError`).
     """
     if key not in state_keys():
-        raise DebugError(f"No state key {key!r}; the keys are {', '.join(state_keys())}.")
+        raise InvalidValueError(f"No state key {key!r}; the keys are {', '.join(state_keys())}.")
     _check_sizes(key, value)
     if key == "question" and isinstance(value, str):
         if not value.strip():
-            raise DebugError("question cannot be empty.")
+            raise InvalidValueError("question cannot be empty.")
         if max_question_chars is not None and len(value) > max_question_chars:
-            raise DebugError(f"question is {len(value)} characters; a run takes at most {max_question_chars} "
+            raise InvalidValueError(f"question is {len(value)} characters; a run takes at most {max_question_chars} "
                              "(--max-question-chars).")
     if key == "fix_round" and isinstance(value, int) and value < 0:
-        raise DebugError("fix_round counts rounds: it cannot be negative.")
+        raise InvalidValueError("fix_round counts rounds: it cannot be negative.")
     if key == "candidates" and isinstance(value, list):
         ids = [c.get("id") for c in value if isinstance(c, dict)]
         repeated = sorted({i for i in ids if ids.count(i) > 1 and i is not None})
         if repeated:
-            raise DebugError(f"candidates have one id each; {', '.join(map(str, repeated))} is given twice.")
+            raise InvalidValueError(f"candidates have one id each; {', '.join(map(str, repeated))} is given twice.")
         if any(isinstance(c, dict) and isinstance(c.get("fix_attempts"), int) and c["fix_attempts"] < 0 for c in value):
-            raise DebugError("a candidate's fix_attempts counts rounds: it cannot be negative.")
+            raise InvalidValueError("a candidate's fix_attempts counts rounds: it cannot be negative.")
     hint, adapter = _declared(key)
     try:
         adapter.validate_python(value, strict=True)
@@ -129,7 +129,7 @@ def validate_value(key: str, value: Any, *, max_question_chars: int | None = Non
             where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error["loc"])
             problems.append(f"{key}{where}: {error['msg'].lower()}")
         more = f" (and {e.error_count() - 4} more)" if e.error_count() > 4 else ""
-        raise DebugError(f"{key} holds {_kind(hint)}; the value was refused: {'; '.join(problems)}{more}.") from None
+        raise InvalidValueError(f"{key} holds {_kind(hint)}; the value was refused: {'; '.join(problems)}{more}.") from None
 
 
 def _check_sizes(key: str, value: Any) -> None:
@@ -139,11 +139,11 @@ def _check_sizes(key: str, value: Any) -> None:
         item, depth = stack.pop()
         seen += 1
         if depth > 100:
-            raise DebugError(f"{key}'s value is nested more than 100 deep.")
+            raise InvalidValueError(f"{key}'s value is nested more than 100 deep.")
         if isinstance(item, bool):
             continue
         if isinstance(item, int) and not -INT64 <= item < INT64:
-            raise DebugError(f"{key}'s value holds {str(item)[:30]}..., beyond a 64-bit integer.")
+            raise InvalidValueError(f"{key}'s value holds {str(item)[:30]}..., beyond a 64-bit integer.")
         if isinstance(item, dict):
             stack.extend((v, depth + 1) for v in item.values())
         elif isinstance(item, list):

@@ -9,6 +9,7 @@ disk), and one compiled graph per choice of generators.
 
 from __future__ import annotations
 
+import re
 import signal
 import threading
 import time
@@ -46,9 +47,15 @@ from sqlchorus.tools.trace_content import ALL, NONE, rows_preview, set_value
 from sqlchorus.tools.value_index import database_fingerprint
 
 
+_LONE_SURROGATES = re.compile("[\ud800-\udc7f\udd00-\udfff]")
+"""Surrogates that stand for no byte (a JSON string may hold them as ``\\ud800``)."""
+
+
 def _valid_text(text: str) -> str:
     """``text`` as valid Unicode: bytes that were not UTF-8 (a shell passes them on as lone
-    surrogates) become U+FFFD, so every span, prompt and file can carry the question."""
+    surrogates) and lone surrogates from elsewhere (a JSON ``"\\ud800"``) become U+FFFD, so every
+    span, prompt and file can carry the question."""
+    text = _LONE_SURROGATES.sub("\ufffd", text)
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 

@@ -43,8 +43,14 @@ function when(iso) { return iso ? new Date(iso).toLocaleString() : ""; }
 function cell(v) { return v === null || v === undefined ? "NULL" : typeof v === "object" ? JSON.stringify(v) : String(v); }
 function statusClass(s) { return s === "ok" || s === "done" ? "status-ok" : s === "cancelled" || s === "empty" ? "status-warn" : "status-bad"; }
 
+// Paths are relative to the page, so that it works at / and inside a session folder (/s/…/);
+// a request that changes something carries the page's CSRF token.
+const CSRF = (document.querySelector('meta[name="csrf-token"]') || {}).content || "";
+
 async function api(path, options) {
-  const response = await fetch(path, { headers: { "content-type": "application/json" }, ...options });
+  const headers = { "content-type": "application/json" };
+  if (options && options.method && options.method !== "GET") headers["x-csrf-token"] = CSRF;
+  const response = await fetch(path, { ...options, headers });
   const data = await response.json().catch(() => ({}));
   if (!response.ok) throw new Error((data.error && data.error.message) || response.statusText);
   return data;
@@ -72,14 +78,14 @@ window.addEventListener("hashchange", route);
 const listState = { q: "", sort: "started", desc: true };
 
 async function runsPage() {
-  const [data, dbs] = await Promise.all([api("/api/runs"), api("/api/databases").catch(() => ({ databases: [] }))]);
+  const [data, dbs] = await Promise.all([api("api/runs"), api("api/databases").catch(() => ({ databases: [] }))]);
   const question = el("input", { type: "text", cls: "wide", placeholder: "Ask a question…", "aria-label": "question" });
   const database = el("select", { "aria-label": "database" }, dbs.databases.map(d => el("option", { value: d.id }, d.id)));
   const ask = async (debug) => {
     try {
       const body = JSON.stringify({ question: question.value, database: database.value || null });
-      if (debug) location.hash = "#/debug/" + (await api("/api/debug", { method: "POST", body })).run_id;
-      else location.hash = "#/live/" + (await api("/api/live", { method: "POST", body })).run_id;
+      if (debug) location.hash = "#/debug/" + (await api("api/debug", { method: "POST", body })).run_id;
+      else location.hash = "#/live/" + (await api("api/live", { method: "POST", body })).run_id;
     } catch (error) { failed(error); }
   };
   const search = el("input", { type: "search", placeholder: "Search questions, SQL, databases", value: listState.q, "aria-label": "search" });
@@ -104,7 +110,7 @@ async function runsPage() {
       if (group) {
         const info = data.groups.find(g => g.name === group);
         body.push(el("tr", { cls: "group" }, el("td", { colspan: columns.length }, "Evaluation " + group + " ",
-          info && info.report ? el("a", { href: "/evals/" + encodeURIComponent(group) + "/report" }, "(report)") : null,
+          info && info.report ? el("a", { href: "evals/" + encodeURIComponent(group) + "/report" }, "(report)") : null,
           el("span", { cls: "muted" }, " — " + inGroup.length + " runs"))));
       }
       for (const r of inGroup) {
@@ -224,7 +230,7 @@ function barChart(entries, value, label) {
 }
 
 async function runPage(runId) {
-  const d = await api("/api/runs/" + encodeURIComponent(runId));
+  const d = await api("api/runs/" + encodeURIComponent(runId));
   const s = d.summary;
   const facts = el("div", { cls: "facts" }, [["Database", s.database], ["Status", s.status + (s.failure ? " (" + s.failure + ")" : "")],
     ["Model calls", fmt(s.calls)], ["Tokens", fmt(s.tokens)], ["Cost", usd(s.cost_usd)], ["Seconds", fmt(s.seconds, 3)],
@@ -274,7 +280,7 @@ async function runPage(runId) {
 // -- a live run ----------------------------------------------------------------------------------
 
 async function livePage(runId) {
-  const drawing = (await api("/api/graph")).graph;
+  const drawing = (await api("api/graph")).graph;
   const states = {};
   const holder = el("div", {});
   const log = el("div", { cls: "events", id: "events" });
@@ -282,7 +288,7 @@ async function livePage(runId) {
   const redraw = () => holder.replaceChildren(graphView(drawing, null, states));
   show(el("h1", {}, "Live run " + runId), status, el("div", { cls: "row" }, section("Graph", holder), section("Events", log)));
   redraw();
-  live = new EventSource("/api/live/" + encodeURIComponent(runId) + "/events");
+  live = new EventSource("api/live/" + encodeURIComponent(runId) + "/events");
   const add = (text) => { log.append(el("div", {}, text)); log.scrollTop = log.scrollHeight; };
   live.addEventListener("node", (e) => {
     const ev = JSON.parse(e.data);
@@ -304,10 +310,10 @@ async function livePage(runId) {
 // -- step-through ---------------------------------------------------------------------------------
 
 async function debugPage(runId, checkpoint) {
-  let pos = await api("/api/debug/" + encodeURIComponent(runId) + (checkpoint ? "?checkpoint=" + encodeURIComponent(checkpoint) : ""));
+  let pos = await api("api/debug/" + encodeURIComponent(runId) + (checkpoint ? "?checkpoint=" + encodeURIComponent(checkpoint) : ""));
   const act = async (path, body, method = "POST") => {
     try {
-      pos = await api("/api/debug/" + encodeURIComponent(runId) + path, { method, body: body ? JSON.stringify(body) : undefined });
+      pos = await api("api/debug/" + encodeURIComponent(runId) + path, { method, body: body ? JSON.stringify(body) : undefined });
       render();
     } catch (error) { message.textContent = error.message; }
   };
@@ -373,7 +379,7 @@ function plot(values, label) {
 
 async function statsPage() {
   const last = Number(new URLSearchParams(location.hash.split("?")[1] || "").get("last")) || 50;
-  const s = await api("/api/stats?last=" + last);
+  const s = await api("api/stats?last=" + last);
   const rows = Object.entries(s.nodes).map(([node, v]) => {
     const sorted = [...v.seconds].sort((a, b) => a - b);
     const p50 = sorted[Math.floor((sorted.length - 1) / 2)] || 0;
