@@ -83,3 +83,26 @@ def test_export_pairs(spider, tmp_path):
     export_pairs(records, again)
     assert again.read_text() == path.read_text()
     assert export_pairs(records, tmp_path / "one.jsonl", max_pairs_per_question=1)["pairs"] == 1
+
+
+def test_select_weighs_each_system_by_its_agreement_over_the_whole_file(spider, tmp_path):
+    db = str(spider("concert_singer"))
+    q = "How many singers do we have?"
+    # Systems 0 and 1 agree with no one on the other lines; systems 2, 3 and 4 always agree.
+    filler = [{"db": db, "question": q, "candidates": [f"SELECT {100 + i}", f"SELECT {200 + i}", "SELECT 3",
+                                                      "SELECT 3", "SELECT 3"]} for i in range(12)]
+    # On the last line the two unreliable systems agree on a wrong answer; of the reliable
+    # ones, one answers and two fail.
+    target = {"db": db, "question": q, "candidates": [WRONG, WRONG, GOLD, "SELECT nope", "SELECT nope"]}
+
+    def chosen(lines):
+        file = write_lines(tmp_path / "in.jsonl", lines)
+        result = CliRunner().invoke(cli, ["select", "--candidates", str(file)], env={"SQLCHORUS_SELECTION_MODEL": ""})
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output.splitlines()[-1])
+
+    weighed = chosen([*filler, target])
+    assert weighed["sql"] == GOLD and weighed["chosen"] == 2
+    # With too short a record (under 10 lines) every vote weighs 1: two votes beat one.
+    unweighed = chosen([*filler[:3], target])
+    assert unweighed["sql"] == WRONG and unweighed["chosen"] == 0

@@ -75,14 +75,68 @@ def test_selection_beats_majority_on_the_test_pool(pool_files):
     assert figures["selection_ex"] == expect_pct("selection_correct")
     assert figures["selection_ex"] > figures["majority_ex"]
     assert figures["oracle_ex"] == 100.0
-    assert figures["systems"] == {"sys_a": round(100 * 2 / n, 2), "sys_b": round(100 * 3 / n, 2),
-                                  "sys_c": round(100 * 3 / n, 2)}
-    # Every disagreement is the empty-result rule: won twice, lost once (the empty gold answer).
-    assert figures["n_differ"] == 3
+    assert figures["systems"] == {"sys_a": round(100 * 2 / n, 2), "sys_b": round(100 * 8 / n, 2),
+                                  "sys_c": round(100 * 9 / n, 2)}
+    # sys_a is outvoted most often, so it weighs least; sys_b and sys_c agree with each other.
+    weights = figures["weights"]
+    assert weights["sys_a"] < weights["sys_b"] and weights["sys_a"] < weights["sys_c"]
+    assert figures["n_differ"] == 5
     assert figures["differ_by_rule"] == {
-        "empty_set_aside": {"n": 3, "selection_right": 2, "majority_right": 1, "both_wrong": 0}
+        "empty_set_aside": {"n": 3, "selection_right": 2, "majority_right": 1, "both_wrong": 0},
+        "other": {"n": 2, "selection_right": 2, "majority_right": 0, "both_wrong": 0},
     }
-    assert figures["sign_test_p"] == 1.0
+
+
+def by_name(name):
+    return next(k for k, q in enumerate(POOL["questions"]) if q["name"].startswith(name))
+
+
+@pytest.mark.parametrize("rule, question, without", [
+    # each rule has a question selection gets wrong without it: the candidate it would take instead
+    ("errors", "two failures do not outvote", 0),
+    ("empty", "two empty results outvote", 0),
+    ("shape", "three different results, one with two columns", 1),
+    ("weights", "three different results with rows", 0),
+])
+def test_each_rule_has_a_question_it_decides(pool_files, rule, question, without):
+    bench = load_benchmark()
+    dataset_file, _ = pool_files
+    pools = [[q["candidates"][k] for q in POOL["questions"]] for k in range(len(POOL["systems"]))]
+    figures, records = bench.compare_pool(load_dataset(dataset_file), pools, POOL["systems"])
+    record = records[by_name(question)]
+    assert record["correct"]["selection"]
+    assert record[f"without_{rule}"] == without and not record["correct"][f"without_{rule}"]
+    assert figures["ablation"][f"without_{rule}"]["selection_vs_this"]["wins"] >= 1
+    assert figures["selection_cv_ex"] is not None
+
+
+def test_files_out_of_order_or_partial_are_refused(pool_files, tmp_path, capsys):
+    bench = load_benchmark()
+    dataset_file, files = pool_files
+    lines = files[1].read_text().splitlines()
+    shifted = tmp_path / "shifted.txt"
+    shifted.write_text("\n".join(lines[1:] + lines[:1]) + "\n")
+    partial = tmp_path / "partial.txt"
+    partial.write_text("\n".join(lines[:-2]) + "\n")
+    for bad in (shifted, partial):
+        assert bench.main([str(files[0]), str(bad), "--dataset", str(dataset_file)]) == 2
+        err = capsys.readouterr().err
+        assert str(bad) in err and "refused" in err
+    golds = [q["gold_sql"] for q in POOL["questions"]]
+    assert bench.order_problem(golds, golds) is None
+    assert "not in the dataset's order" in bench.order_problem(golds * 10, (golds[1:] + golds[:1]) * 10)
+
+
+def test_a_dataset_without_its_databases_is_refused(tmp_path, capsys):
+    bench = load_benchmark()
+    dataset = tmp_path / "nodb.json"
+    dataset.write_text(json.dumps({"examples": [
+        {"question": "How many?", "db_id": "absent", "gold_sql": "SELECT 1", "db_path": str(tmp_path / "absent.sqlite")}
+    ]}))
+    pred = tmp_path / "pred.txt"
+    pred.write_text("SELECT 1\n")
+    assert bench.main([str(pred), str(pred), "--names", "a,b", "--dataset", str(dataset)]) == 2
+    assert "databases" in capsys.readouterr().err
 
 
 def test_benchmark_command_prints_one_json_line(pool_files, tmp_path, capsys):
@@ -95,5 +149,5 @@ def test_benchmark_command_prints_one_json_line(pool_files, tmp_path, capsys):
     assert list(figures["systems"]) == POOL["systems"]
     assert figures["selection_ex"] > figures["majority_ex"]
     differ = [json.loads(l) for l in details.read_text().splitlines()]
-    assert [d["index"] for d in differ] == [1, 2, 3]
-    assert {d["rule"] for d in differ} == {"empty_set_aside"}
+    assert [d["index"] for d in differ] == [1, 2, 3, 5, 6]
+    assert {d["rule"] for d in differ} == {"empty_set_aside", "other"}

@@ -50,20 +50,23 @@ def preview(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, limit: int
     return f"Columns: {', '.join(columns)}\n" + "\n".join(shown) + more
 
 
-def check_sql(db: GuardedDatabase, sql: str) -> dict[str, Any]:
+def check_sql(db: GuardedDatabase, sql: str, *, columns: bool = False) -> dict[str, Any]:
     """Run one candidate through the guard and say how it went.
 
     Returns ``status`` (``ok``: rows, ``empty``: no rows, ``error``), ``error`` and
-    ``error_kind`` (the guard's typed error), ``fingerprint`` of the rows and ``row_count``.
+    ``error_kind`` (the guard's typed error), ``fingerprint`` of the rows and ``row_count``;
+    with ``columns``, also the result's column count (None for an error).
     """
     try:
         result = db.execute(sql)
     except SqlError as e:
-        return {"status": "error", "error": e.message, "error_kind": e.kind, "fingerprint": None, "row_count": None}
-    return {
+        failed = {"status": "error", "error": e.message, "error_kind": e.kind, "fingerprint": None, "row_count": None}
+        return {**failed, "columns": None} if columns else failed
+    checked = {
         "status": "ok" if result.rows else "empty",
         "error": None,
         "error_kind": None,
         "fingerprint": fingerprint(result.rows),
         "row_count": result.row_count,
     }
+    return {**checked, "columns": len(result.columns)} if columns else checked

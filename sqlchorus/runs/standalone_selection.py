@@ -13,6 +13,21 @@ labelled set: for each question with a correct and an incorrect result cluster, 
 fine-tuning JSON Lines format (``{"messages": [user, assistant]}``). Which candidate is shown
 first is drawn from a seeded generator, so the model cannot learn an order bias and the file is
 reproducible. A model fine-tuned on it is used by naming it as the ``selection`` model.
+
+Without a selection model, the choice is a vote over execution results (:func:`decide`), with
+these rules, each of which can be turned off (``rules``) to measure what it buys:
+
+* ``errors``: a candidate that fails votes for no answer (off: failed candidates form a cluster
+  of their own, counted as a result with rows, which can win).
+* ``empty``: an empty result votes only when no candidate has rows.
+* ``shape``: only candidates with the column count most of the voters give (weighted as below,
+  counted over every candidate that ran) can win, when any has it.
+* ``weights``: each candidate's vote weighs its system's agreement with the others, estimated
+  from the candidates alone, without gold answers (:func:`agreement_weights`): over all the
+  questions of a run, the mean share of the other systems whose result equals its own. N-rep reads the vote count as confidence; this weighs each vote by its generator's
+  record. A single question has no record: every vote weighs 1.
+
+Ties go to the larger cluster, then the earlier candidate.
 """
 
 from __future__ import annotations
@@ -34,6 +49,10 @@ from sqlchorus.tools.results import check_sql, preview
 from sqlchorus.tools.schema import DatabaseSchema, introspect
 
 SELECT_NODE = "select"
+RULES = frozenset({"errors", "empty", "shape", "weights"})
+"""The rules of the vote without a model, all on by default (see the module's docstring)."""
+MIN_HISTORY = 10
+"""Questions a run needs before per-system weights are estimated; with fewer, votes weigh 1."""
 
 
 def _open(db: str | os.PathLike[str] | GuardedDatabase, settings: Settings) -> tuple[GuardedDatabase, bool]:
@@ -47,9 +66,99 @@ def check(db: GuardedDatabase, sqls: Sequence[str]) -> list[dict[str, Any]]:
     checked = []
     for i, sql in enumerate(sqls):
         item: dict[str, Any] = {"id": f"c{i}", "index": i, "sql": (sql or "").strip(), "generator": "input"}
-        item.update(check_sql(db, item["sql"]))
+        item.update(check_sql(db, item["sql"], columns=True))
         checked.append(item)
     return checked
+
+
+def decide(
+    checked: Sequence[Mapping[str, Any]],
+    weights: Sequence[float] | None = None,
+    rules: Iterable[str] = RULES,
+) -> dict[str, Any] | None:
+    """The vote without a model over checked candidates (:func:`check`'s records, in order).
+
+    Args:
+        checked: the candidates, each with ``status``, ``fingerprint`` and ``columns``.
+        weights: one weight per candidate (its system's, :func:`agreement_weights`); None
+            weighs every vote 1.
+        rules: the rules in force, a subset of :data:`RULES`.
+
+    Returns:
+        ``{"chosen", "members", "score", "total", "columns", "reason"}``: the index of the
+        chosen candidate, the indices sharing its result, its cluster's weighted votes and all
+        votes cast; None when no candidate can be chosen.
+    """
+    rules = frozenset(rules)
+    use = list(weights) if weights is not None and "weights" in rules else [1.0] * len(checked)
+    if len(use) != len(checked):
+        raise ValueError("one weight per candidate")
+    if "errors" in rules:
+        ran = [k for k, c in enumerate(checked) if c["status"] != "error"]
+    else:
+        ran = list(range(len(checked)))
+    if not ran:
+        return None
+    voters = ran
+    if "empty" in rules:
+        voters = [k for k in ran if checked[k]["status"] != "empty"] or voters
+    shape = ""
+    if "shape" in rules:
+        counts: dict[Any, float] = {}
+        for k in ran:
+            counts[checked[k].get("columns")] = counts.get(checked[k].get("columns"), 0.0) + use[k]
+        top = max(counts.values())
+        modal = {n for n, v in counts.items() if v == top}
+        kept = [k for k in voters if checked[k].get("columns") in modal]
+        if kept and len(kept) < len(voters):
+            voters = kept
+            shape = f"; only results with {' or '.join(str(n) for n in sorted(modal, key=str))} column(s), " \
+                    f"the count most votes give, could win"
+    score: dict[str, float] = {}
+    members: dict[str, list[int]] = {}
+    for k in voters:
+        c = checked[k]
+        key = c["fingerprint"] if c["status"] != "error" else "error"
+        score[key] = score.get(key, 0.0) + use[k]
+        members.setdefault(key, []).append(k)
+    best = max(score, key=lambda f: (round(score[f], 9), len(members[f]), -members[f][0]))
+    total = sum(use[k] for k in voters)
+    chosen = members[best][0]
+    weighed = "weighted votes" if weights is not None and "weights" in rules else "votes"
+    reason = (f"c{chosen}'s result has {round(score[best], 3)} of {round(total, 3)} {weighed}"
+              f" ({len(members[best])} candidate(s))" + shape)
+    return {"chosen": chosen, "members": members[best], "score": round(score[best], 4), "total": round(total, 4),
+            "columns": checked[chosen].get("columns"), "reason": reason}
+
+
+def agreement_weights(
+    runs: Sequence[Sequence[Mapping[str, Any]]], *, min_questions: int = MIN_HISTORY
+) -> list[float] | None:
+    """Each system's weight: how often its result agrees with the other systems'.
+
+    ``runs`` holds one list of checked candidates per question, candidate ``k`` of every list
+    coming from system ``k``. On each question a system scores the share of the other systems
+    whose result equals its own (a failed query agrees with nothing); its weight is its mean
+    score, smoothed as ``(sum + 1) / (questions + 2)`` so a system never seen weighs 1/2. No
+    gold answer is used.
+
+    Returns:
+        one weight per system, or None with fewer than ``min_questions`` questions, fewer than
+        two systems, or lists of different lengths (then votes weigh 1).
+    """
+    if len(runs) < max(min_questions, 1) or len({len(r) for r in runs}) != 1 or len(runs[0]) < 2:
+        return None
+    n = len(runs[0])
+    agree = [0.0] * n
+    for checked in runs:
+        for s in range(n):
+            mine = checked[s]
+            if mine["status"] == "error":
+                continue
+            same = sum(1 for k, c in enumerate(checked)
+                       if k != s and c["status"] != "error" and c["fingerprint"] == mine["fingerprint"])
+            agree[s] += same / (n - 1)
+    return [round((a + 1) / (len(runs) + 2), 4) for a in agree]
 
 
 def selector(model: Any = None, settings: Settings | None = None) -> Dependencies:
@@ -78,6 +187,8 @@ def select(
     schema: DatabaseSchema | None = None,
     dependencies: Dependencies | None = None,
     checked: Sequence[dict[str, Any]] | None = None,
+    weights: Sequence[float] | None = None,
+    rules: Iterable[str] = RULES,
 ) -> dict[str, Any]:
     """Choose one of ``candidates`` (SQL strings) as the answer to ``question`` over ``db``.
 
@@ -94,10 +205,13 @@ def select(
             and ``settings`` are its own).
         checked: what :func:`check` gave for ``candidates`` on this database, when the caller
             has it already; they are not run again.
+        weights: without a selection model, one weight per candidate, its system's
+            (:func:`agreement_weights` over a run); None weighs every vote 1.
+        rules: without a selection model, the vote's rules in force (:data:`RULES`).
 
     Returns:
         ``{"question", "sql", "chosen", "cluster", "votes", "confidence", "method", "reason",
-        "clusters", "pairwise", "scores", "model_calls", "usage", "candidates"}``; ``chosen`` is
+        "clusters", "pairwise", "scores", "model_calls", "weights", "usage", "candidates"}``; ``chosen`` is
         the index of the chosen candidate (None when none ran), ``cluster`` the indices that
         share its result.
     """
@@ -118,6 +232,8 @@ def select(
         if dependencies is None:
             deps.close()
     selection = outcome["selection"]
+    if deps.models.get("selection") is None and selection["clusters"]:
+        _vote_without_model(selection, checked, weights, rules)
     index = {c["id"]: c["index"] for c in checked}
     chosen = index.get(selection["chosen"]) if selection["chosen"] else None
     cluster = next((c for c in selection["clusters"] if selection["chosen"] in c["members"]), None)
@@ -137,12 +253,37 @@ def select(
         ],
         "scores": {str(index[k]): v for k, v in selection["scores"].items()},
         "model_calls": selection["model_calls"],
+        "weights": selection.get("weights"),
         "usage": outcome["usage"],
         "errors": outcome["errors"],
         "candidates": [
             {k: c[k] for k in ("index", "sql", "status", "error", "row_count")} for c in checked
         ],
     }
+
+
+def _vote_without_model(selection: dict[str, Any], checked: Sequence[Mapping[str, Any]],
+                        weights: Sequence[float] | None, rules: Iterable[str]) -> None:
+    """Put :func:`decide`'s choice in ``selection`` (the record :func:`choose` made)."""
+    decision = decide(checked, weights, rules)
+    if decision is None:
+        selection.update(chosen=None, confidence=0.0, method="none", reason="no candidate can be chosen")
+        return
+    ids = [c["id"] for c in checked]
+    chosen = ids[decision["chosen"]]
+    members = [ids[k] for k in decision["members"]]
+    clusters = selection["clusters"]
+    position = next((n for n, c in enumerate(clusters) if chosen in c["members"]), None)
+    if position is None:  # a cluster the graph's vote leaves out (failed queries, with ``errors`` off)
+        clusters.append({"fingerprint": None, "members": members, "size": len(members), "status": "error",
+                         "share": round(len(members) / max(len(checked), 1), 4)})
+        position = len(clusters) - 1
+    same = position == selection.get("chosen_cluster")
+    method = selection["method"] if same else "fallback"
+    selection.update(chosen=chosen, chosen_cluster=position, confidence=clusters[position]["share"], method=method,
+                     reason=f"{selection['reason']}; {decision['reason']}" if same else
+                     f"no selection model: {decision['reason']}")
+    selection["weights"] = list(weights) if weights is not None else None
 
 
 def _db_path(raw: str, base: Path) -> Path:
@@ -157,7 +298,10 @@ def select_file(
 ) -> Iterator[dict[str, Any]]:
     """:func:`select` for each line of a JSON Lines file; yields one result per line.
 
-    A relative ``db`` is looked up from the working directory, then beside the file. A line that
+    Without a selection model every line is run first, and each candidate position (one system
+    per position, the same on every line) is weighed by :func:`agreement_weights` over all the
+    lines with that many candidates; with fewer than :data:`MIN_HISTORY` such lines, votes
+    weigh 1. A relative ``db`` is looked up from the working directory, then beside the file. A line that
     cannot be used (bad JSON, missing fields, a database that does not open) yields
     ``{"line": n, "error": ...}`` and the run goes on. The selection model is resolved once,
     before the first line, so an unusable one stops the run at once.
@@ -175,7 +319,9 @@ def select_file(
         deps.close()
 
 
-def _select_lines(path, base, deps, settings, schemas) -> Iterator[dict[str, Any]]:
+def _read_lines(path, base, settings, schemas, checks) -> Iterator[tuple[int, dict[str, Any] | None, Any]]:
+    """Each usable line as ``(n, item, (db_path, checked))``; an unusable one as ``(n, None, error)``.
+    With ``checks``, every candidate is run here and its record kept."""
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
@@ -190,19 +336,54 @@ def _select_lines(path, base, deps, settings, schemas) -> Iterator[dict[str, Any
                 if not isinstance(item["candidates"], list) or not all(isinstance(s, str) for s in item["candidates"]):
                     raise ValueError("candidates must be a list of SQL strings")
                 db_path = _db_path(str(item["db"]), base)
-                with GuardedDatabase(db_path, timeout_s=settings.sql_timeout_s, max_rows=settings.max_rows,
-                                     max_bytes=settings.max_bytes) as db:
-                    if db_path not in schemas:
-                        schemas[db_path] = introspect(db, sample_values=settings.sample_values)
-                    result = select(db, item["question"], item["candidates"], item.get("evidence") or "",
-                                    schema=schemas[db_path], dependencies=deps)
-            except ModelConfigError:  # the model is unusable: every line would say so; stop once
-                raise
+                checked = None
+                if checks:
+                    with _open_path(db_path, settings) as db:
+                        if db_path not in schemas:
+                            schemas[db_path] = introspect(db, sample_values=settings.sample_values)
+                        checked = check(db, item["candidates"])
             except (ValueError, SqlError) as e:
-                yield {"line": n, "error": getattr(e, "message", None) or str(e)}
+                yield n, None, getattr(e, "message", None) or str(e)
                 continue
-            result.pop("usage", None)
-            yield {"line": n, "db": str(item["db"]), **result}
+            yield n, item, (db_path, checked)
+
+
+def _open_path(db_path: Path, settings: Settings) -> GuardedDatabase:
+    return GuardedDatabase(db_path, timeout_s=settings.sql_timeout_s, max_rows=settings.max_rows,
+                           max_bytes=settings.max_bytes)
+
+
+def _select_lines(path, base, deps, settings, schemas) -> Iterator[dict[str, Any]]:
+    # Without a selection model the vote weighs each system (candidate position) by its agreement
+    # with the others over the whole file: every line is run first, then chosen.
+    no_model = deps.models.get("selection") is None
+    lines = list(_read_lines(path, base, settings, schemas, checks=True)) if no_model else None
+    weights: dict[int, list[float] | None] = {}
+    if lines is not None:
+        by_size: dict[int, list[list[dict[str, Any]]]] = {}
+        for _, item, extra in lines:
+            if item is not None:
+                by_size.setdefault(len(extra[1]), []).append(extra[1])
+        weights = {size: agreement_weights(runs) for size, runs in by_size.items()}
+    for n, item, extra in lines if lines is not None else _read_lines(path, base, settings, schemas, checks=False):
+        if item is None:
+            yield {"line": n, "error": extra}
+            continue
+        db_path, checked = extra
+        try:
+            with _open_path(db_path, settings) as db:
+                if db_path not in schemas:
+                    schemas[db_path] = introspect(db, sample_values=settings.sample_values)
+                result = select(db, item["question"], item["candidates"], item.get("evidence") or "",
+                                schema=schemas[db_path], dependencies=deps, checked=checked,
+                                weights=weights.get(len(item["candidates"])))
+        except ModelConfigError:  # the model is unusable: every line would say so; stop once
+            raise
+        except (ValueError, SqlError) as e:
+            yield {"line": n, "error": getattr(e, "message", None) or str(e)}
+            continue
+        result.pop("usage", None)
+        yield {"line": n, "db": str(item["db"]), **result}
 
 
 def export_pairs(
