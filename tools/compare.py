@@ -46,10 +46,6 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sqlglot import Dialect
-from sqlglot.errors import TokenError
-from sqlglot.tokens import TokenType
-
 Row = tuple[Any, ...]
 
 __all__ = [
@@ -148,7 +144,8 @@ def spider_result_eq(gold: Sequence[Row], pred: Sequence[Row], order_matters: bo
 
 _CUR_YEAR = re.compile(r"YEAR\s*\(\s*CURDATE\s*\(\s*\)\s*\)\s*", re.IGNORECASE)
 _DISTINCT_WORD = re.compile(r"\bdistinct\b", re.IGNORECASE)
-_SQLITE = Dialect.get_or_raise("sqlite")
+# Where a DISTINCT keyword is certainly its own token: between these characters (or the ends).
+_TOKEN_EDGE = frozenset(" \t\r\n(),")
 
 
 def spider_postprocess(sql: str) -> str:
@@ -167,12 +164,17 @@ def spider_remove_distinct(sql: str) -> str:
     The Spider scorer does this to both queries unless it is run with ``--keep_distinct``, so a
     prediction is neither rewarded nor punished for DISTINCT. String literals and quoted
     identifiers are tokens of their own and are left alone.
+
+    Tokens are SQLite's as sqlglot reads them. Most queries need no tokenizer: without the
+    word there is nothing to delete, and a query whose only quoting is plain string literals
+    and double-quoted or backquoted names is split here; anything else (comments, ``[name]``,
+    doubled quotes in a name, a keyword glued to other characters) goes to sqlglot's tokenizer.
     """
-    try:
-        tokens = _SQLITE.tokenize(sql)
-    except TokenError:
-        return _DISTINCT_WORD.sub("", sql)
-    spans = [(t.start, t.end + 1) for t in tokens if t.token_type == TokenType.DISTINCT]
+    if "distinct" not in sql.lower():
+        return sql
+    spans = _distinct_spans(sql)
+    if spans is None:
+        spans = _distinct_token_spans(sql)
     if not spans:
         return sql
     pieces, last = [], 0
@@ -181,6 +183,57 @@ def spider_remove_distinct(sql: str) -> str:
         last = end
     pieces.append(sql[last:])
     return "".join(pieces)
+
+
+def _distinct_spans(sql: str) -> list[tuple[int, int]] | None:
+    """The spans of the DISTINCT keyword outside quotes, or None when only a tokenizer can say."""
+    if "--" in sql or "/*" in sql or "[" in sql:
+        return None
+    spans: list[tuple[int, int]] = []
+    i, n = 0, len(sql)
+    while i < n:
+        quote = sql[i]
+        if quote in "'\"`":
+            if i > 0 and (sql[i - 1].isalnum() or sql[i - 1] in "_$@:#?'\"`"):
+                return None  # a prefixed literal (x'..', n'..') or quotes glued together
+            end = sql.find(quote, i + 1)
+            if quote == "'":
+                while end != -1 and sql.startswith("''", end):
+                    end = sql.find("'", end + 2)
+            elif end != -1 and sql.startswith(quote * 2, end):
+                return None
+            if end == -1:
+                return None
+            i = end + 1
+            continue
+        j = i
+        while j < n and sql[j] not in "'\"`":
+            j += 1
+        segment = sql[i:j]
+        lowered = segment.lower()
+        found = [m.span() for m in _DISTINCT_WORD.finditer(segment)]
+        if lowered.count("distinct") != len(found):
+            return None
+        for start, end in found:
+            before = segment[start - 1] if start > 0 else " "
+            after = segment[end] if end < len(segment) else " "
+            if (before not in _TOKEN_EDGE and start > 0) or (after not in _TOKEN_EDGE and end < len(segment)):
+                return None
+            spans.append((i + start, i + end))
+        i = j
+    return spans
+
+
+def _distinct_token_spans(sql: str) -> list[tuple[int, int]]:
+    from sqlglot import Dialect
+    from sqlglot.errors import TokenError
+    from sqlglot.tokens import TokenType
+
+    try:
+        tokens = Dialect.get_or_raise("sqlite").tokenize(sql)
+    except TokenError:
+        return [m.span() for m in _DISTINCT_WORD.finditer(sql)]
+    return [(t.start, t.end + 1) for t in tokens if t.token_type == TokenType.DISTINCT]
 
 
 def spider_order_matters(gold_sql: str) -> bool:

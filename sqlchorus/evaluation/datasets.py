@@ -7,7 +7,9 @@ relative to the repository root):
     ``spider/dev.json`` (1034 questions, in file order). The gold SQL comes from
     ``spider/dev_gold.sql`` when present (the file the official scorer reads; its queries are the
     same as dev.json's), else from dev.json. ``question_id`` is the position in the file.
-    Difficulty is Spider hardness of the gold SQL (:mod:`sqlchorus.tools.hardness`).
+    Difficulty is Spider hardness of the gold SQL: from the query's parse that ``dev.json``
+    carries (its ``sql`` dictionary, what the official scorer computes hardness from) when the
+    gold text is that entry's ``query``, else from the text (:mod:`sqlchorus.tools.hardness`).
     Database: ``spider/database/<db>/<db>.sqlite``.
 ``bird-dev``
     ``bird/dev.json`` (1534 questions) with its ``difficulty`` (simple / moderate /
@@ -45,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlchorus.tools.hardness import spider_hardness
+from sqlchorus.tools.hardness_rules import hardness_from_spider_sql
 
 __all__ = ["Example", "Dataset", "BUILTIN_DATASETS", "data_dir", "load_dataset"]
 
@@ -157,10 +159,26 @@ def _existing(path: Path) -> Path | None:
 
 
 def _hardness_or_unknown(sql: str) -> str:
+    # Parsing SQL text needs sqlglot, imported only when a dataset has queries without a parse.
+    from sqlchorus.tools.hardness import spider_hardness
+
     try:
         return spider_hardness(sql)
     except ValueError:
         return "unknown"
+
+
+def _spider_hardness(sql: str, row: dict[str, Any]) -> str:
+    """Hardness of ``sql``, from ``row``'s parsed ``sql`` dictionary when ``sql`` is ``row``'s
+    query (both give the same levels on Spider dev; the dictionary needs no SQL parser)."""
+    parsed = row.get("sql")
+    query = row.get("query")
+    if isinstance(parsed, dict) and isinstance(query, str) and query.split() == sql.split():
+        try:
+            return hardness_from_spider_sql(parsed)
+        except (KeyError, IndexError, TypeError):
+            pass
+    return _hardness_or_unknown(sql)
 
 
 def _load_spider(folder: Path, dev: str, gold: str, name: str) -> Dataset:
@@ -179,7 +197,7 @@ def _load_spider(folder: Path, dev: str, gold: str, name: str) -> Dataset:
                 question=row["question"],
                 evidence="",
                 gold_sql=sql,
-                difficulty=_hardness_or_unknown(sql),
+                difficulty=_spider_hardness(sql, row),
             )
         )
     return Dataset(name=name, benchmark="spider", examples=examples, source=source)
@@ -250,7 +268,7 @@ def _load_user(path: Path) -> Dataset:
                 question=str(row["question"]),
                 evidence=str(row.get("evidence") or ""),
                 gold_sql=gold,
-                difficulty=str(row.get("difficulty") or _hardness_or_unknown(gold)),
+                difficulty=str(row.get("difficulty") or _spider_hardness(gold, row)),
             )
         )
     return Dataset(name=path.stem, benchmark=benchmark, examples=examples, source=path)

@@ -52,11 +52,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from sqlchorus.config.settings import Settings
-from sqlchorus.core.checkpoints import is_database_url
-from sqlchorus.core.models import ModelConfigError, model_name
 from sqlchorus.evaluation import report
 from sqlchorus.evaluation.datasets import BUILTIN_DATASETS, Dataset, Example, data_dir, load_dataset
 from sqlchorus.evaluation.progress import ExProgress, Tally
@@ -67,8 +64,13 @@ from sqlchorus.evaluation.scoring import (
     score_predictions,
     write_predictions,
 )
-from sqlchorus.runs.session import Session
 from sqlchorus.tools.errors import SqlchorusError
+
+if TYPE_CHECKING:
+    from sqlchorus.config.settings import Settings
+
+# The graph, the models and the settings are imported by the functions that run questions, so
+# scoring a prediction file (:func:`score_prediction_file`) loads none of them.
 
 __all__ = [
     "EvalError",
@@ -313,6 +315,8 @@ def _judge(benchmark: str, example: Example, sqls: Sequence[str]) -> dict[str, A
 def _run_question(
     index: int, example: Example, benchmark: str, settings: Settings, ask: Callable[..., Any]
 ) -> dict[str, Any]:
+    from sqlchorus.core.models import ModelConfigError
+
     start = time.perf_counter()
     try:
         result = ask(example.question, db=example.db_path, evidence=example.evidence,
@@ -381,6 +385,8 @@ def _run_question(
 def _kept_where(checkpoint_path: str | None) -> str | None:
     """The checkpoint file to record: absolute, so it is found from any working directory. A
     database URL is not recorded: it may carry a password, and records are shared."""
+    from sqlchorus.core.checkpoints import is_database_url
+
     if not checkpoint_path or is_database_url(checkpoint_path):
         return None
     return os.path.abspath(checkpoint_path)
@@ -390,6 +396,8 @@ def _kept_where(checkpoint_path: str | None) -> str | None:
 
 
 def _describe(settings: Settings) -> dict[str, Any]:
+    from sqlchorus.core.models import model_name
+
     described = {
         "model": model_name(settings.model),
         "models": {role: model_name(m) for role, m in settings.models.items()},
@@ -457,6 +465,8 @@ def run_eval(
         raise EvalError(f"workers must be 1 or more, not {workers}.")
     # One session for every question: a bad model name fails here, not once per question, and
     # the questions share the models, rate limiter, cache and each database's schema and index.
+    from sqlchorus.runs.session import Session
+
     with Session(settings) as session:
         return _run(dataset, settings, Path(out_dir), limit, workers, resume, progress, on_record, log,
                     ask or session.ask)

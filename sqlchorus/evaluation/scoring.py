@@ -18,8 +18,9 @@ BIRD (the ``predict_*.json`` of the BIRD dev and mini-dev ``evaluation_ex.py``)
     (the question's position in the dataset file); otherwise by position, which is what the
     official reader always does. The two agree for files whose keys are in order.
 
-Per question, every statement executed through
-:class:`~sqlchorus.tools.database.GuardedDatabase`:
+Per question, every statement executed in this process on the guard's read-only connection
+(:mod:`sqlchorus.tools.sqlite_guard`, one connection per database reused for the whole file; see
+:class:`_Reader`):
 
 Spider test-suite semantics (``evaluation.py`` + ``exec_eval.py``, default flags)
     In the prediction, ``" value "`` becomes ``" 1 "``. Both queries get ``> =`` style operators
@@ -47,17 +48,19 @@ count it wrong; we count it wrong and report it), ``missing_prediction``, and ``
 Questions whose database is missing are not scored: ``ex`` is the percentage correct among
 ``n_scored = n_total - n_missing_db``, and ``n_missing_db`` is reported.
 
-Scoring runs in ``workers`` processes (or threads); processes are the default. On an idle
-2-core machine, scoring the 972 runnable Spider dev gold queries took 0.68 s inline, 0.39 s
-with 2 processes and 0.90 s with 2 threads: fetching rows, the guard's progress handler and
-the comparison are Python code that holds the GIL, so threads add contention without
-parallelism. ``benchmarks/scoring.py`` measures it again.
+Scoring runs in ``workers`` processes (or threads); processes are the default. Fetching rows,
+the guard's progress handler and the comparison are Python code that holds the GIL, so threads
+add contention without parallelism. ``benchmarks/scoring.py`` measures the settings, and
+``benchmarks/scoring_vs_official.py`` the whole ``sqlchorus eval --predictions`` process against
+the official evaluator's. This module imports no SQL parser, no graph and no tracing library.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -76,9 +79,19 @@ from sqlchorus.tools.compare import (
     spider_replace_cur_year,
     spider_result_eq,
 )
-from sqlchorus.tools.database import GuardedDatabase, QueryTimeoutError, SqlError
 from sqlchorus.tools.errors import SqlchorusError
-from sqlchorus.tools.hardness import HARDNESS_LEVELS
+from sqlchorus.tools.hardness_rules import HARDNESS_LEVELS
+from sqlchorus.tools.sql_errors import (
+    DatabaseOpenError,
+    ExecutionError,
+    ForbiddenError,
+    NotAQueryError,
+    QueryTimeoutError,
+    ResourceError,
+    SqlError,
+)
+from sqlchorus.tools.sqlite_guard import MAX_SQL_CHARS, GuardState, open_guarded
+from sqlchorus.tools.sqlite_guard import run as guarded_run
 
 __all__ = [
     "Verdict",
@@ -267,15 +280,89 @@ def write_predictions(
 _local = threading.local()
 
 
-def _database(path: str) -> GuardedDatabase:
+class _Reader:
+    """One database's guarded connection in this process (:mod:`sqlchorus.tools.sqlite_guard`):
+    opened read-only, under the guard's authorizer and limits (no value over 8 MB), each
+    statement stopped at its time limit by the progress handler, results capped in rows and
+    bytes. Scoring runs the benchmark's statements and a prediction file's in-process, one
+    connection per database for the whole file, rather than through
+    :class:`~sqlchorus.tools.database.GuardedDatabase`'s worker process; what that adds, a kill
+    from outside for one SQLite call that outruns the limit, matters little with every value
+    capped at 8 MB. The statement check needs no SQL parser: SQLite refuses several statements
+    in one text, and the text must begin with SELECT or WITH (after comments and parentheses).
+    """
+
+    def __init__(self, path: str):
+        if not os.path.isfile(path):
+            raise DatabaseOpenError(f"No database at {path}: the file does not exist.")
+        with open(path, "rb") as f:
+            header = f.read(16)
+        if header != b"SQLite format 3\x00":
+            raise DatabaseOpenError(f"{path} is not a SQLite database (its header does not match).")
+        self.state = GuardState()
+        try:
+            self.conn = open_guarded(path, self.state, max_value_bytes=SCORING_MAX_BYTES)
+        except sqlite3.DatabaseError as e:
+            raise DatabaseOpenError(f"Cannot open {path} as a database: {e}") from e
+
+    def rows(self, sql: str, timeout_s: float) -> list[tuple[Any, ...]]:
+        _check_query(sql)
+        try:
+            _, rows, truncated, _ = guarded_run(
+                self.conn, self.state, sql, (), timeout_s, SCORING_MAX_ROWS, SCORING_MAX_BYTES
+            )
+        except sqlite3.Error as e:
+            raise _classify(str(e), self.state.refused, sql, timeout_s) from e
+        except MemoryError as e:
+            raise ResourceError("The query needs more memory than there is.", sql=sql) from e
+        if truncated:
+            raise _TooLarge("the result is larger than the scoring caps")
+        return rows
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+_LEADING = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*", re.DOTALL)
+_QUERY_START = re.compile(r"(?:select|with)\b", re.IGNORECASE)
+
+
+def _check_query(sql: str) -> None:
+    if not sql or not sql.strip():
+        raise NotAQueryError("The SQL text is empty.", sql=sql)
+    if len(sql) > MAX_SQL_CHARS:
+        raise NotAQueryError(f"The SQL text is longer than {MAX_SQL_CHARS} characters.", sql=sql)
+    start = _LEADING.match(sql).end()
+    if not _QUERY_START.match(sql, start):
+        raise NotAQueryError("Only read queries (SELECT or WITH) may run.", sql=sql)
+
+
+_RESOURCE_MESSAGES = ("out of memory", "too big", "too large", "too many", "too complex", "too deep")
+
+
+def _classify(text: str, refused: str | None, sql: str, budget: float) -> SqlError:
+    """The typed error of a failed statement, as the guard names it."""
+    if text == "interrupted":
+        return QueryTimeoutError(f"The query ran longer than its {budget:g} s budget and was stopped.", sql=sql)
+    if refused or "not authorized" in text or "prohibited" in text:
+        what = refused or "an operation other than reading"
+        return ForbiddenError(f"The query uses {what}, which the guard does not allow; it was refused.", sql=sql)
+    if "readonly" in text:
+        return ForbiddenError("The database is open read-only; writes are refused.", sql=sql)
+    if "one statement at a time" in text:
+        return NotAQueryError("Expected exactly one statement, found several.", sql=sql)
+    if any(marker in text.lower() for marker in _RESOURCE_MESSAGES):
+        return ResourceError(f"The query needs more than the guard allows: {text}.", sql=sql)
+    return ExecutionError(text, sql=sql)
+
+
+def _database(path: str) -> _Reader:
     cache = getattr(_local, "dbs", None)
     if cache is None:
         cache = _local.dbs = {}
     db = cache.get(path)
     if db is None:
-        db = cache[path] = GuardedDatabase(
-            path, timeout_s=BIRD_TIMEOUT_S, max_rows=SCORING_MAX_ROWS, max_bytes=SCORING_MAX_BYTES
-        )
+        db = cache[path] = _Reader(path)
     return db
 
 
@@ -292,10 +379,7 @@ class _TooLarge(SqlchorusError):
 
 
 def _rows(path: str, sql: str, timeout_s: float) -> list[tuple[Any, ...]]:
-    result = _database(path).execute(sql, timeout_s=timeout_s)
-    if result.truncated:
-        raise _TooLarge("the result is larger than the scoring caps")
-    return result.rows
+    return _database(path).rows(sql, timeout_s)
 
 
 def _suite(db_path: str) -> list[str]:

@@ -15,13 +15,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from click.core import ParameterSource
-from rich.console import Console
-from rich.syntax import Syntax
-from rich.table import Table
 
 from sqlchorus.config.presets import PRESET_NAMES
 from sqlchorus.config.settings import (
@@ -37,6 +34,11 @@ from sqlchorus.config.settings import (
 )
 from sqlchorus.tools.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_NO_ANSWER, SqlchorusError
 from sqlchorus.tools.json_values import BLOB_TYPES, blob_text
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+# rich is imported by the functions that print with it, so --help and the JSON outputs do not load it.
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT, *, abandon_threads: bool = False) -> None:
@@ -232,6 +234,7 @@ def _progress_display(verbose: bool, quiet: bool) -> Any:
     @contextmanager
     def display():
         if not quiet and sys.stderr.isatty():
+            from rich.console import Console
             from rich.live import Live
 
             steps = _LiveSteps()
@@ -328,6 +331,10 @@ def _cell(value: Any) -> str:
 
 
 def _print_result(result: Any, *, max_rows: int = 20) -> None:
+    from rich.console import Console
+    from rich.syntax import Syntax
+    from rich.table import Table
+
     out = Console(highlight=False)
     if result.sql:
         out.print(Syntax(result.sql, "sql", word_wrap=True))
@@ -441,6 +448,8 @@ def debug(question: str | None, db: str | None, evidence: str, run_id: str | Non
                 debugger.add_break(node)
         else:
             debugger = Debugger.start(question, db, evidence=evidence, session=session, breakpoints=breaks)
+    from rich.console import Console
+
     console = Console(highlight=False)
     shell = DebugShell(debugger, console)
     if found is not None:
@@ -576,6 +585,7 @@ def index(db: str, max_values: int | None, rebuild: bool, as_json: bool, **optio
     `ask` uses it whatever --max-values built it, and builds one on first use when there is none.
     Columns that were skipped are listed with the reason.
     """
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from sqlchorus.tools.database import GuardedDatabase
@@ -732,6 +742,9 @@ WRONG_LISTED = 10
 
 
 def _print_eval(run: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     s = run.summary
     out = Console(highlight=False)
     ex = "n/a" if s["ex"] is None else f"{s['ex']:g}%"
