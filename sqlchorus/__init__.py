@@ -18,6 +18,7 @@ _EXPORTS = {
     "ask": "sqlchorus.runs.session",
     "aask": "sqlchorus.runs.integrations",
     "as_tool": "sqlchorus.runs.integrations",
+    "as_tools": "sqlchorus.runs.toolkit",
     "graph_for": "sqlchorus.runs.integrations",
     "Session": "sqlchorus.runs.session",
     "Result": "sqlchorus.runs.result",

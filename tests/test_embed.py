@@ -62,8 +62,9 @@ def test_the_tool_has_a_typed_schema_and_a_structured_result(demo_db):
     out = tool.invoke({"question": QUESTION})
     assert out["sql"] == GOLD[QUESTION] and out["rows"] == [[62]] and out["columns"] == ["COUNT(*)"]
     assert out["error"] is None and out["truncated"] is False and out["run_id"] and out["confidence"] == 1.0
-    empty = tool.invoke({"question": "   "})
-    assert empty["sql"] is None and "empty" in empty["error"]
+    # A question it cannot take is a failed call, with why, not a result that looks like one.
+    empty = tool.invoke({"type": "tool_call", "id": "c1", "name": tool.name, "args": {"question": "   "}})
+    assert empty.status == "error" and empty.content.startswith("empty_question:")
     assert asyncio.run(tool.ainvoke({"question": QUESTION}))["rows"] == [[62]]
 
 

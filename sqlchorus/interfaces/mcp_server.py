@@ -18,27 +18,24 @@ token, ``SQLCHORUS_TOKEN``, is required to bind anywhere else). Needs the ``mcp`
 from __future__ import annotations
 
 import asyncio
-import fnmatch
 from typing import Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
-from rapidfuzz import process
 
 from sqlchorus.config.errors import SqlchorusError
 from sqlchorus.interfaces.http_guard import Guard
 from sqlchorus.runs.integrations import TOOL_ROWS
 from sqlchorus.runs.service import RunService, ServiceError
 from sqlchorus.tools.json_values import json_value
-from sqlchorus.tools.schema import DatabaseSchema, Table
+from sqlchorus.tools.schema import DatabaseSchema
+from sqlchorus.tools.schema_search import close_tables, search, table_detail
 from sqlchorus.tools.views import render_view
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 """Every tool only reads: nothing it does changes a database."""
-SEARCH_LIMIT = 100
-"""Tables or columns one ``search_schema`` call returns at most."""
 EXECUTE_ROWS = 100
 """Rows ``execute_sql`` returns by default."""
 MAX_EXECUTE_ROWS = 1000
@@ -75,54 +72,6 @@ def _failed(output: BaseModel, code: str, message: str) -> CallToolResult:
     data["error"] = {"code": code, "message": message}
     return CallToolResult(content=[TextContent(type="text", text=f"{code}: {message}")],
                           structured_content=data, is_error=True)
-
-
-def _pattern(pattern: str) -> Any:
-    """A case-insensitive matcher: ``*``/``%`` and ``?``/``_`` are wildcards; no wildcard
-    matches anywhere in the name."""
-    text = (pattern or "").strip().lower().replace("%", "*").replace("_", "?") if any(
-        c in (pattern or "") for c in "*%?") else f"*{(pattern or '').strip().lower()}*"
-    return lambda name: fnmatch.fnmatchcase(name.lower(), text)
-
-
-def table_detail(table: Table, detail: str) -> dict[str, Any]:
-    """A table at a detail level: ``names`` (its columns' names), ``summary`` (types, keys, row
-    count), ``full`` (also foreign keys, descriptions and sample values)."""
-    if detail == "names":
-        return {"table": table.name, "columns": [c.name for c in table.columns]}
-    data: dict[str, Any] = {
-        "table": table.name, "rows": table.row_count, "is_view": table.is_view, "primary_key": table.primary_key,
-        "columns": [{"name": c.name, "type": c.type} for c in table.columns],
-    }
-    if detail == "full":
-        data["description"] = table.description
-        data["columns"] = [
-            {"name": c.name, "type": c.type, "primary_key": c.primary_key, "not_null": c.not_null,
-             "description": c.description or c.full_name, "samples": [json_value(v) for v in c.samples]}
-            for c in table.columns]
-        data["foreign_keys"] = [{"column": f.column, "ref_table": f.ref_table, "ref_column": f.ref_column}
-                                for f in table.foreign_keys]
-    return data
-
-
-def search(schema: DatabaseSchema, pattern: str, detail: str, limit: int = SEARCH_LIMIT) -> dict[str, Any]:
-    """Tables whose name matches ``pattern``, and tables with a column that does (those columns
-    named), at ``detail``; ``truncated`` when more than ``limit`` matched."""
-    matches = _pattern(pattern)
-    found: list[dict[str, Any]] = []
-    total = 0
-    for table in schema.tables:
-        columns = [c.name for c in table.columns if matches(c.name)]
-        if not matches(table.name) and not columns:
-            continue
-        total += 1
-        if len(found) < limit:
-            entry = table_detail(table, detail)
-            entry["matched"] = "table" if matches(table.name) else "columns"
-            if columns:
-                entry["matching_columns"] = columns
-            found.append(entry)
-    return {"tables": found, "matched": total, "truncated": total > limit}
 
 
 def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
@@ -189,7 +138,7 @@ def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
         schema = await _schema(service, database)
         found = schema.table(table)
         if found is None:
-            near = [m[0] for m in process.extract(table, [t.name for t in schema.tables], limit=3)]
+            near = close_tables(schema, table)
             hint = f" Close names: {', '.join(near)}." if near else ""
             raise ToolError(f"unknown_table: no table {table!r} in {schema.name}.{hint}")
         return table_detail(found, "full")

@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from langchain_core.tools import StructuredTool
+from langchain_core.tools import StructuredTool, ToolException
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, Field
 from typing_extensions import NotRequired, TypedDict
@@ -60,35 +60,64 @@ def tool_result(result: Result, max_rows: int = TOOL_ROWS) -> dict[str, Any]:
     }
 
 
+def failure_text(result: Result) -> str:
+    """Why ``result`` has no answer, with the causes the run met (a model's own complaint, the
+    candidates' errors), not only its summary."""
+    causes: list[str] = []
+    for e in result.errors:
+        text = f"{e.get('node') or e.get('kind') or 'run'}: {e.get('message')}"
+        if e.get("message") and text not in causes:
+            causes.append(text)
+    for c in result.candidates:
+        if c.get("error") and len(causes) < 5:
+            causes.append(f"{c.get('id')}: {c.get('error')}")
+    summary = result.error or "No answer."
+    return summary + (" Causes: " + "; ".join(causes[:5]) + "." if causes else "")
+
+
+def ask_tool(session: Session, db: str | Path | None, question: str, evidence: str, max_rows: int) -> dict[str, Any]:
+    """What a tool that asks returns (:func:`tool_result`).
+
+    Raises:
+        ToolException: the question cannot be taken, or the run found no answer (its causes
+            named), so the agent's framework sees a failed call.
+        ModelConfigError: the model cannot be used at all (a configuration error for the host).
+    """
+    try:
+        result = session.ask(question, db=db, evidence=evidence)
+    except ModelConfigError:  # no question can be answered: the host must hear of it
+        raise
+    except SqlchorusError as e:
+        raise ToolException(f"{e.kind}: {e}") from e
+    if not result.ok:
+        raise ToolException(failure_text(result))
+    return tool_result(result, max_rows)
+
+
 def as_tool(db: str | Path | None = None, *, model: Any = None, settings: Settings | None = None,
             name: str = "ask_database", description: str | None = None, max_rows: int = TOOL_ROWS) -> StructuredTool:
     """A LangChain tool that answers questions over ``db`` (the demo database by default).
 
     The tool keeps one :class:`~sqlchorus.runs.session.Session` (models, cache, the database's schema and
-    value index built once). A question it cannot answer, or cannot take (empty, too long), comes
-    back as the result's ``error``, so that the agent can go on; a model that cannot be used at
-    all raises, as a configuration error should.
+    value index built once). A question it cannot take (empty, too long), or a run with no
+    answer, raises ``ToolException`` with the cause, which the tool hands to the agent as a
+    failed call (``status="error"``) so that it can go on; a model that cannot be used at all
+    raises, as a configuration error should. :func:`sqlchorus.as_tools` gives the whole toolkit.
     """
     session = Session(settings, model=model)
     where = Path(db).name if db is not None else "the demo shop database"
 
     def run(question: str, evidence: str = "") -> dict[str, Any]:
-        try:
-            return tool_result(session.ask(question, db=db, evidence=evidence), max_rows)
-        except ModelConfigError:  # no question can be answered: the host must hear of it
-            raise
-        except SqlchorusError as e:
-            return {"sql": None, "columns": [], "rows": [], "truncated": False, "confidence": None,
-                    "run_id": "", "error": str(e)}
+        return ask_tool(session, db, question, evidence, max_rows)
 
     async def arun(question: str, evidence: str = "") -> dict[str, Any]:
         return await asyncio.to_thread(run, question, evidence)
 
     return StructuredTool.from_function(
-        func=run, coroutine=arun, name=name, args_schema=AskInput,
+        func=run, coroutine=arun, name=name, args_schema=AskInput, handle_tool_error=True,
         description=description or (
             f"Answers a question about {where} by writing SQL, checking it against the database and "
-            "running it (read only). Returns the SQL, its columns and rows, and an error when there is no answer."
+            "running it (read only). Returns the SQL, its columns and rows; a failed call says why."
         ),
     )
 

@@ -1,0 +1,180 @@
+"""A guarded SQL toolkit for any LangChain agent: the MCP server's six tools as typed tools.
+
+:func:`as_tools` gives ``list_databases``, ``search_schema``, ``describe_table``,
+``execute_sql``, ``validate_sql`` and ``ask_database`` over one or more SQLite files — what
+LangChain's ``SQLDatabaseToolkit`` gives (list tables, schema, query, check), with every
+statement through sqlchorus's guard (read only, time and row limits) and a question answered
+by the whole pipeline. A tool that cannot do what it was asked raises ``ToolException`` with the
+cause, so the agent's framework sees a failed call (a ``ToolMessage`` with ``status="error"``),
+not a result that looks like success.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
+from pydantic import BaseModel, Field
+
+from sqlchorus.config.errors import SqlchorusError
+from sqlchorus.config.settings import Settings
+from sqlchorus.runs.demo import demo_db_path
+from sqlchorus.runs.integrations import TOOL_ROWS, ask_tool
+from sqlchorus.runs.service import RunService, UnknownDatabaseError
+from sqlchorus.runs.session import Session
+from sqlchorus.tools.json_values import json_value
+from sqlchorus.tools.schema import DatabaseSchema
+from sqlchorus.tools.schema_search import close_tables, search, table_detail
+
+EXECUTE_ROWS = 100
+"""Rows ``execute_sql`` returns unless asked for more."""
+MAX_EXECUTE_ROWS = 1000
+"""Rows ``execute_sql`` returns at most."""
+
+
+class _Databases:
+    """The files the tools answer over, each named by its file's stem, and one session for all."""
+
+    def __init__(self, dbs: Sequence[str | Path], session: Session):
+        self.paths = RunService.database_ids(list(dbs) or [demo_db_path()])
+        self.session = session
+
+    def path(self, database: str | None) -> Path:
+        if not database:
+            if len(self.paths) == 1:
+                return next(iter(self.paths.values()))
+            raise UnknownDatabaseError(f"Say which database: there are {', '.join(self.paths)}.")
+        if database not in self.paths:
+            raise UnknownDatabaseError(f"No database {database!r}; there are: {', '.join(self.paths)}.")
+        return self.paths[database]
+
+    def schema(self, database: str | None) -> DatabaseSchema:
+        return self.session.database(self.path(database)).schema
+
+
+class _DatabaseArg(BaseModel):
+    database: str | None = Field(None, description="The database's id (from list_databases); may be left out "
+                                                   "when there is only one.")
+
+
+class _SearchArgs(_DatabaseArg):
+    pattern: str = Field(description="Part of a table or column name; * or % for any text, ? or _ for one character.")
+    detail: Literal["names", "summary", "full"] = Field(
+        "names", description="names: column names; summary: types, keys, row counts; full: also foreign keys, "
+                             "descriptions and sample values.")
+
+
+class _TableArgs(_DatabaseArg):
+    table: str = Field(description="The table's name.")
+
+
+class _ExecuteArgs(_DatabaseArg):
+    sql: str = Field(description="One read query in SQLite's dialect.")
+    max_rows: int = Field(EXECUTE_ROWS, ge=1, le=MAX_EXECUTE_ROWS, description="Rows to return at most.")
+
+
+class _ValidateArgs(_DatabaseArg):
+    sql: str = Field(description="One read query in SQLite's dialect.")
+
+
+def _failing(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``func`` with sqlchorus's errors raised as ``ToolException`` (``kind: message``)."""
+
+    def call(**kwargs: Any) -> Any:
+        try:
+            return func(**kwargs)
+        except SqlchorusError as e:
+            raise ToolException(f"{e.kind}: {e}") from e
+
+    call.__name__ = func.__name__
+    return call
+
+
+def _tool(func: Callable[..., Any], name: str, args: type[BaseModel], description: str) -> StructuredTool:
+    sync = _failing(func)
+
+    async def run(**kwargs: Any) -> Any:
+        return await asyncio.to_thread(sync, **kwargs)
+
+    return StructuredTool.from_function(func=sync, coroutine=run, name=name, args_schema=args, description=description,
+                                        handle_tool_error=True)
+
+
+def as_tools(*dbs: str | Path, model: Any = None, settings: Settings | None = None,
+             max_rows: int = TOOL_ROWS) -> list[BaseTool]:
+    """Six typed LangChain tools over ``dbs`` (SQLite files; the demo database when none):
+    ``list_databases``, ``search_schema``, ``describe_table``, ``execute_sql``, ``validate_sql``
+    and ``ask_database`` (the pipeline; needs ``model``, or the settings' model). Nothing they
+    run can change a database. A failed call raises ``ToolException`` with its cause, which the
+    tools hand to the agent as an error result (``handle_tool_error``).
+
+    Raises:
+        sqlchorus.tools.sql_errors.DatabaseOpenError: a file is missing or not SQLite.
+        ServiceError: two files would have the same id (the same file name).
+    """
+    session = Session(settings, model=model)
+    databases = _Databases(dbs, session)
+    for path in databases.paths.values():
+        session.database(path)  # opened now: a bad file is found before an agent calls a tool
+
+    def list_databases() -> dict[str, Any]:
+        rows = []
+        for db_id in databases.paths:
+            schema = databases.schema(db_id)
+            rows.append({"id": db_id, "file": databases.paths[db_id].name, "tables": len(schema.tables),
+                         "columns": sum(len(t.columns) for t in schema.tables)})
+        return {"databases": rows}
+
+    def search_schema(pattern: str, database: str | None = None, detail: str = "names") -> dict[str, Any]:
+        return search(databases.schema(database), pattern, detail)
+
+    def describe_table(table: str, database: str | None = None) -> dict[str, Any]:
+        schema = databases.schema(database)
+        found = schema.table(table)
+        if found is None:
+            near = close_tables(schema, table)
+            raise ToolException(f"unknown_table: no table {table!r} in {schema.name}."
+                                + (f" Close names: {', '.join(near)}." if near else ""))
+        return table_detail(found, "full")
+
+    def execute_sql(sql: str, database: str | None = None, max_rows: int = EXECUTE_ROWS) -> dict[str, Any]:
+        db = session.database(databases.path(database)).db
+        result = db.execute(sql, max_rows=max(1, min(int(max_rows), MAX_EXECUTE_ROWS)))
+        return {"columns": result.columns, "rows": [[json_value(v) for v in row] for row in result.rows],
+                "row_count": result.row_count, "truncated": result.truncated}
+
+    def validate_sql(sql: str, database: str | None = None) -> dict[str, Any]:
+        db = session.database(databases.path(database)).db
+        plan = db.explain_query_plan(sql)
+        return {"valid": True, "plan": [str(row[-1]) for row in plan.rows]}
+
+    class _AskArgs(_DatabaseArg):
+        question: str = Field(description="The question about the database, in plain language.")
+        evidence: str = Field("", description="A hint that defines terms the question uses (optional).")
+
+    def ask_database(question: str, database: str | None = None, evidence: str = "") -> dict[str, Any]:
+        return ask_tool(session, databases.path(database), question, evidence, max_rows)
+
+    where = ", ".join(databases.paths)
+    return [
+        _tool(list_databases, "list_databases", BaseModel,
+              f"The databases these tools answer over ({where}): id, file name, number of tables and columns."),
+        _tool(search_schema, "search_schema", _SearchArgs,
+              "Find tables and columns whose names match a pattern (case-insensitive). Use it before writing SQL "
+              "to learn the exact names. At most 100 tables."),
+        _tool(describe_table, "describe_table", _TableArgs,
+              "Everything about one table: columns with types, keys, descriptions and sample values, foreign keys "
+              "and row count."),
+        _tool(execute_sql, "execute_sql", _ExecuteArgs,
+              "Run one read query (SQLite) and return its rows. Anything but a single read query is refused; an "
+              "error names its kind (not_a_query, forbidden, timeout, resource, execution, ...)."),
+        _tool(validate_sql, "validate_sql", _ValidateArgs,
+              "Check one read query without running it: SQLite plans it, so unknown tables or columns and syntax "
+              "errors are found. Returns the plan."),
+        _tool(ask_database, "ask_database", _AskArgs,
+              "Answer a question about a database in plain language: writes SQL, checks it against the database "
+              "and runs it (read only). Returns the SQL, its columns and rows."),
+    ]
