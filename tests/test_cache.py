@@ -48,7 +48,9 @@ def test_keys_depend_on_model_messages_and_parameters():
     b = ScriptedChatModel(["x"], name="model-b")
     msgs = [SystemMessage("be brief"), HumanMessage("How many singers?")]
     base = request_key(a, msgs, {"temperature": 0})
-    assert base == request_key(ScriptedChatModel(["y"], name="model-a"), list(msgs), {"temperature": 0})
+    assert base == request_key(ScriptedChatModel(["x"], name="model-a"), list(msgs), {"temperature": 0})
+    # Another script under the same name is another model: it must not be answered from this one's.
+    assert base != request_key(ScriptedChatModel(["y"], name="model-a"), list(msgs), {"temperature": 0})
     assert base != request_key(b, msgs, {"temperature": 0})
     assert base != request_key(a, msgs[1:], {"temperature": 0})
     assert base != request_key(a, [SystemMessage("be brief"), HumanMessage("How many songs?")], {"temperature": 0})
@@ -188,3 +190,22 @@ def test_models_from_code_with_one_name_keep_their_own_answers(tmp_path, monkeyp
     # The second factory is not served the first one's answer, though its model has the same name.
     assert answers["wrong"][0][1] == 0 and answers["wrong"][0][0] != "SELECT COUNT(*) FROM customers"
     assert answers["right"][1] == ("SELECT COUNT(*) FROM customers", 1)
+
+
+def test_two_python_factories_of_one_name_do_not_answer_for_each_other(demo_db, tmp_path, monkeypatch):
+    # Two factories whose models share a class and a name, answering differently.
+    for module, sql in (("factory_a", "SELECT 1"), ("factory_b", "SELECT 2")):
+        (tmp_path / f"{module}.py").write_text(
+            "from sqlchorus.testing import ScriptedChatModel\n\n"
+            f"def make():\n    return ScriptedChatModel(lambda messages: {sql!r}, name='same-name')\n",
+            encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cache = str(tmp_path / "c.sqlite")
+    answers = {}
+    for module in ("factory_a", "factory_b", "factory_a"):
+        settings = Settings(model=f"python:{module}:make", cache_path=cache, trace_dir=None, preset="tiny")
+        answers.setdefault(module, []).append(sqlchorus.ask("How many customers?", db=demo_db, settings=settings))
+    (a, again), (b,) = answers["factory_a"], answers["factory_b"]
+    assert (a.sql, b.sql) == ("SELECT 1", "SELECT 2")
+    assert again.sql == "SELECT 1" and again.cost["cached_calls"] == again.cost["calls"] > 0  # its own, cached
+    assert b.cost["cached_calls"] == 0

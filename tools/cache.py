@@ -29,6 +29,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ _KEY_VERSION = 1
 # Model attributes that change what a model answers; none of them holds a secret.
 _IDENTITY_ATTRS = (
     "model_name", "model", "model_path", "openai_api_base", "base_url", "temperature",
-    "max_tokens", "top_p", "top_k", "seed", "n_ctx", "num_ctx", "stop", "repeat_penalty",
+    "max_tokens", "top_p", "top_k", "seed", "n_ctx", "num_ctx", "stop", "repeat_penalty", "script",
 )
 
 
@@ -54,10 +55,25 @@ def default_cache_dir() -> Path:
     return Path(base).expanduser() / "sqlchorus"
 
 
+_MADE_FROM: dict[int, tuple[weakref.ref, str]] = {}
+"""The spec each live model was made from (``python:package.module:factory``), by its id."""
+
+
+def made_from(model: Any, spec: str) -> None:
+    """Record that ``model`` was made from ``spec``, so that its cache identity names it: two
+    factories whose models share a class and a name do not answer for each other."""
+    key = id(model)
+    _MADE_FROM[key] = (weakref.ref(model, lambda _gone, key=key: _MADE_FROM.pop(key, None)), spec)
+
+
 def model_identity(model: Any) -> dict[str, Any]:
-    """What identifies ``model`` for caching: its class and its answer-changing attributes."""
+    """What identifies ``model`` for caching: its class, its answer-changing attributes and,
+    where known, the spec it was made from (:func:`made_from`)."""
     cls = type(model)
     identity: dict[str, Any] = {"class": f"{cls.__module__}.{cls.__qualname__}"}
+    made = _MADE_FROM.get(id(model))
+    if made is not None and made[0]() is model:
+        identity["made_from"] = made[1]
     for attr in _IDENTITY_ATTRS:
         value = getattr(model, attr, None)
         if isinstance(value, (str, int, float, bool)) or (

@@ -30,6 +30,7 @@ from langchain_core.language_models import BaseChatModel
 from sqlchorus.config.install import install_hint
 from sqlchorus.config.settings import ROLES, Settings
 from sqlchorus.core.local_model import LocalModelError, local_chat_model
+from sqlchorus.tools.cache import made_from
 from sqlchorus.tools.errors import SqlchorusError
 
 NO_MODEL_HELP = f"""No model is configured. Name one of:
@@ -184,6 +185,7 @@ def _from_python(name: str) -> BaseChatModel:
         raise ModelConfigError(
             f"{module_name}.{attribute}() returned {type(model).__name__}, not a LangChain BaseChatModel."
         )
+    made_from(model, f"python:{name}")
     return model
 
 

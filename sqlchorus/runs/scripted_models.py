@@ -18,6 +18,8 @@ without an edit here.
 from __future__ import annotations
 
 import contextvars
+import hashlib
+import json
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -49,6 +51,17 @@ def count_tokens(text: str) -> int:
     return max(1, (len(text) + 3) // 4) if text else 0
 
 
+def _script(responses: Any) -> str:
+    """What identifies a script across processes: a responder's module, name and line, or the
+    responses themselves."""
+    if callable(responses):
+        code = getattr(responses, "__code__", None) or getattr(getattr(responses, "__call__", None), "__code__", None)
+        where = f"{code.co_filename}:{code.co_firstlineno}" if code is not None else ""
+        return f"{getattr(responses, '__module__', '')}.{getattr(responses, '__qualname__', type(responses).__name__)}@{where}"
+    text = json.dumps([r if isinstance(r, str) else repr(r) for r in responses], ensure_ascii=False)
+    return "responses:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
 class ScriptedChatModel(GenericFakeChatModel):
     """A chat model that answers from a script.
 
@@ -64,6 +77,9 @@ class ScriptedChatModel(GenericFakeChatModel):
     responses: Any = None
     messages: Any = Field(default=None, exclude=True)
     model_name: str = "scripted"
+    script: str = ""
+    """Which script answers (the responder's code location, or a hash of the responses), part of
+    the response cache's key: two scripts of one name do not answer for each other."""
     calls: int = 0
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _index: int = PrivateAttr(default=0)
@@ -73,7 +89,7 @@ class ScriptedChatModel(GenericFakeChatModel):
             responses = list(responses)
             if not responses:
                 raise ValueError("ScriptedChatModel needs at least one response.")
-        super().__init__(responses=responses, model_name=name, messages=iter(()), **kw)
+        super().__init__(responses=responses, model_name=name, messages=iter(()), script=_script(responses), **kw)
 
     @property
     def _llm_type(self) -> str:
