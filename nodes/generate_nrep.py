@@ -198,11 +198,19 @@ def _calls(settings: Settings) -> int:
     return len(settings.nrep_views) + len(linking_formats(settings.nrep_views, settings.schema_format))
 
 
+def _schema_views(settings: Settings) -> int:
+    """Its own linking calls and the views at the full level see the full schema; the others
+    see the linked part."""
+    full = sum(parse_view(v).level == "full" for v in settings.nrep_views)
+    return full + len(linking_formats(settings.nrep_views, settings.schema_format))
+
+
 GENERATOR = Generator(
     key=KEY,
     node=NODE,
     fn=generate_nrep,
     calls=_calls,
+    schema_views=_schema_views,
     candidates=lambda settings: len(settings.nrep_views),  # one per view
     paper="N-rep",
     differs=(

@@ -12,6 +12,9 @@
   fixer, which N-rep does not have, sees the linked tables with all their columns. An
   unconfident vote goes to pairwise selection over every result cluster, within N-rep's bound of
   2·C(M,2) calls for M = 5 candidates (20): every pair of up to five clusters, in both orders.
+  N-rep's 32K tokens a question is its ``max_question_tokens``: a schema its three full-view
+  calls (``link_schema``'s, N-rep's MAC-Schema linking and its ``mac-schema:full`` view) cannot
+  all carry within it is narrowed for them.
 * ``full``: every generator of the graph, CHASE-SQL's pairwise selection of the final answer over
   every result cluster, within two calls per candidate (20 for its ten): every pair of up to 5
   clusters, and past that the ladder, which still compares each of up to 11 clusters.
@@ -60,6 +63,11 @@ BALANCED_VIEWS: tuple[str, ...] = (
     "m-schema:columns",
     "ddl:columns@m-schema",
 )
+
+BALANCED_QUESTION_TOKENS = 32_000
+"""N-rep's published budget per question, 32K tokens: a schema too large for all of
+``balanced``'s full-view calls to carry within it is narrowed for them
+(``Settings.max_question_tokens``)."""
 
 EVERY_CLUSTER = 50
 """``pairwise_max_clusters`` at its largest, more clusters than any preset draws candidates: no
@@ -121,7 +129,7 @@ PRESETS: dict[str, Preset] = {
         summary="N-rep: five greedy candidates over five schema views",
         settings={"nrep_views": BALANCED_VIEWS, "fix_rounds": 1, "pairwise": "low-confidence",
                   "schema_level": "tables", "pairwise_max_clusters": EVERY_CLUSTER,
-                  "max_pairwise_calls": BALANCED_PAIRWISE_CALLS},
+                  "max_pairwise_calls": BALANCED_PAIRWISE_CALLS, "max_question_tokens": BALANCED_QUESTION_TOKENS},
         selection_summary="execution-result voting; pairwise comparison of every result cluster only when the "
                           "vote is not confident",
     ),

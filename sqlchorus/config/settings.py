@@ -356,6 +356,14 @@ class Settings(BaseSettings):
         "is narrowed to what the question most likely needs.",
         flag="--max-schema-tokens", ge=256, le=10_000_000,
     )
+    max_question_tokens: int = _field(
+        0,
+        "Prompt tokens all of a question's calls may take together, planned ahead; 0 sets no bound "
+        "(preset balanced: 32,000, N-rep's budget). The schema is shown whole when every call that "
+        "shows it can carry it within this budget; otherwise those calls show their share: the "
+        "details of the columns the question most likely needs and the names of the rest.",
+        flag="--max-question-tokens", ge=0, le=100_000_000,
+    )
     max_question_chars: int = _field(
         8_000, "Characters a question, or its hint, may have at most.",
         flag="--max-question-chars", ge=1, le=10_000_000,

@@ -43,6 +43,9 @@ class Generator:
         fn: the node function, ``(state, runtime)`` (plus ``search=`` when ``search`` is set).
         calls: model calls one sample makes, given the settings (the typical count).
         candidates: candidates one sample makes, given the settings.
+        schema_views: of those calls, how many show the full schema view (the rest show a
+            linked part, or none); None: every call does. A per-question token budget
+            (``Settings.max_question_tokens``) is shared among these views.
         search: for a generator that runs a subgraph of its own, the function that compiles it,
             or its import path ``"package.module:function"`` when it lives on a floor above the
             nodes (LIST's subgraph is wired by the graph floor from nodes of their own, which a
@@ -72,6 +75,7 @@ class Generator:
     fn: Callable[..., Any]
     calls: Callable[[Settings], int] = one
     candidates: Callable[[Settings], int] = one
+    schema_views: Callable[[Settings], int] | None = None
     search: Callable[[], Any] | str | None = None
     paper: str | None = None
     differs: str = ""
