@@ -1,9 +1,11 @@
 """What the command line imports: `sqlchorus --help` and scoring a prediction file load none of the
-graph's, the models', the servers' or the tracing libraries (asserted on module names from
-``python -X importtime``, never on time)."""
+graph's, the models', the servers' or the tracing libraries, nor pydantic (the options come from
+a plain table of the Settings fields, kept equal to the model here); asserted on module names from
+``python -X importtime``, never on time."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sqlite3
@@ -12,7 +14,8 @@ import sys
 from pathlib import Path
 
 HEAVY = ("langgraph", "langchain", "langchain_core", "langsmith", "fastapi", "uvicorn", "starlette", "mcp",
-         "opentelemetry", "rich", "sqlglot", "httpx", "openai", "anthropic")
+         "opentelemetry", "rich", "sqlglot", "httpx", "openai", "anthropic", "pydantic", "pydantic_core",
+         "pydantic_settings")
 
 
 def _imported(*args: str, env: dict[str, str] | None = None) -> tuple[set[str], subprocess.CompletedProcess]:
@@ -37,6 +40,20 @@ def test_help_imports_no_heavy_module():
     assert "eval" in done.stdout
     assert "sqlchorus.interfaces.cli" in modules
     assert _heavy(modules) == []
+    assert "sqlchorus.config.settings" not in modules
+
+
+def test_the_option_table_is_the_settings_model():
+    """The table the options are built from says what the Settings fields say; after changing a
+    field, `python scripts/build_settings_table.py` writes the new table."""
+    script = Path(__file__).resolve().parent.parent / "scripts" / "build_settings_table.py"
+    spec = importlib.util.spec_from_file_location("build_settings_table", script)
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    from sqlchorus.interfaces.settings_table import OPTIONS
+
+    assert OPTIONS == builder.build_table()
+    assert builder.main(["--check"]) == 0
 
 
 def test_scoring_a_prediction_file_imports_no_heavy_module(tmp_path: Path):
@@ -65,3 +82,4 @@ def test_scoring_a_prediction_file_imports_no_heavy_module(tmp_path: Path):
     # Scoring runs the statements in this process, through the guard's connection.
     assert "sqlchorus.tools.database" not in modules
     assert "sqlchorus.tools.sqlite_guard" in modules
+    assert "sqlchorus.config.settings" not in modules

@@ -61,11 +61,13 @@ import json
 import os
 import re
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -308,15 +310,49 @@ class _Reader:
     def rows(self, sql: str, timeout_s: float) -> list[tuple[Any, ...]]:
         _check_query(sql)
         try:
-            _, rows, truncated, _ = guarded_run(
-                self.conn, self.state, sql, (), timeout_s, SCORING_MAX_ROWS, SCORING_MAX_BYTES
-            )
+            rows = self._rows_within_bound(sql, timeout_s)
+            truncated = False
+            if rows is None:  # near the caps: the guard's own count, row by row, decides
+                _, rows, truncated, _ = guarded_run(
+                    self.conn, self.state, sql, (), timeout_s, SCORING_MAX_ROWS, SCORING_MAX_BYTES
+                )
         except sqlite3.Error as e:
             raise _classify(str(e), self.state.refused, sql, timeout_s) from e
         except MemoryError as e:
             raise ResourceError("The query needs more memory than there is.", sql=sql) from e
         if truncated:
             raise _TooLarge("the result is larger than the scoring caps")
+        return rows
+
+    def _rows_within_bound(self, sql: str, timeout_s: float) -> list[tuple[Any, ...]] | None:
+        """The statement's rows, as the guard's ``run`` reads them (same deadline, same caps),
+        counted by the batch instead of by the value; None when the result may be over a cap.
+
+        The bytes of a batch are bounded from above by twice the objects' sizes (``sys.getsizeof``
+        of a value is at least the bytes ``run`` counts for it: 8 for a number, 1 for NULL, the
+        length of a blob, at most four bytes a character of text in UTF-8, against one to four
+        bytes a character in memory plus the object's header), which C code sums without a call
+        per value. While that bound stays under the caps, the result is the guard's; past it the
+        statement runs again through the guard, which counts exactly."""
+        state = self.state
+        state.deadline = time.monotonic() + timeout_s
+        state.refused = None
+        rows: list[tuple[Any, ...]] = []
+        bound = 0
+        try:
+            cur = self.conn.execute(sql)
+            while True:
+                batch = cur.fetchmany(1024)
+                if not batch:
+                    break
+                rows += batch
+                bound += 2 * sum(map(sys.getsizeof, chain.from_iterable(batch)))
+                if len(rows) > SCORING_MAX_ROWS or bound > SCORING_MAX_BYTES:
+                    cur.close()
+                    return None
+            cur.close()
+        finally:
+            state.deadline = float("inf")
         return rows
 
     def close(self) -> None:
@@ -370,6 +406,7 @@ def _close_databases() -> None:
     for db in getattr(_local, "dbs", {}).values():
         db.close()
     _local.dbs = {}
+    _local.suites = {}
 
 
 class _TooLarge(SqlchorusError):
@@ -383,14 +420,21 @@ def _rows(path: str, sql: str, timeout_s: float) -> list[tuple[Any, ...]]:
 
 
 def _suite(db_path: str) -> list[str]:
-    """The question's database first, then any other ``*.sqlite`` beside it (test suites)."""
-    folder = os.path.dirname(db_path)
-    others = sorted(
-        os.path.join(folder, f)
-        for f in os.listdir(folder)
-        if f.endswith(".sqlite") and os.path.join(folder, f) != db_path
-    )
-    return [db_path, *others]
+    """The question's database first, then any other ``*.sqlite`` beside it (test suites); the
+    folder is listed once per scoring run (and thread), not once per question."""
+    suites = getattr(_local, "suites", None)
+    if suites is None:
+        suites = _local.suites = {}
+    found = suites.get(db_path)
+    if found is None:
+        folder = os.path.dirname(db_path)
+        others = sorted(
+            os.path.join(folder, f)
+            for f in os.listdir(folder)
+            if f.endswith(".sqlite") and os.path.join(folder, f) != db_path
+        )
+        found = suites[db_path] = [db_path, *others]
+    return found
 
 
 # A task is plain data so it pickles cheaply: (index, benchmark, db_path, gold, pred, timeout,
@@ -412,11 +456,18 @@ def _score_spider(
         for path in _suite(db_path):
             gold_rows = _gold_rows(path, gold_run, timeout_s)
             pred_rows = _pred_rows(path, pred_run, timeout_s)
-            if not spider_result_eq(gold_rows, pred_rows, order_matters):
+            if not _same_rows(gold_rows, pred_rows) and not spider_result_eq(gold_rows, pred_rows, order_matters):
                 return "wrong", None
     except _QueryFailed as e:
         return e.status, e.error
     return "correct", None
+
+
+def _same_rows(gold: list[tuple[Any, ...]], pred: list[tuple[Any, ...]]) -> bool:
+    """Whether the two results are the same values of the same types in the same order (1 and
+    1.0, 0.0 and -0.0 differ, as they do in spider_result_eq's row keys; NaN never equals), which
+    spider_result_eq accepts under any rule; checked in C, without its per-row sorting."""
+    return gold == pred and repr(gold) == repr(pred)
 
 
 def _score_bird(db_path: str, gold: str, pred: str, timeout_s: float) -> tuple[str, str | None]:

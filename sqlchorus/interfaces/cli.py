@@ -20,25 +20,18 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.core import ParameterSource
 
-from sqlchorus.config.presets import PRESET_NAMES
-from sqlchorus.config.settings import (
-    SETTINGS_FIELDS,
-    Settings,
-    SettingsError,
-    choices_of,
-    default_of,
-    env_name,
-    is_whole,
-    option_of,
-    range_of,
-)
+from sqlchorus.interfaces.settings_table import OPTIONS
 from sqlchorus.tools.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_NO_ANSWER, SqlchorusError
 from sqlchorus.tools.json_values import BLOB_TYPES, blob_text
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-# rich is imported by the functions that print with it, so --help and the JSON outputs do not load it.
+    from sqlchorus.config.settings import Settings
+
+# rich is imported by the functions that print with it, so --help and the JSON outputs do not load it;
+# Settings (pydantic) by the commands that build settings, so --help and scoring a prediction file
+# do not load it: the options come from a plain table of its fields (settings_table).
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT, *, abandon_threads: bool = False) -> None:
@@ -107,22 +100,21 @@ def _options_of(name: str, aliases: tuple[str, ...] = ()) -> list[Any]:
     """The click options of settings field ``name``, from the field: flag, help, default, choices
     or range (shown here, checked by Settings), environment variable, and a ``--no-...`` flag
     where it has one; ``aliases`` are other names of its flag."""
-    spec = option_of(name)
-    help_text = Settings.help(name)
-    default = default_of(name)
-    env = env_name(name)
+    field = OPTIONS[name]
+    spec, help_text, default, env = field["option"], field["help"], field["default"], field["env"]
     options = []
     if spec.get("flag"):
         kwargs: dict[str, Any] = {"help": help_text}
         if spec.get("pairs"):
             kwargs.update(multiple=True, metavar=spec["metavar"], help=help_text + " Repeatable.")
         else:
-            choices, bounds = choices_of(name), range_of(name)
+            choices, bounds = field["choices"], field["range"]
             if choices:
                 kwargs["type"] = _ShownChoice(choices)
             elif bounds:
-                shown = _ShownIntRange if is_whole(name) else _ShownFloatRange
-                kwargs["type"] = shown(bounds.low, bounds.high, min_open=bounds.low_open, max_open=bounds.high_open)
+                low, high, low_open, high_open = bounds
+                shown = _ShownIntRange if field["whole"] else _ShownFloatRange
+                kwargs["type"] = shown(low, high, min_open=low_open, max_open=high_open)
             elif spec.get("path"):
                 kwargs["type"] = click.Path(file_okay=spec["path"] != "dir", dir_okay=spec["path"] == "dir")
             if default is not None:
@@ -136,7 +128,7 @@ def _options_of(name: str, aliases: tuple[str, ...] = ()) -> list[Any]:
     return options
 
 
-RUN_OPTIONS: tuple[str, ...] = tuple(name for name in SETTINGS_FIELDS if option_of(name))
+RUN_OPTIONS: tuple[str, ...] = tuple(name for name, field in OPTIONS.items() if field["option"])
 """Every settings field the command line offers, in the order of ``Settings``."""
 
 
@@ -163,11 +155,13 @@ def typed_settings(options: dict[str, Any], *, names: tuple[str, ...] = RUN_OPTI
     Raises:
         SettingsError: a value Settings refuses, naming the option (or variable) it came from.
     """
+    from sqlchorus.config.settings import Settings, SettingsError
+
     ctx = click.get_current_context()
     typed: dict[str, Any] = dict(fixed)
     flags: dict[str, str] = {}
     for name in names:
-        spec = option_of(name)
+        spec = OPTIONS[name]["option"]
         value = options.pop(name, None)
         negated = options.pop(f"{name}__negated", False)
         if spec.get("flag") and ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE:
@@ -250,7 +244,7 @@ def _progress_display(verbose: bool, quiet: bool) -> Any:
 
 @cli.command()
 @click.argument("question")
-@click.option("--explain-preset", type=click.Choice(PRESET_NAMES), is_eager=True, expose_value=False,
+@click.option("--explain-preset", type=click.Choice(OPTIONS["preset"]["choices"]), is_eager=True, expose_value=False,
               callback=_explain_preset, help="Print what a preset runs and its expected model calls, then exit.")
 @_DB
 @_EVIDENCE
@@ -637,14 +631,15 @@ def trace() -> None:
 @trace.command("show")
 @click.argument("run")
 @click.option("--trace-dir", type=click.Path(file_okay=False),
-              help=f"Folder of trace files (default: ${env_name('trace_dir')}, else {default_of('trace_dir')}).")
+              help=f"Folder of trace files (default: ${OPTIONS['trace_dir']['env']}, else {OPTIONS['trace_dir']['default']}).")
 def trace_show(run: str, trace_dir: str | None) -> None:
     """Print run RUN (its id, a unique prefix of it, or a trace file) as a tree with timings."""
+    from sqlchorus.config.settings import Settings
     from sqlchorus.core.trace_file import find_trace, load_spans, render_tree
 
     with _reported():
         # Where `ask` wrote them: the environment's folder when it names one.
-        folder = trace_dir or Settings().trace_dir or default_of("trace_dir")
+        folder = trace_dir or Settings().trace_dir or OPTIONS["trace_dir"]["default"]
         roots = load_spans(find_trace(run, folder))
     for line in render_tree(roots):
         click.echo(line)
