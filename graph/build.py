@@ -107,8 +107,12 @@ def build_graph(
             name,
             traced_node(name, nodes[name], successors=tuple(successors[name]), router=routers.get(name),
                         reducers=reducers),
-            destinations=destinations.get(name),
         )
     for source, target in edges:
         builder.add_edge(source, target)
+    # Routing is on edges, not in the nodes' return values: a checkpoint after a routed node, or
+    # a state edited through LangGraph's API (update_state, with or without as_node), goes on
+    # where the router sends the state as it now is.
+    for name, router in routers.items():
+        builder.add_conditional_edges(name, routing.by_router(router, settings), list(destinations[name]))
     return builder.compile(checkpointer=checkpointer, name="sqlchorus", **compile_kwargs)

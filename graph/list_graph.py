@@ -29,6 +29,7 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
+from sqlchorus.config.settings import Settings
 from sqlchorus.core.context import Context
 from sqlchorus.core.list_search import ListState
 from sqlchorus.core.tracing import state_reducers, traced_node
@@ -62,7 +63,9 @@ def build_list_graph():
     """
     reducers = state_reducers(ListState)
     builder = StateGraph(ListState, context_schema=Context)
-    for name, fn, router, destinations in WIRING:
-        builder.add_node(name, traced_node(name, fn, router=router, reducers=reducers), destinations=destinations)
+    for name, fn, router, _ in WIRING:
+        builder.add_node(name, traced_node(name, fn, router=router, reducers=reducers))
     builder.add_edge(START, "list_plan")
+    for name, _, router, destinations in WIRING:
+        builder.add_conditional_edges(name, routing.by_router(router, Settings()), list(destinations))
     return builder.compile(checkpointer=False, name="generate_list")

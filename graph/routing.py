@@ -8,9 +8,12 @@ event on the deciding node's span.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
+from langgraph.config import get_config
 from langgraph.graph import END
+from langgraph.runtime import get_runtime
 from langgraph.types import Send
 
 from sqlchorus.core.candidates import UNFIXABLE_KINDS, can_fix, fix_record, is_broken
@@ -154,3 +157,35 @@ def after_traceback(state: dict, runtime: Any) -> Route:
         step = back["step"] + 1
         return [("list_write_step", f"{failed} is stuck; back to step {step}, the last verified step, to rewrite it")]
     return [("list_plan", f"{failed} is stuck and no step is verified; re-planning (plan {state.get('plan_round', 1) + 1})")]
+
+
+KEEP_NEXT = "sqlchorus_keep_next"
+"""A configurable key an edit (``update_state``) may carry: the nodes the edited checkpoint goes
+on to, whatever the routers would now say (the debugger's edits keep the run where it was)."""
+
+
+def by_router(router: Any, settings: Any) -> Any:
+    """A conditional edge that goes where ``router`` says for the state as it is (the node's
+    span records the same decisions with their reasons).
+
+    A state edited through LangGraph's API (``update_state``) is routed with no run under way,
+    so without the run's context: the router then reads ``settings``, those the graph was built
+    for."""
+
+    def route(state: dict) -> list[Any]:
+        try:
+            pinned = (get_config().get("configurable") or {}).get(KEEP_NEXT)
+        except RuntimeError:
+            pinned = None
+        if pinned is not None:  # an edit that keeps the run before the nodes it was before
+            return list(pinned)
+        try:
+            runtime = get_runtime()
+        except (RuntimeError, LookupError):  # no run under way: an edit of a checkpoint
+            runtime = None
+        if runtime is None or getattr(runtime, "context", None) is None:
+            runtime = SimpleNamespace(context=SimpleNamespace(settings=settings))
+        return [target for target, _ in router(state, runtime)]
+
+    route.__name__ = getattr(router, "__name__", None) or getattr(getattr(router, "func", None), "__name__", "route")
+    return route

@@ -7,6 +7,7 @@ import json
 import sqlite3
 
 import pytest
+from langgraph.types import Overwrite
 
 import sqlchorus
 from conftest import WAIT_S
@@ -158,6 +159,29 @@ def test_an_edit_calls_the_model_only_for_the_steps_it_changed(tmp_path, demo_db
     # Every branch is in the run's history: the original and each edit's fork.
     after = list(graph.get_state_history(thread))
     assert [h.metadata["source"] for h in after].count("update") == 2 and len(after) > len(history)
+    session.close()
+
+
+def test_an_edit_through_langgraphs_api_goes_on_where_the_edges_route_it(tmp_path, demo_db):
+    """update_state with or without as_node: the routed node's edge decides again on the edited
+    state, so a run is never left with nowhere to go."""
+    session, first = _asked(tmp_path, demo_db)
+    graph = session.graph(session.settings, session.checkpoints())
+    history = list(graph.get_state_history({"configurable": {"thread_id": first.run_id}}))
+    before_select = next(h for h in history if h.next == ("select_candidate",))
+    (candidate,) = before_select.values["candidates"]
+    broken = {**candidate, "sql": "SELECT nme FROM customers", "status": "error", "error": "no such column: nme",
+              "error_kind": "execution", "row_count": None}
+    for as_node in (None, "check_candidates"):
+        kwargs = {"as_node": as_node} if as_node else {}
+        config = graph.update_state(before_select.config, {"candidates": Overwrite([broken])}, **kwargs)
+        edited = graph.get_state(config)
+        assert edited.next == ("fix_candidates",), (as_node, edited.next)
+        fixed = session.replay(first.run_id, config["configurable"]["checkpoint_id"])
+        assert fixed.ok and fixed.sql == first.sql and fixed.rows == first.rows
+    # An edit that leaves nothing broken goes on to selection.
+    config = graph.update_state(before_select.config, {"question": "How many customers are there?"})
+    assert graph.get_state(config).next == ("select_candidate",)
     session.close()
 
 

@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 from langgraph.config import get_config
 from langgraph.errors import GraphBubbleUp
-from langgraph.types import Command, Send, interrupt
+from langgraph.types import Send, interrupt
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
@@ -509,9 +509,9 @@ def traced_node(
 ) -> Callable[..., Any]:
     """Wrap a node so that each execution is a span ``node:<name>`` with its routing on it.
 
-    With a ``router``, the wrapper asks it where to go, given the state as it will be after the
-    node's update, and returns a ``Command``; each decision becomes a ``route`` event with the
-    router's reason. Without one, the fixed ``successors`` (the targets of the node's edges, as
+    With a ``router``, the wrapper asks it where the state will go after the node's update (the
+    graph's conditional edge, built from the same router, sends it there); each decision becomes
+    a ``route`` event with the router's reason. Without one, the fixed ``successors`` (the targets of the node's edges, as
     the assembly declared them) are recorded with the reason ``edge``.
     Routing inside the node's span keeps every decision on the span of the node that made it.
     """
@@ -560,7 +560,7 @@ def traced_node(
             for target, reason in routes:
                 emit_route(name, goto_targets(target)[0], reason)
             span.set_status(trace.Status(trace.StatusCode.OK))
-            return Command(update=update, goto=[target for target, _ in routes])
+            return update
 
     run.__name__ = name
     run.__qualname__ = name

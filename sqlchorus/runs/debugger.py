@@ -34,7 +34,6 @@ from sqlchorus.core.checkpoints import UnknownRunError
 from sqlchorus.core.list_search import ListState
 from sqlchorus.core.models import model_name
 from sqlchorus.core.state import SqlchorusState
-from sqlchorus.core.tracing import apply_update
 from sqlchorus.graph import routing
 from sqlchorus.graph.build import NODES, ROUTED
 from sqlchorus.graph.generators import GENERATORS
@@ -566,17 +565,14 @@ class Debugger:
         writer = self._writer(snap)
         reducers = {"candidates", "usage", "errors"}
         update = {key: Overwrite(value) if key in reducers else value}
-        payload: Any = update
-        if writer == "link_schema":
-            # The generators get their inputs in the message that starts them: send them again,
-            # made from the edited state.
-            edited = apply_update(dict(snap.values), {key: value}, {})
-            payload = Command(update=update, goto=[target for target, _ in self._routes(writer, edited)])
-        elif writer in ROUTED:
-            # The run stays paused before the same nodes: the edit is what they will see.
-            payload = Command(update=update, goto=list(snap.next))
-        config = self.graph.update_state(snap.config, payload, as_node=writer)
-        self.config = {"configurable": dict(config["configurable"])}
+        # Written as the node that made this checkpoint. The run stays paused before the same
+        # nodes, the edit being what they will see; only the generators after link_schema are
+        # sent again, their inputs made from the edited state.
+        config = snap.config
+        if writer in ROUTED and writer != "link_schema":
+            config = {**config, "configurable": {**config["configurable"], routing.KEEP_NEXT: list(snap.next)}}
+        config = self.graph.update_state(config, update, as_node=writer)
+        self.config = {"configurable": {k: v for k, v in config["configurable"].items() if k != routing.KEEP_NEXT}}
         return self.config["configurable"]["checkpoint_id"]
 
     def _routes(self, writer: str, state: dict[str, Any]) -> list[tuple[Any, str]]:
