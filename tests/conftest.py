@@ -324,6 +324,13 @@ def _fresh_response_cache(tmp_path, monkeypatch):
 
 
 @pytest.fixture(autouse=True)
+def _private_data_folder(tmp_path, monkeypatch):
+    # A program's traces and checkpoints go to the per-user data folder: each test gets its own,
+    # never the user's (subprocesses inherit it through the environment).
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "user-data"))
+
+
+@pytest.fixture(autouse=True)
 def _isolated_cwd(tmp_path, monkeypatch):
     # Runs write traces/ into the working directory by default; keep the repository clean.
     monkeypatch.chdir(tmp_path)

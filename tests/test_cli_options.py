@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from sqlchorus.config.settings import Settings, default_of, option_of
-from sqlchorus.interfaces.cli import RUN_OPTIONS, cli
+from sqlchorus.interfaces.cli import CLI_DEFAULTS, RUN_OPTIONS, cli
 from sqlchorus.testing import ScriptedChatModel
 
 
@@ -42,14 +42,16 @@ def test_every_option_shows_the_fields_help_and_default(command):
         assert flag in help_text, (command, flag)
         if spec.get("flag"):
             assert _squeeze(Settings.help(name))[:60] in help_text, (command, name)
-            default = default_of(name)
+            default = CLI_DEFAULTS.get(name, default_of(name))
             if default is not None and not spec.get("pairs"):
-                assert f"default: {default}" in help_text, (command, name)
+                assert f"{spec['flag']} " in help_text and f"default: {default}" in help_text, (command, name)
 
 
 def test_untyped_options_leave_the_settings_defaults(seen):
     ask("--model", "x:y")
-    assert seen["settings"] == Settings(model="x:y")
+    # The command line's traces go to ./traces; a program's, to the per-user data folder.
+    assert seen["settings"] == Settings(model="x:y", trace_dir="traces")
+    assert Settings().trace_dir == "auto"
 
 
 def test_typed_options_reach_the_settings(seen):

@@ -231,6 +231,15 @@ def _pairs(value: Any, *, bare: Any = None) -> Any:
     return pairs
 
 
+def user_traces() -> Path:
+    """The per-user folder of traces (and, beside them, checkpoints) of a program that names none:
+    ``traces`` in the platform's user data folder (``$XDG_DATA_HOME/sqlchorus`` or
+    ``~/.local/share/sqlchorus`` on Linux)."""
+    from platformdirs import user_data_path
+
+    return user_data_path("sqlchorus", appauthor=False) / "traces"
+
+
 class Settings(BaseSettings):
     """How one question is answered.
 
@@ -401,7 +410,9 @@ class Settings(BaseSettings):
         flag="--max-tokens", ge=1, le=1_000_000,
     )
     trace_dir: str | None = _field(
-        "traces", "Folder for the run's <run-id>.jsonl trace file.",
+        "auto", "Folder for the run's <run-id>.jsonl trace file (auto: traces in the per-user data "
+        "folder, e.g. ~/.local/share/sqlchorus/traces, so that a program using sqlchorus writes nothing "
+        "into its current folder; the command line's default is ./traces).",
         flag="--trace-dir", path="dir", negate=("--no-trace", None, "Write no trace file."),
     )
     checkpoints: str | None = _field(
@@ -664,10 +675,18 @@ class Settings(BaseSettings):
         return {name: json_value(getattr(self, name), model_text) for name in type(self).model_fields}
 
     @property
+    def trace_folder(self) -> str | None:
+        """Where trace files go: ``trace_dir`` resolved (``auto``: :func:`user_traces`), or None."""
+        if self.trace_dir == "auto":
+            return str(user_traces())
+        return self.trace_dir or None
+
+    @property
     def checkpoint_file(self) -> str | None:
         """Where this run's checkpoints go: ``checkpoints`` resolved (see its help), or None."""
         if self.checkpoints == "auto":
-            return str(Path(self.trace_dir) / "checkpoints.sqlite") if self.trace_dir else None
+            folder = self.trace_folder
+            return str(Path(folder) / "checkpoints.sqlite") if folder else None
         return self.checkpoints or None
 
     @property

@@ -96,12 +96,18 @@ class _ShownFloatRange(click.FloatRange):
         return value
 
 
+CLI_DEFAULTS = {"trace_dir": "traces"}
+"""Where the command line's defaults differ from a program's: its traces (and checkpoints) go to
+./traces, where a program's go to the per-user data folder (``auto``)."""
+
+
 def _options_of(name: str, aliases: tuple[str, ...] = ()) -> list[Any]:
     """The click options of settings field ``name``, from the field: flag, help, default, choices
     or range (shown here, checked by Settings), environment variable, and a ``--no-...`` flag
     where it has one; ``aliases`` are other names of its flag."""
     field = OPTIONS[name]
-    spec, help_text, default, env = field["option"], field["help"], field["default"], field["env"]
+    spec, help_text, env = field["option"], field["help"], field["env"]
+    default = CLI_DEFAULTS.get(name, field["default"])
     options = []
     if spec.get("flag"):
         kwargs: dict[str, Any] = {"help": help_text}
@@ -168,6 +174,9 @@ def typed_settings(options: dict[str, Any], *, names: tuple[str, ...] = RUN_OPTI
             typed[name], flags[name] = value, spec["flag"]
         if negated:
             typed[name], flags[name] = spec["negate"][1], spec["negate"][0]
+    for name, default in CLI_DEFAULTS.items():
+        if name in names and name not in typed and not os.environ.get(OPTIONS[name]["env"] or ""):
+            typed[name] = default
     try:
         return Settings(**typed)
     except SettingsError as e:
@@ -631,7 +640,7 @@ def trace() -> None:
 @trace.command("show")
 @click.argument("run")
 @click.option("--trace-dir", type=click.Path(file_okay=False),
-              help=f"Folder of trace files (default: ${OPTIONS['trace_dir']['env']}, else {OPTIONS['trace_dir']['default']}).")
+              help=f"Folder of trace files (default: ${OPTIONS['trace_dir']['env']}, else {CLI_DEFAULTS['trace_dir']}).")
 def trace_show(run: str, trace_dir: str | None) -> None:
     """Print run RUN (its id, a unique prefix of it, or a trace file) as a tree with timings."""
     from sqlchorus.config.settings import Settings
@@ -639,7 +648,8 @@ def trace_show(run: str, trace_dir: str | None) -> None:
 
     with _reported():
         # Where `ask` wrote them: the environment's folder when it names one.
-        folder = trace_dir or Settings().trace_dir or OPTIONS["trace_dir"]["default"]
+        folder = trace_dir or os.environ.get(OPTIONS["trace_dir"]["env"]) or CLI_DEFAULTS["trace_dir"]
+        folder = Settings(trace_dir=folder).trace_folder
         roots = load_spans(find_trace(run, folder))
     for line in render_tree(roots):
         click.echo(line)
@@ -928,7 +938,7 @@ def ui_command(dbs: tuple[str, ...], host: str, port: int, evals_dir: str, worke
     if not service.settings.model and not service.settings.models:
         click.echo("No model is named: the viewer shows and steps through the runs on disk; asking a question "
                    "needs --model (or SQLCHORUS_MODEL).", err=True)
-    index = RunIndex(service.settings.trace_dir, evals_dir)
+    index = RunIndex(service.settings.trace_folder, evals_dir)
     app = create_viewer(service, index, token=token, host=host)
     try:
         _uvicorn(app, host, port, "sqlchorus viewer", f"http://{host}:{port}/", token)

@@ -220,8 +220,11 @@ OPTIONS: dict[str, dict[str, Any]] = (
  'trace_dir': {'option': {'flag': '--trace-dir',
                           'path': 'dir',
                           'negate': ('--no-trace', None, 'Write no trace file.')},
-               'help': "Folder for the run's <run-id>.jsonl trace file.",
-               'default': 'traces',
+               'help': "Folder for the run's <run-id>.jsonl trace file (auto: traces in the "
+                       'per-user data folder, e.g. ~/.local/share/sqlchorus/traces, so that a '
+                       'program using sqlchorus writes nothing into its current folder; the '
+                       "command line's default is ./traces).",
+               'default': 'auto',
                'env': 'SQLCHORUS_TRACE_DIR',
                'choices': None,
                'range': None,

@@ -380,8 +380,8 @@ class RunService:
         Raises:
             UnknownRunIdError: no trace for that run here.
         """
-        if self.settings.trace_dir and valid_run_id(run_id):
-            path = Path(self.settings.trace_dir) / f"{run_id}.jsonl"
+        if self.settings.trace_folder and valid_run_id(run_id):
+            path = Path(self.settings.trace_folder) / f"{run_id}.jsonl"
             if path.is_file():
                 return path.read_text(encoding="utf-8")
         text = self.store.trace(run_id) if self.store is not None else None

@@ -46,7 +46,6 @@ from sqlchorus.tools.sql_errors import DatabaseOpenError
 from sqlchorus.tools.trace_content import ALL, NONE, rows_preview, set_value
 from sqlchorus.tools.value_index import database_fingerprint
 
-
 _LONE_SURROGATES = re.compile("[\ud800-\udc7f\udd00-\udfff]")
 """Surrogates that stand for no byte (a JSON string may hold them as ``\\ud800``)."""
 
@@ -263,10 +262,10 @@ class Session:
         thread = replay_of or run_id
         # A hosted run's spans join the host's conversation: its LangGraph thread is the session.
         session_id = (_host_thread() if hosted else None) or thread
-        tracer = RunTracer(trace_dir=settings.trace_dir, otlp_endpoint=settings.otlp_endpoint, exporters=exporters,
+        tracer = RunTracer(trace_dir=settings.trace_folder, otlp_endpoint=settings.otlp_endpoint, exporters=exporters,
                            run_id=run_id, attributes=attributes, session_id=session_id,
                            content=settings.trace_content,
-                           came_from=root_span_of(settings.trace_dir, replay_of) if replay_of else None).__enter__()
+                           came_from=root_span_of(settings.trace_folder, replay_of) if replay_of else None).__enter__()
         try:
             _mark_input(tracer, question, evidence)
             with tracer.active():
