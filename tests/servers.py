@@ -242,3 +242,16 @@ class PostgresServer:
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
             pass
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def halt_postgres(server: PostgresServer) -> None:
+    """Stop ``server`` as a crash would (immediate mode), keeping its data for :func:`restart_postgres`."""
+    server._run(str(server.bin / "pg_ctl"), "-D", str(server.data), "-m", "immediate", "-w", "stop")
+
+
+def restart_postgres(server: PostgresServer) -> None:
+    """Start ``server`` again, on the same port and data, after :func:`halt_postgres`."""
+    options = f"-p {server.port} -k {server.folder} -c listen_addresses=127.0.0.1 -c fsync=off " \
+              "-c max_connections=200 -c full_page_writes=off"
+    server._run(str(server.bin / "pg_ctl"), "-D", str(server.data), "-o", options, "-l",
+                str(server.folder / "log"), "-w", "-t", "180", "start")

@@ -421,6 +421,15 @@ class Settings(BaseSettings):
         "resume, inspect or replay it (auto: checkpoints.sqlite in the trace folder; none when no trace is written).",
         flag="--checkpoints", path="file", negate=("--no-checkpoints", None, "Keep no checkpoints."),
     )
+    run_heartbeat_s: float = _field(
+        5.0, "Servers: how often a server renews, in the checkpoint store, the lease of each run it runs; a run "
+        "whose lease three heartbeats old has run out lost its server, and any server may cancel or resume it.",
+        gt=0.0, le=3600.0,
+    )
+    max_pending_runs: int = _field(
+        0, "Servers: runs one server takes at most, running and queued (0: eight per worker); more get 429.",
+        ge=0, le=1_000_000,
+    )
     otlp_endpoint: str | None = _field(
         None,
         "Also send spans to this OTLP/HTTP traces endpoint (default: $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, "

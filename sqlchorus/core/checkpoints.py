@@ -15,7 +15,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,9 @@ CREATE TABLE IF NOT EXISTS sqlchorus_status (
 """
 TABLES = _TABLES
 """The tables of :class:`RunRecords`, in SQL that SQLite and PostgreSQL both take."""
+STATUS_COLUMNS = {"lease_until": "TEXT", "resume_claim": "TEXT"}
+"""Columns of ``sqlchorus_status`` added after its first version: a store made before them gets
+them when a server opens it."""
 
 RUN_STATUSES = ("queued", "running", "done", "failed", "cancelled")
 """What a run a server started can be: waiting for a worker, running, answered (``result`` says
@@ -60,8 +63,14 @@ def is_database_url(target: str | Path | None) -> bool:
     return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+def _now(after_s: float = 0.0) -> str:
+    # One format everywhere (UTC, milliseconds): stamps compare as text, in SQL too.
+    return (datetime.now(timezone.utc) + timedelta(seconds=after_s)).isoformat(timespec="milliseconds")
+
+
+class _Away(Exception):
+    def __str__(self) -> str:
+        return "unreachable"
 
 
 class UnknownRunError(SqlchorusError, LookupError):
@@ -91,12 +100,23 @@ class RunRecords:
     path: Any = None
     failed: str | None = None
     """Why the store stopped taking checkpoints during a run, or None."""
+    away = False
+    """Set while a server finds the store unreachable: checkpoints and model calls are then not
+    written (each try would wait for the store's time limit), the runs going on without them."""
 
     def _rows(self, sql: str, params: tuple = ()) -> list[tuple]:
         raise NotImplementedError
 
     def _write(self, sql: str, params: tuple = ()) -> None:
         raise NotImplementedError
+
+    def _update(self, sql: str, params: tuple = ()) -> int:
+        """Run one writing statement; the rows it changed."""
+        raise NotImplementedError
+
+    def ping(self) -> None:
+        """Reach the store once (raises one of ``db_errors`` when it cannot be reached)."""
+        self._rows("SELECT 1")
 
     def lost(self, error: BaseException) -> None:
         """Remember the first write the store refused in this run."""
@@ -108,8 +128,10 @@ class RunRecords:
         server gone) costs the run's checkpoints from here on, not the run: it goes on in memory,
         and the first refusal is remembered (:meth:`lost`)."""
         try:
+            if self.away:
+                raise _Away()
             return write()
-        except self.db_errors as e:
+        except (_Away, *self.db_errors) as e:
             self.lost(e)
             if checkpoint is None:
                 return None
@@ -198,39 +220,77 @@ class RunRecords:
 
     def set_status(self, thread_id: str, status: str, *, owner: str | None = None, question: str | None = None,
                    database: str | None = None, kind: str | None = None, parent: str | None = None,
-                   result: dict[str, Any] | None = None, trace: str | None = None) -> None:
+                   result: dict[str, Any] | None = None, trace: str | None = None,
+                   lease_s: float | None = None) -> None:
         """Record that run ``thread_id`` is ``status`` (one of :data:`RUN_STATUSES`); the first
         record of a run names its owner (the server running it), question, database and kind
-        (``ask`` or ``resume``, with the run it resumes as ``parent``)."""
+        (``ask`` or ``resume``, with the run it resumes as ``parent``). ``lease_s``: how long the
+        run counts as alive without its owner renewing it (:meth:`renew`)."""
         if status not in RUN_STATUSES:
             raise ValueError(f"Unknown run status {status!r}.")
         result_text = json.dumps(result, default=str) if result is not None else None
+        lease = _now(lease_s) if lease_s is not None else None
         if question is not None:
+            # Everything at once: the first record, or (written again after the store was
+            # away) the whole of a run's end, whether or not its first record got there.
             self._write(
-                "INSERT INTO sqlchorus_status (thread_id, status, owner, updated, question, database, kind, parent) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (thread_id) DO UPDATE SET status = excluded.status, "
-                "owner = excluded.owner, updated = excluded.updated",
-                (thread_id, status, owner or "", _now(), question, database or "", kind or "ask", parent),
+                "INSERT INTO sqlchorus_status (thread_id, status, owner, updated, question, database, kind, parent, "
+                "result, trace, lease_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (thread_id) DO UPDATE "
+                "SET status = excluded.status, owner = excluded.owner, updated = excluded.updated, "
+                "result = COALESCE(excluded.result, sqlchorus_status.result), "
+                "trace = COALESCE(excluded.trace, sqlchorus_status.trace), lease_until = excluded.lease_until",
+                (thread_id, status, owner or "", _now(), question, database or "", kind or "ask", parent,
+                 result_text, trace, lease),
             )
             return
         self._write(
             "UPDATE sqlchorus_status SET status = ?, updated = ?, result = COALESCE(?, result), "
-            "trace = COALESCE(?, trace) WHERE thread_id = ?",
-            (status, _now(), result_text, trace, thread_id),
+            "trace = COALESCE(?, trace), lease_until = COALESCE(?, lease_until) WHERE thread_id = ?",
+            (status, _now(), result_text, trace, lease, thread_id),
         )
+
+    def renew(self, thread_ids: list[str], lease_s: float) -> None:
+        """Say that the runs ``thread_ids`` are still alive, for ``lease_s`` more seconds."""
+        for start in range(0, len(thread_ids), 500):
+            chunk = thread_ids[start:start + 500]
+            marks = ", ".join("?" * len(chunk))
+            self._write(f"UPDATE sqlchorus_status SET lease_until = ? WHERE thread_id IN ({marks}) "
+                        "AND status IN ('queued', 'running')", (_now(lease_s), *chunk))
+
+    def end_stale(self, thread_id: str, status: str, result: dict[str, Any], stale_after_s: float) -> bool:
+        """Record ``status`` for ``thread_id`` if it is unfinished and its lease ran out (or, for a
+        run recorded without one, it was last updated ``stale_after_s`` ago); whether it was."""
+        cutoff = _now(-stale_after_s)
+        return self._update(
+            "UPDATE sqlchorus_status SET status = ?, cancel = 1, updated = ?, result = ? WHERE thread_id = ? "
+            "AND status IN ('queued', 'running') AND (lease_until < ? OR (lease_until IS NULL AND updated < ?))",
+            (status, _now(), json.dumps(result), thread_id, _now(), cutoff),
+        ) > 0
+
+    def claim_resume(self, thread_id: str, seen: str | None, claimant: str) -> bool:
+        """Make ``claimant`` the resume of ``thread_id``, if its resume is still ``seen`` (None:
+        none): of two servers resuming a run at once, one claims it; whether this one did."""
+        return self._update(
+            "UPDATE sqlchorus_status SET resume_claim = ? WHERE thread_id = ? AND COALESCE(resume_claim, '') = ?",
+            (claimant, thread_id, seen or ""),
+        ) > 0
+
+    def forget_status(self, thread_id: str) -> None:
+        """Remove the status record of a run that never started."""
+        self._write("DELETE FROM sqlchorus_status WHERE thread_id = ?", (thread_id,))
 
     def status(self, thread_id: str) -> dict[str, Any] | None:
         """The status record of ``thread_id`` (without its trace), or None when no server ran it."""
         rows = self._rows(
-            "SELECT status, owner, updated, question, database, kind, parent, cancel, result FROM sqlchorus_status "
-            "WHERE thread_id = ?", (thread_id,),
+            "SELECT status, owner, updated, question, database, kind, parent, cancel, result, lease_until, "
+            "resume_claim FROM sqlchorus_status WHERE thread_id = ?", (thread_id,),
         )
         if not rows:
             return None
-        status, owner, updated, question, database, kind, parent, cancel, result = rows[0]
+        status, owner, updated, question, database, kind, parent, cancel, result, lease, claim = rows[0]
         return {"run_id": thread_id, "status": status, "owner": owner, "updated": updated, "question": question,
                 "database": database, "kind": kind, "parent": parent, "cancel_requested": bool(cancel),
-                "result": json.loads(result) if result else None}
+                "result": json.loads(result) if result else None, "lease_until": lease, "resume_claim": claim}
 
     def request_cancel(self, thread_id: str) -> bool:
         """Ask the server running ``thread_id`` to stop it; False when it is not running anywhere."""
@@ -290,6 +350,10 @@ class RunCheckpoints(RunRecords, SqliteSaver):
             self.setup()
             with self.lock:
                 conn.executescript(_TABLES)
+                have = {row[1] for row in conn.execute("PRAGMA table_info(sqlchorus_status)")}
+                for column, sql_type in STATUS_COLUMNS.items():
+                    if column not in have:
+                        conn.execute(f"ALTER TABLE sqlchorus_status ADD COLUMN {column} {sql_type}")
                 conn.commit()
         except sqlite3.Error as e:
             conn.close()
@@ -323,6 +387,12 @@ class RunCheckpoints(RunRecords, SqliteSaver):
         with self.lock:
             self.conn.execute(sql, params)
             self.conn.commit()
+
+    def _update(self, sql: str, params: tuple = ()) -> int:
+        with self.lock:
+            changed = self.conn.execute(sql, params).rowcount
+            self.conn.commit()
+        return changed
 
     def _store(self, kind: str, data: bytes) -> str:
         digest = hashlib.sha256(kind.encode() + b"\0" + data).hexdigest()
@@ -432,6 +502,8 @@ class CallLog:
     def record(self, call: dict[str, Any]) -> None:
         """Keep one call (see :meth:`RunCheckpoints.record_call`); a file that cannot take it
         costs the recording, not the run."""
+        if self.store.away:
+            return
         try:
             self.store.record_call(self.thread_id, call)
         except self.store.db_errors:

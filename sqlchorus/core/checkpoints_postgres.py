@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from sqlchorus.core.checkpoints import (
+    STATUS_COLUMNS,
     TABLES,
     CheckpointFileError,
     RunCheckpoints,
@@ -36,6 +37,11 @@ else:
 POOL_SIZE = 8
 """Connections one process keeps open to the database at most."""
 CONNECT_TIMEOUT_S = 10
+PING_TIMEOUT_S = 3
+"""How long a try of a database that is away may take."""
+STORE_TIMEOUT_S = 5.0
+"""How long a statement waits for a connection of the pool; while the database is away, a request
+gets an answer (the store is unreachable) this soon rather than hanging."""
 _SETUP_LOCK = 0x5C1C0405
 """The advisory lock that keeps two servers starting at once from creating the tables together."""
 
@@ -67,8 +73,11 @@ class PostgresRunCheckpoints(RunRecords, PostgresSaver):
         try:
             # One connection first: a server that is not there is one clear error, at once.
             psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S).close()
+            # check: a connection the database dropped (it restarted) is found and replaced
+            # before a statement runs on it, instead of failing the first requests after.
             pool = ConnectionPool(
-                url, min_size=1, max_size=POOL_SIZE, open=True, timeout=CONNECT_TIMEOUT_S,
+                url, min_size=1, max_size=POOL_SIZE, open=True, timeout=STORE_TIMEOUT_S,
+                check=ConnectionPool.check_connection, reconnect_timeout=0,
                 kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row,
                         "connect_timeout": CONNECT_TIMEOUT_S},
             )
@@ -85,6 +94,8 @@ class PostgresRunCheckpoints(RunRecords, PostgresSaver):
                     for statement in TABLES.split(";"):
                         if statement.strip():
                             conn.execute(statement.replace("BLOB", "BYTEA"))
+                    for column, sql_type in STATUS_COLUMNS.items():
+                        conn.execute(f"ALTER TABLE sqlchorus_status ADD COLUMN IF NOT EXISTS {column} {sql_type}")
                 finally:
                     conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
         except psycopg.Error as e:
@@ -104,6 +115,18 @@ class PostgresRunCheckpoints(RunRecords, PostgresSaver):
     def _write(self, sql: str, params: tuple = ()) -> None:
         with self.conn.connection() as conn:
             conn.execute(sql.replace("?", "%s"), params)
+
+    def ping(self) -> None:
+        if self.away:
+            # A connection of its own, not the pool's: an answer at once, and the reason
+            # (refused, no such host) instead of the pool's time limit.
+            psycopg.connect(self.url, connect_timeout=PING_TIMEOUT_S).close()
+            return
+        super().ping()
+
+    def _update(self, sql: str, params: tuple = ()) -> int:
+        with self.conn.connection() as conn:
+            return conn.execute(sql.replace("?", "%s"), params).rowcount
 
     def put(self, config, checkpoint, metadata, new_versions):
         return self._going_on(lambda: super(PostgresRunCheckpoints, self).put(config, checkpoint, metadata, new_versions),

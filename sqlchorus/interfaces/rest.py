@@ -7,7 +7,11 @@ Endpoints (all under ``/v1``; the OpenAPI document at ``/openapi.json``):
 * ``POST /runs`` starts a run and returns its id at once; ``GET /runs/{id}`` reads it,
   ``DELETE /runs/{id}`` cancels it, ``POST /runs/{id}/resume`` goes on from its newest
   checkpoint, ``GET /runs/{id}/events`` follows it, ``/trace`` and ``/history`` show it.
-* ``GET /databases`` and ``GET /databases/{id}/schema``; ``GET /health``.
+* ``GET /databases`` and ``GET /databases/{id}/schema``; ``GET /health`` (503 ``degraded`` while
+  the checkpoint store cannot be reached).
+
+A server refuses what it cannot do now, with a ``Retry-After`` header: 429 ``queue_full`` beyond
+its runs running and queued, 503 ``store_unavailable`` while its store is away.
 
 Every error is JSON, ``{"error": {"kind": ..., "message": ...}}``, with a ``kind`` that stays the
 same across versions. With a token (``SQLCHORUS_TOKEN``), every request but ``/v1/health`` needs
@@ -23,14 +27,21 @@ import json
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, PlainTextResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from pydantic import BaseModel, Field
 from sse_starlette.sse import EventSourceResponse
 
 from sqlchorus.core.checkpoints import FINISHED
 from sqlchorus.interfaces.http_guard import Guard, error_response, install_error_handlers
-from sqlchorus.runs.service import LiveRun, RunService, ServiceError, model_failure
+from sqlchorus.runs.service import (
+    LiveRun,
+    QueueFullError,
+    RunService,
+    ServiceError,
+    StoreUnavailableError,
+    model_failure,
+)
 
 MAX_BODY_BYTES = 64 * 1024
 """Largest request body taken; a question is limited by ``--max-question-chars`` besides."""
@@ -70,15 +81,27 @@ def create_app(service: RunService, *, token: str | None = None, max_body_bytes:
 
     install_error_handlers(app)
 
+    async def retry_later(request: Request, e: Any) -> JSONResponse:
+        # A refusal that passes: the client is told when to try again.
+        response = error_response(e.http_status, e.kind, str(e))
+        response.headers["Retry-After"] = str(e.retry_after_s)
+        return response
+
+    app.add_exception_handler(StoreUnavailableError, retry_later)
+    app.add_exception_handler(QueueFullError, retry_later)
+
     @app.get("/docs", include_in_schema=False)
     async def docs() -> HTMLResponse:
         """The endpoints, from the OpenAPI document, as a page that needs nothing from elsewhere."""
         return HTMLResponse(docs_page(app.openapi()))
 
-    @app.get("/v1/health")
-    async def health() -> dict[str, Any]:
-        """Whether the server is up."""
-        return {"status": "ok"}
+    @app.get("/v1/health", responses={503: {"description": "The checkpoint store cannot be reached."}})
+    async def health() -> Any:
+        """Whether the server can take runs: ``status`` ok, or degraded (with 503) while its
+        checkpoint store cannot be reached; ``store`` (ok, unreachable, none), runs running and
+        queued, ``max_pending`` (the most it takes) and ``unsaved_runs`` (run ends not yet stored)."""
+        data = await asyncio.to_thread(service.health)
+        return JSONResponse(data, status_code=200 if data["status"] == "ok" else 503)
 
     @app.get("/v1/databases")
     async def databases() -> dict[str, Any]:

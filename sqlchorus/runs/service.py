@@ -13,6 +13,8 @@ are thin layers over this.
 from __future__ import annotations
 
 import asyncio
+import logging
+import math
 import os
 import socket
 import threading
@@ -49,14 +51,60 @@ DEFAULT_WORKERS = 8
 """Runs one server answers at once; more wait (``queued``) for a worker."""
 KEPT_RUNS = 1000
 """Finished runs kept in memory for their events; older ones are read from the store."""
-__all__ = ["LiveRun", "NoCheckpointsError", "RunFinishedError", "RunService", "ServiceError",
-           "UnknownDatabaseError", "UnknownRunIdError", "answer_json", "model_failed", "model_failure"]
+__all__ = ["AlreadyResumedError", "LiveRun", "NoCheckpointsError", "QueueFullError", "RunFinishedError",
+           "RunService", "ServiceError", "StoreUnavailableError", "UnknownDatabaseError", "UnknownRunIdError",
+           "answer_json", "model_failed", "model_failure"]
 
-HEARTBEAT_S = 30.0
-"""How often a running run says in the store that it still runs (at a node's start)."""
+MISSED_HEARTBEATS = 3
+"""Heartbeats a run's server may miss before the run's lease runs out (``settings.run_heartbeat_s``
+apart): the run has lost its server, is read as failed (kind ``stale``), and any server may cancel
+or resume it."""
 STALE_AFTER_S = 900.0
-"""A run the store says is running, unchanged for this long, has lost its server: it is read as
-failed (kind ``stale``), and can be resumed."""
+"""A run recorded without a lease (by an older version) that is unchanged for this long is stale."""
+PROBE_EVERY_S = 1.0
+"""While the store is unreachable, requests are refused at once and the store is tried again at
+most this often."""
+RETRY_FIRST_S = 0.5
+RETRY_MAX_S = 30.0
+"""A run's end the store did not take is written again after ``RETRY_FIRST_S``, doubling up to this."""
+RETRY_FOR_S = 24 * 3600.0
+"""How long a run's end is kept for the store at most; after that it is given up (and logged)."""
+PENDING_PER_WORKER = 8
+"""Runs, running and queued, a server takes per worker when ``settings.max_pending_runs`` is 0:
+a burst of clients waits its turn; beyond it, a client is told to come back (429)."""
+QUEUE_RETRY_AFTER_S = 2
+"""Retry-After of a refusal because the server has as many runs as it takes."""
+_log = logging.getLogger(__name__)
+
+
+class StoreUnavailableError(ServiceError):
+    """The checkpoint store (the shared database) cannot be reached: a request that needs it is
+    refused at once; ``retry_after_s`` says when to try again."""
+
+    kind = "store_unavailable"
+    http_status = 503
+
+    def __init__(self, message: str, retry_after_s: int = 5):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class QueueFullError(ServiceError):
+    """The server has as many runs, running and queued, as it takes."""
+
+    kind = "queue_full"
+    http_status = 429
+
+    def __init__(self, message: str, retry_after_s: int = QUEUE_RETRY_AFTER_S):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class AlreadyResumedError(RunFinishedError):
+    """Another resume of the run is under way (on this server or another)."""
+
+    kind = "already_resumed"
+    http_status = 409
 EVENT_LIMIT = 10_000
 """Events one run keeps at most (a run's nodes, candidates and answer are far fewer)."""
 
@@ -151,6 +199,19 @@ def _age_s(stamp: str) -> float:
         return 0.0
 
 
+def _stale(record: dict[str, Any]) -> bool:
+    """Whether the unfinished run of store ``record`` lost its server: its lease ran out (or, for
+    a run recorded without one, it was last updated :data:`STALE_AFTER_S` ago)."""
+    if record.get("lease_until"):
+        return _age_s(record["lease_until"]) > 0
+    return _age_s(record["updated"]) > STALE_AFTER_S
+
+
+def _stale_result(record: dict[str, Any]) -> dict[str, Any]:
+    since = record.get("lease_until") or record["updated"]
+    return {"kind": "stale", "error": f"The server running it stopped renewing its lease; it ran out at {since}."}
+
+
 def model_failure(error: str | None, errors: list[dict[str, Any]]) -> str:
     """What to tell of a run whose model failed: why there is no answer, and the model's own
     first complaint."""
@@ -190,6 +251,20 @@ class RunService:
         self._runs: OrderedDict[str, LiveRun] = OrderedDict()
         self._lock = threading.Lock()
         self._closed = False
+        self.heartbeat_s = float(self.settings.run_heartbeat_s)
+        self.lease_s = MISSED_HEARTBEATS * self.heartbeat_s
+        self.max_pending = self.settings.max_pending_runs or PENDING_PER_WORKER * max(1, workers)
+        # The store's state: when it was last found unreachable (None: reachable), why, and
+        # when it was last tried; the ends of runs it has not taken yet, by run id.
+        self._down_at: float | None = None
+        self._down_why = ""
+        self._probed_at = 0.0
+        self._unsaved: dict[str, dict[str, Any]] = {}
+        self._wake = threading.Event()
+        self._keeper: threading.Thread | None = None
+        if self.store is not None:
+            self._keeper = threading.Thread(target=self._keep, name="sqlchorus-store", daemon=True)
+            self._keeper.start()
 
     @staticmethod
     def database_ids(paths: list[str | Path]) -> dict[str, Path]:
@@ -256,6 +331,7 @@ class RunService:
         """
         question, evidence = checked_question(question, evidence, self.settings.max_question_chars)
         db_id, path = self.resolve(database)
+        self._store_ready()
         live = LiveRun(new_run_id(), question, db_id)
         self._begin(live)
 
@@ -276,24 +352,48 @@ class RunService:
         """
         if self.store is None:
             raise NoCheckpointsError("This server keeps no checkpoints (--no-checkpoints): there is nothing to resume.")
-        record = self.get(run_id) if self.store.status(run_id) is not None else {"status": "done"}
+        self._store_ready()
+        raw = self._reading(self.store.status, run_id)
+        record = self.get(run_id) if raw is not None else {"status": "done"}
         if record["status"] == "cancelling":
             raise RunFinishedError(f"Run {run_id} is still stopping: resume it once it has ended.")
         if record["status"] in ("queued", "running"):
             raise RunFinishedError(f"Run {run_id} is still {record['status']}: cancel it first, or wait for it.")
-        thread = self._thread_of(run_id)
+        thread = self._reading(self._thread_of, run_id)
         try:
-            info = self.store.run(thread)
+            info = self._reading(self.store.run, thread)
         except UnknownRunError:
             raise UnknownRunIdError(f"No run {run_id!r} in {self.store.path}.") from None
         served = {str(Path(p).resolve()): k for k, p in self.paths.items()}
         db_id = served.get(str(Path(info["db_path"] or "").resolve()))
         if db_id is None:
             raise UnknownDatabaseError(f"Run {run_id} was asked over a database this server does not serve.")
-        if not list(self.store.list({"configurable": {"thread_id": thread}}, limit=1)):
+        if not self._reading(lambda: list(self.store.list({"configurable": {"thread_id": thread}}, limit=1))):
             raise NoCheckpointsError(f"Run {run_id} has no checkpoints to go on from.")
+        seen = raw["resume_claim"] if raw is not None else None
+        if seen:
+            other = self._reading(self.store.status, seen)
+            if other is not None and other["status"] not in FINISHED and not _stale(other):
+                raise AlreadyResumedError(f"Run {run_id} is being resumed already, as run {seen} ({other['status']}).")
         live = LiveRun(new_run_id(), info["question"], db_id, kind="resume", parent=run_id)
         self._begin(live)
+        # The claim is one conditional write: of resumes racing on any servers, one wins.
+        claimed = raw is None or self._reading(self.store.claim_resume, run_id, seen, live.run_id)
+        if not claimed:
+            with self._lock:
+                self._runs.pop(live.run_id, None)
+            live.status = "cancelled"
+            live.done.set()
+            try:
+                self.store.forget_status(live.run_id)
+            except self.store.db_errors as e:
+                self._store_failed(e)
+            raise AlreadyResumedError(f"Run {run_id} is being resumed already, by another request.")
+        if raw is not None and raw["status"] not in FINISHED:  # its server died: it is over for everyone
+            try:
+                self.store.end_stale(run_id, "failed", _stale_result(raw), STALE_AFTER_S)
+            except self.store.db_errors as e:
+                self._store_failed(e)
 
         def work() -> Result:
             return self.session.replay(thread, latest=True, new_run_id=live.run_id, progress=self._progress(live),
@@ -312,16 +412,15 @@ class RunService:
             live = self._runs.get(run_id)
         if live is not None:
             return live.record()
-        record = self.store.status(run_id) if self.store is not None else None
+        record = self._reading(self.store.status, run_id) if self.store is not None else None
         if record is None:
             raise UnknownRunIdError(f"No run {run_id!r}.")
-        if record["status"] not in FINISHED and _age_s(record["updated"]) > STALE_AFTER_S:
-            # Its server stopped without ending it (it was stopped, or crashed): it is over.
+        if record["status"] not in FINISHED and _stale(record):
+            # Its server stopped renewing its lease (it was stopped, or crashed): it is over.
             record["status"] = "failed"
-            record["result"] = {"kind": "stale", "error": f"The server running it stopped updating it at {record['updated']}."}
-        record.pop("owner", None)
-        record.pop("cancel_requested", None)
-        record.pop("updated", None)
+            record["result"] = _stale_result(record)
+        for key in ("owner", "cancel_requested", "updated", "lease_until", "resume_claim"):
+            record.pop(key, None)
         return record
 
     def _thread_of(self, run_id: str) -> str:
@@ -358,9 +457,15 @@ class RunService:
                 return "cancelled"
             return "cancelling"
         record = self.get(run_id)
+        if record["status"] == "failed" and (record.get("result") or {}).get("kind") == "stale" and self.store:
+            # Its server is gone: nobody will act on a request to stop, so the run ends here.
+            ended = {"kind": "cancelled", "error": "The run was cancelled after its server stopped."}
+            if self._reading(self.store.end_stale, run_id, "cancelled", ended, STALE_AFTER_S):
+                return "cancelled"
+            record = self.get(run_id)
         if record["status"] in FINISHED:
             raise RunFinishedError(f"Run {run_id} has already ended ({record['status']}).")
-        if self.store is None or not self.store.request_cancel(run_id):
+        if self.store is None or not self._reading(self.store.request_cancel, run_id):
             raise RunFinishedError(f"Run {run_id} is not running.")
         return "cancelling"
 
@@ -384,7 +489,7 @@ class RunService:
             path = Path(self.settings.trace_folder) / f"{run_id}.jsonl"
             if path.is_file():
                 return path.read_text(encoding="utf-8")
-        text = self.store.trace(run_id) if self.store is not None else None
+        text = self._reading(self.store.trace, run_id) if self.store is not None else None
         if text is None:
             self.get(run_id)  # an unknown run says so
             raise UnknownRunIdError(f"Run {run_id} has no trace (yet, or tracing is off).")
@@ -398,7 +503,8 @@ class RunService:
         """
         if self.store is None:
             raise NoCheckpointsError("This server keeps no checkpoints (--no-checkpoints).")
-        rows = checkpoint_history(self.session.graph(self.settings, self.store), self._thread_of(run_id))
+        rows = self._reading(lambda: checkpoint_history(self.session.graph(self.settings, self.store),
+                                                        self._thread_of(run_id)))
         if not rows:
             self.get(run_id)
             raise UnknownRunIdError(f"Run {run_id} has no checkpoints.")
@@ -418,18 +524,39 @@ class RunService:
         deadline = time.monotonic() + timeout_s
         for live in running:
             live.done.wait(max(0.0, deadline - time.monotonic()))
+        self._wake.set()
+        if self._keeper is not None:
+            self._keeper.join(max(0.0, deadline - time.monotonic()))
+        if self.store is not None:
+            self._flush(force=True)  # one last try for ends the store has not taken
+            if self._unsaved:
+                _log.warning("sqlchorus: %d run end(s) never reached the checkpoint store %s: %s",
+                             len(self._unsaved), self.store.path, ", ".join(self._unsaved))
         self.session.close()
 
     # -- the run itself -----------------------------------------------------------------------
 
     def _begin(self, live: LiveRun) -> None:
         with self._lock:
+            pending = sum(1 for r in self._runs.values() if r.status not in FINISHED)
+            if pending >= self.max_pending:
+                raise QueueFullError(f"This server has {pending} runs, running and queued, as many as it takes "
+                                     f"({self.max_pending}); try again shortly, or another server.")
             self._runs[live.run_id] = live
             if len(self._runs) > KEPT_RUNS:
                 finished = [k for k, r in self._runs.items() if r.status in FINISHED]
                 for key in finished[:len(self._runs) - KEPT_RUNS]:
                     del self._runs[key]
-        self._store_status(live, "queued", first=True)
+        if self.store is not None:
+            try:
+                self.store.set_status(live.run_id, "queued", owner=self.owner, question=live.question,
+                                      database=live.database, kind=live.kind, parent=live.parent, lease_s=self.lease_s)
+            except self.store.db_errors as e:
+                # A run no other server could see, whose end could be lost: refused instead.
+                with self._lock:
+                    self._runs.pop(live.run_id, None)
+                self._store_failed(e)
+                raise self._unavailable() from None
         live.emit("run", status="queued", question=live.question, database=live.database, kind=live.kind,
                   parent=live.parent)
 
@@ -484,21 +611,162 @@ class RunService:
                 trace_text = Path(trace_path).read_text(encoding="utf-8", errors="replace")
             except OSError:
                 trace_text = None
-        self._store_status(live, status, result=result, trace=trace_text)
+        self._save_end(live, status, result, trace_text)
         live.emit("done", status=status)
         live.done.set()
 
-    def _store_status(self, live: LiveRun, status: str, *, first: bool = False, **kw: Any) -> None:
-        if self.store is None:
+    def _store_status(self, live: LiveRun, status: str) -> None:
+        if self.store is None or self._down_at is not None:  # a store that is away costs no wait
             return
         try:
-            if first:
-                self.store.set_status(live.run_id, status, owner=self.owner, question=live.question,
-                                      database=live.database, kind=live.kind, parent=live.parent)
-            else:
-                self.store.set_status(live.run_id, status, **kw)
-        except self.store.db_errors as e:  # the run goes on; other servers see less of it
+            self.store.set_status(live.run_id, status, lease_s=self.lease_s)
+        except self.store.db_errors as e:  # the run goes on; other servers see less of it until its end
             self.store.lost(e)
+            self._store_failed(e)
+
+    def _save_end(self, live: LiveRun, status: str, result: dict[str, Any] | None, trace: str | None) -> None:
+        """Write the run's end (status, result, trace) to the store; one the store does not take
+        now is kept and written again in the background, with backoff, until it does."""
+        if self.store is None:
+            return
+        end = {"thread_id": live.run_id, "status": status, "owner": self.owner, "question": live.question,
+               "database": live.database, "kind": live.kind, "parent": live.parent, "result": result,
+               "trace": trace}
+        if self._down_at is None:
+            try:
+                self.store.set_status(**end)
+                return
+            except self.store.db_errors as e:
+                self._store_failed(e)
+        now = time.monotonic()
+        with self._lock:
+            self._unsaved[live.run_id] = {"end": end, "since": now, "next": now + RETRY_FIRST_S,
+                                          "delay": RETRY_FIRST_S}
+        self._wake.set()
+
+    # -- the store's health ---------------------------------------------------------------------
+
+    def _unavailable(self) -> StoreUnavailableError:
+        return StoreUnavailableError(
+            f"The checkpoint store {self.store.path} cannot be reached ({self._down_why}); try again shortly.",
+            retry_after_s=max(1, math.ceil(min(self.heartbeat_s, 30.0))))
+
+    def _store_failed(self, error: BaseException) -> None:
+        with self._lock:
+            first = self._down_at is None
+            if first:
+                self._down_at = time.monotonic()
+                self.store.away = True
+            self._down_why = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            self._probed_at = time.monotonic()
+        if first:
+            _log.warning("sqlchorus: the checkpoint store %s is unreachable (%s); new runs are refused, and the "
+                         "ends of runs are kept until it is back", self.store.path, self._down_why)
+
+    def _probe(self) -> bool:
+        """Try the store once; whether it answered (it is then marked reachable)."""
+        self._probed_at = time.monotonic()
+        try:
+            self.store.ping()
+        except self.store.db_errors as e:
+            self._store_failed(e)
+            return False
+        with self._lock:
+            was_down, self._down_at = self._down_at is not None, None
+            self.store.away = False
+            for item in self._unsaved.values():  # back: the ends kept for it go now
+                item["next"] = 0.0
+        if was_down:
+            _log.warning("sqlchorus: the checkpoint store %s is reachable again", self.store.path)
+            self._wake.set()
+        return True
+
+    def _store_ready(self) -> None:
+        """Raise :class:`StoreUnavailableError` at once while the store is known to be away (it
+        is tried again at most every :data:`PROBE_EVERY_S`)."""
+        if self.store is None or self._down_at is None:
+            return
+        if time.monotonic() - self._probed_at < PROBE_EVERY_S or not self._probe():
+            raise self._unavailable()
+
+    def _reading(self, use: Any, *args: Any) -> Any:
+        """``use(*args)`` on the store; a store that cannot be reached is a 503, not a fault."""
+        self._store_ready()
+        try:
+            return use(*args)
+        except self.store.db_errors as e:
+            self._store_failed(e)
+            raise self._unavailable() from None
+
+    def health(self) -> dict[str, Any]:
+        """Whether this server can take runs: its store's state (``ok``, ``unreachable`` or
+        ``none``), its runs running and queued, the most it takes, and run ends not yet stored."""
+        store = "none"
+        if self.store is not None:
+            if self._down_at is None or time.monotonic() - self._probed_at >= PROBE_EVERY_S:
+                self._probe()
+            store = "ok" if self._down_at is None else "unreachable"
+        with self._lock:
+            statuses = [r.status for r in self._runs.values()]
+            unsaved = len(self._unsaved)
+        data = {"status": "ok" if store != "unreachable" else "degraded", "store": store,
+                "running": statuses.count("running"), "queued": statuses.count("queued"),
+                "max_pending": self.max_pending, "unsaved_runs": unsaved}
+        if store == "unreachable":
+            data["store_error"] = self._down_why
+        return data
+
+    def _keep(self) -> None:
+        """The store keeper, in a thread of its own: renews the leases of this server's runs every
+        heartbeat, writes again the run ends the store did not take, and watches a store that is
+        away until it is back."""
+        while not self._closed:
+            with self._lock:
+                due = min((item["next"] for item in self._unsaved.values()), default=math.inf)
+            wait = max(0.0, min(self.heartbeat_s, due - time.monotonic()))
+            self._wake.wait(wait)
+            self._wake.clear()
+            if self._closed:
+                return
+            try:
+                if self._down_at is not None and not self._probe():
+                    continue
+                self._flush()
+                if self._down_at is None:
+                    self._renew()
+            except Exception as e:  # noqa: BLE001 - the keeper outlives any one fault
+                _log.warning("sqlchorus: the store keeper met %s: %s", type(e).__name__, e)
+
+    def _renew(self) -> None:
+        with self._lock:
+            ids = [r.run_id for r in self._runs.values() if r.status not in FINISHED]
+        if not ids:
+            return
+        try:
+            self.store.renew(ids, self.lease_s)
+        except self.store.db_errors as e:
+            self._store_failed(e)
+
+    def _flush(self, force: bool = False) -> None:
+        """Write the kept run ends that are due (all with ``force``), oldest first."""
+        now = time.monotonic()
+        with self._lock:
+            due = [(k, v) for k, v in self._unsaved.items() if force or v["next"] <= now]
+        for run_id, item in sorted(due, key=lambda kv: kv[1]["since"]):
+            try:
+                self.store.set_status(**item["end"])
+            except self.store.db_errors as e:
+                self._store_failed(e)
+                with self._lock:
+                    for other in self._unsaved.values():  # backoff: the store is tried less as it stays away
+                        other["delay"] = min(other["delay"] * 2, RETRY_MAX_S)
+                        other["next"] = time.monotonic() + other["delay"]
+                    if time.monotonic() - item["since"] > RETRY_FOR_S:
+                        self._unsaved.pop(run_id, None)
+                        _log.warning("sqlchorus: gave up storing the end of run %s after %g s", run_id, RETRY_FOR_S)
+                return
+            with self._lock:
+                self._unsaved.pop(run_id, None)
 
     def _progress(self, live: LiveRun) -> Any:
         def told(event: NodeEvent) -> None:
@@ -526,19 +794,15 @@ class RunService:
         return told
 
     def _cancelled(self, live: LiveRun) -> Any:
-        touched = [time.monotonic()]
-
         def asked() -> bool:
             if live.cancel.is_set() or self._closed:
                 return True
-            if self.store is not None:
+            if self.store is not None and self._down_at is None:  # a store that is away costs no wait
                 try:
                     if self.store.cancel_requested(live.run_id):
                         live.cancel.set()
-                    if time.monotonic() - touched[0] > HEARTBEAT_S:  # still running: others may wait
-                        self.store.touch(live.run_id)
-                        touched[0] = time.monotonic()
-                except self.store.db_errors:
+                except self.store.db_errors as e:
+                    self._store_failed(e)
                     return False
             return live.cancel.is_set()
         return asked
