@@ -113,9 +113,10 @@ def test_the_runs_list_and_a_run_show_candidates_waterfall_and_markup_as_text(pa
     candidate = page.locator("#candidates tbody tr").first.locator("td").all_inner_texts()
     assert candidate[1] == "divide_conquer" and candidate[3] == "ok" and candidate[4] == "2"
     assert page.locator("#why").inner_text().startswith("Why this one:")
-    names = page.locator("table.waterfall td.name").all_inner_texts()
-    assert names[0].strip() == "run" and any(n.strip() == "node:check_candidates" for n in names)
-    assert any(n.strip().startswith("chat ") for n in names)
+    page.wait_for_selector("#waterfall .wf-row")
+    names = [n.strip("▾▸ \n") for n in page.locator("#waterfall .wf-row .name").all_inner_texts()]
+    assert names[0] == "run" and any(n == "node:check_candidates" for n in names)
+    assert any(n.startswith("chat ") for n in names)
     assert page.locator("[data-node='check_candidates'] .count").text_content() == "1×"
     _shot(page, "run", tmp_path)
 

@@ -20,6 +20,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 __all__ = ["build_summary", "render_html", "write_html", "write_report"]
 
@@ -317,9 +318,18 @@ def _fmt_pct(value: float | None) -> str | None:
     return None if value is None else f"{value:g}%"
 
 
+def _run_link(run_id: Any) -> str:
+    """A link to a question's run in ``sqlchorus ui``, relative to where the viewer serves this
+    report (``evals/NAME/report``), so it holds under a session folder too."""
+    text = str(run_id or "")
+    if not text or not all(c.isalnum() or c in "-_T" for c in text):
+        return ""
+    return f'<a href="../../#/run/{_E(text)}">run</a> <a href="../../#/debug/{_E(text)}">step through</a>'
+
+
 def _questions_table(records: Sequence[dict[str, Any]]) -> str:
-    head = ("#", "db", "difficulty", "question", "prediction", "verdict", "generator", "candidates right",
-            "calls", "seconds")
+    head = ("#", "db", "difficulty", "question", "gold", "prediction", "verdict", "generator", "candidates right",
+            "calls", "seconds", "run")
     out = ["<table><tr>" + "".join(f"<th>{_E(h)}</th>" for h in head) + "</tr>"]
     for r in records:
         cls = "missing" if r.get("status") == "missing_db" else ("correct" if r.get("correct") else "wrong")
@@ -330,19 +340,28 @@ def _questions_table(records: Sequence[dict[str, Any]]) -> str:
             verdict += f" ({r['error']})"
         cells = [
             str(r.get("question_id")), str(r.get("db_id")), str(r.get("difficulty")),
-            str(r.get("question")), str(r.get("prediction") or ""), verdict,
+            str(r.get("question")), str(r.get("gold_sql") or ""), str(r.get("prediction") or ""), verdict,
             str(r.get("chosen_generator") or ""), right, str(r.get("model_calls") or 0),
             str(r.get("seconds") or 0),
         ]
-        classes = {4: ' class="sql"', 5: ' class="v"'}
+        classes = {4: ' class="sql"', 5: ' class="sql"', 6: ' class="v"'}
         tds = "".join(f"<td{classes.get(k, '')}>{_E(c)}</td>" for k, c in enumerate(cells))
+        tds += f"<td>{_run_link(r.get('run_id'))}</td>"
         out.append(f'<tr class="{cls}">{tds}</tr>')
     out.append("</table>")
     return "".join(out)
 
 
-def render_html(summary: dict[str, Any], records: Sequence[dict[str, Any]]) -> str:
-    """The report page as a string (see the module docstring)."""
+def _viewer_link(name: str | None) -> str:
+    if not name:
+        return ""
+    return (f'<p>In <code>sqlchorus ui</code>: <a href="../../#/eval/{_E(quote(name, safe=""))}">every question, '
+            "filtered and compared, with its run</a> (the links work where the viewer serves this page).</p>\n")
+
+
+def render_html(summary: dict[str, Any], records: Sequence[dict[str, Any]], *, name: str | None = None) -> str:
+    """The report page as a string (see the module docstring); ``name``: the evaluation's folder
+    name, to link to its page in ``sqlchorus ui``."""
     title = "sqlchorus eval" + (f": {summary['dataset']}" if summary.get("dataset") else "")
     by_difficulty = summary.get("by_difficulty") or {}
     upper = summary.get("upper_bound_by_difficulty") or {}
@@ -382,6 +401,7 @@ def render_html(summary: dict[str, Any], records: Sequence[dict[str, Any]]) -> s
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<title>{_E(title)}</title><style>{_STYLE}</style></head><body>\n"
         f"<h1>{_E(title)}</h1><p>{_E(subtitle)}</p>\n"
+        f"{_viewer_link(name)}"
         f"<h2>Figures</h2>{_figures_table(summary)}\n"
         f"<h2>Plots</h2>\n{''.join(plots)}\n"
         f"<h2>Questions</h2>{_questions_table(records)}\n"
@@ -390,10 +410,11 @@ def render_html(summary: dict[str, Any], records: Sequence[dict[str, Any]]) -> s
     )
 
 
-def write_html(path: str | Path, summary: dict[str, Any], records: Sequence[dict[str, Any]]) -> Path:
+def write_html(path: str | Path, summary: dict[str, Any], records: Sequence[dict[str, Any]],
+               *, name: str | None = None) -> Path:
     """Write :func:`render_html` to ``path``."""
     out = Path(path)
-    out.write_text(render_html(summary, records), encoding="utf-8")
+    out.write_text(render_html(summary, records, name=name), encoding="utf-8")
     return out
 
 
@@ -404,4 +425,5 @@ def write_report(
     base = Path(folder)
     summary_path = base / SUMMARY_FILE
     summary_path.write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
-    return {"summary": summary_path, "report": write_html(base / REPORT_FILE, summary, records)}
+    return {"summary": summary_path, "report": write_html(base / REPORT_FILE, summary, records,
+                                                          name=base.resolve().name)}

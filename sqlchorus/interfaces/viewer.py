@@ -1,10 +1,14 @@
 """The viewer: ``sqlchorus ui``, a web app over the runs on disk, made for text-to-SQL.
 
-Pages (one app, its assets in ``sqlchorus/ui/``, nothing fetched from elsewhere): the runs list;
-a run — the graph with the path it took, a waterfall of its spans, its model calls, candidates,
-selection, answer and cost per node; step-through with the debugger (timeline and fork tree,
-state and diff at any checkpoint, edit and resume or fork, breakpoints); a live run whose nodes
-light up as they run; and plots across runs. The JSON API under ``/api`` is what the page uses.
+Pages (one app, its assets in ``sqlchorus/ui/``, nothing fetched from elsewhere): the runs list
+(an evaluation's runs correct or wrong, debugging sessions under the run they came from); a run —
+the graph of the generators it ran with the path it took, its spans as a tree, its model calls,
+candidates and their fixes, selection, answer and cost per node, read from the checkpoint store
+that holds it (an evaluation's own for its runs); step-through with the debugger (timeline and
+fork tree, state and diff at any checkpoint, edit and resume or fork, breakpoints); a live run
+whose nodes light up as they run; an evaluation's questions (gold and predicted SQL and their
+rows, filters, accuracy charts); two runs or two evaluations compared; and plots across runs.
+The JSON API under ``/api`` is what the page uses.
 
 Runs are addressed by id only. Every value reaches the page as JSON and is put into it as text,
 never as markup. The app never writes to a database: edits go to the checkpoint store.
@@ -21,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.responses import FileResponse, HTMLResponse, Response
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel
 from sse_starlette.sse import EventSourceResponse
@@ -38,7 +42,9 @@ from sqlchorus.runs.run_index import (
     MAX_SPANS,
     RunIndex,
     layout,
+    match_calls,
     path_taken,
+    span_info,
     span_usage,
     summarise,
     waterfall,
@@ -96,6 +102,7 @@ class Viewer:
         self._locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
         self._graphs: dict[tuple, dict[str, Any]] = {}
+        self._traces: dict[tuple, dict[str, Any]] = {}
 
     # -- a run ----------------------------------------------------------------------------------
 
@@ -108,32 +115,134 @@ class Viewer:
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"The trace of run {run_id} cannot be read ({type(e).__name__}: {e}).") from e
 
-    def _detail(self, run_id: str, group: str, path: Path) -> dict[str, Any]:
+    def _read(self, run_id: str, group: str, path: Path) -> dict[str, Any]:
+        """What a run's trace file gives its page, read again only when the file changes (a
+        large run's page opens again at once)."""
+        stat = path.stat()
+        key = (str(path), stat.st_mtime_ns, stat.st_size)
+        with self._lock:
+            if key in self._traces:
+                return self._traces[key]
         spans = read_spans(path, MAX_SPANS)
-        detail: dict[str, Any] = {"summary": summarise(run_id, group, spans).to_dict()}
-        detail["spans"] = waterfall(spans)
-        detail["path"] = path_taken(spans)
+        answered = [u for u in span_usage(spans) if u["node"] and "cost_usd" in u]
+        read = {"summary": summarise(run_id, group, spans).to_dict(), "rows": waterfall(spans),
+                "path": path_taken(spans), "answered": answered}
+        with self._lock:
+            self._traces[key] = read
+            while len(self._traces) > 8:
+                self._traces.pop(next(iter(self._traces)))
+        return read
+
+    def _detail(self, run_id: str, group: str, path: Path) -> dict[str, Any]:
+        read = self._read(run_id, group, path)
+        detail: dict[str, Any] = {"summary": dict(read["summary"])}
+        rows = [dict(r) for r in read["rows"]]  # each page's own: its calls are matched below
+        detail["path"] = read["path"]
         record, state, calls = self._kept(run_id)
+        match_calls(rows, calls)
         detail["graph"] = self.graph_of(record)
         detail["checkpoints"] = record is not None
         detail["calls"] = calls
+        judged = self.index.record_of(group, run_id)
+        if judged is not None:
+            detail["eval"] = _eval_row(judged)
+            detail["summary"].update(correct=detail["eval"]["correct"], verdict=judged.get("verdict"),
+                                     hardness=judged.get("difficulty"), gold_sql=judged.get("gold_sql"),
+                                     question_id=judged.get("question_id"))
+        # The debugging sessions and replays that came from this run.
+        detail["sessions"] = [r.to_dict() for r in self.index.runs() if r.replay_of == run_id]
         if state is not None:
             detail["answer"] = state.get("answer")
             detail["candidates"] = state.get("candidates") or []
             detail["selection"] = state.get("selection") or {}
             detail["errors"] = state.get("errors") or []
         # The calls that answered: a failed call has no cost, and no tokens to show.
-        answered = [u for u in span_usage(spans) if u["node"] and "cost_usd" in u]
+        answered = read["answered"]
         detail["cost_by_node"] = {
             node: {"calls": c["calls"], "tokens": c["input_tokens"] + c["output_tokens"], "cost_usd": c["cost_usd"],
                    "ms": round(c["model_seconds"] * 1000, 1)}
             for node, c in usage_cost(answered)["by_node"].items()
         }
-        return json_value(detail)
+        detail = json_value(detail)
+        detail["spans"] = rows  # JSON values already (read from JSON), many: not walked again
+        return detail
+
+    def settings_of(self, run_id: str) -> Settings:
+        """The viewer's settings with the checkpoint store that holds ``run_id``: an evaluation's
+        own store for its runs, the viewer's for the rest."""
+        kept = self.index.checkpoints_of(run_id)
+        return self.settings.replace(checkpoints=str(kept)) if kept is not None else self.settings
+
+    def store_of(self, run_id: str) -> Any:
+        kept = self.index.checkpoints_of(run_id)
+        if kept is None:
+            return self.service.store
+        return self.service.session.checkpoints(self.settings.replace(checkpoints=str(kept)))
+
+    def span(self, run_id: str, span_id: str) -> dict[str, Any]:
+        found = self.index.path_of(run_id)
+        if found is None:
+            raise UnknownRunError(f"No run {run_id!r}.")
+        info = span_info(read_spans(found[1], MAX_SPANS), span_id)
+        if info is None:
+            raise UnknownRunError(f"Run {run_id} has no span {span_id!r}.")
+        return json_value(info)
+
+    # -- evaluations ----------------------------------------------------------------------------
+
+    def evals(self) -> list[dict[str, Any]]:
+        found = []
+        for name in self.index.evals():
+            rows = [_eval_row(r) for r in self.index.records(name)]
+            scored = [r for r in rows if r["scored"]]
+            meta = _read_json(self.index.eval_dir(name) / "run.json")  # type: ignore[operator]
+            found.append({"name": name, "questions": len(rows), "scored": len(scored),
+                          "correct": sum(1 for r in scored if r["correct"]),
+                          "dataset": meta.get("dataset"), "started": meta.get("started"),
+                          "settings": meta.get("settings") or {}, "report": self.index.report(name) is not None})
+        return found
+
+    def evaluation(self, name: str) -> dict[str, Any]:
+        folder = self.index.eval_dir(name)
+        records = self.index.records(name) if folder is not None else []
+        if folder is None or not records:
+            raise UnknownRunError(f"No evaluation {name!r} with records.")
+        listed = {s.run_id for s in self.index.runs() if s.group == name}
+        rows = [_eval_row(r) for r in records]
+        for row in rows:
+            row["has_run"] = row["run_id"] in listed
+        return json_value({"name": name, "run": _read_json(folder / "run.json"), "questions": rows,
+                           "report": self.index.report(name) is not None})
+
+    def eval_rows(self, name: str, index: int) -> dict[str, Any]:
+        """The rows of a question's gold SQL and of its prediction, run read-only on its database."""
+        from sqlchorus.tools.database import GuardedDatabase
+
+        record = next((r for r in self.index.records(name) if r.get("index") == index), None)
+        if record is None:
+            raise UnknownRunError(f"No question {index} in evaluation {name!r}.")
+        db_path = record.get("db_path")
+        if not db_path or not Path(db_path).is_file():
+            missing = {"error": f"The database of question {record.get('question_id')} is not on this machine."}
+            return {"gold": missing, "predicted": missing}
+        out: dict[str, Any] = {}
+        with GuardedDatabase(Path(db_path), timeout_s=self.settings.sql_timeout_s, max_rows=ROWS_SHOWN) as db:
+            for side, sql in (("gold", record.get("gold_sql")), ("predicted", record.get("prediction"))):
+                if not sql:
+                    out[side] = {"error": "no SQL"}
+                    continue
+                try:
+                    result = db.execute(sql, max_rows=ROWS_SHOWN)
+                    out[side] = {"columns": list(result.columns), "rows": [list(r) for r in result.rows],
+                                 "truncated": bool(result.truncated)}
+                except Exception as e:  # a wrong query's own error is what this shows
+                    out[side] = {"error": f"{type(e).__name__}: {e}"}
+        return json_value(out)
 
     def _kept(self, run_id: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None, list[dict[str, Any]]]:
-        """The run's record, its newest state and its model calls, from the checkpoint store."""
-        store = self.service.store
+        """The run's record, its newest state and its model calls, from the checkpoint store
+        that holds it (an evaluation's own, for its runs)."""
+        store = self.store_of(run_id)
         if store is None:
             return None, None, []
         try:
@@ -165,7 +274,7 @@ class Viewer:
                 return debugger
         if debugger is not None:
             debugger.close()
-        opened = Debugger.open(run_id, at=at, settings=self.settings, session=self.service.session)
+        opened = Debugger.open(run_id, at=at, settings=self.settings_of(run_id), session=self.service.session)
         with self._lock:
             self._debuggers[run_id] = opened
             self._locks.setdefault(run_id, threading.Lock())
@@ -276,9 +385,28 @@ def create_app(service: RunService, index: RunIndex, *, token: str | None = None
                 "groups": [{"name": g, "report": index.report(g) is not None} for g in groups]}
 
     @app.get("/api/runs/{run_id}")
-    async def run(run_id: str) -> dict[str, Any]:
+    async def run(run_id: str) -> Response:
         _check(run_id)
-        return await asyncio.to_thread(viewer.detail, run_id)
+        # Already JSON values: written at once, not walked again (a run may have 20,000 spans).
+        body = await asyncio.to_thread(lambda: json.dumps(viewer.detail(run_id), separators=(",", ":")))
+        return Response(body, media_type="application/json")
+
+    @app.get("/api/runs/{run_id}/spans/{span_id}")
+    async def span(run_id: str, span_id: str) -> dict[str, Any]:
+        _check(run_id)
+        return await asyncio.to_thread(viewer.span, run_id, span_id)
+
+    @app.get("/api/evals")
+    async def evals() -> dict[str, Any]:
+        return {"evals": await asyncio.to_thread(viewer.evals)}
+
+    @app.get("/api/evals/{name}")
+    async def evaluation(name: str) -> dict[str, Any]:
+        return await asyncio.to_thread(viewer.evaluation, name)
+
+    @app.get("/api/evals/{name}/rows/{index}")
+    async def eval_rows(name: str, index: int) -> dict[str, Any]:
+        return await asyncio.to_thread(viewer.eval_rows, name, index)
 
     @app.get("/api/stats")
     async def stats(last: int = 50) -> dict[str, Any]:
@@ -360,6 +488,47 @@ def create_app(service: RunService, index: RunIndex, *, token: str | None = None
         return await act(run_id, "clear", node=node)
 
     return Guard(app, token, 256 * 1024, browser=True, host=host, csrf=csrf)
+
+
+ROWS_SHOWN = 50
+"""Rows of a gold query and of a prediction the evaluation page shows side by side."""
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _error_kind(record: dict[str, Any]) -> str:
+    """What went wrong with a question, in one word: none when it was answered right."""
+    if record.get("correct"):
+        return "none"
+    status = record.get("status")
+    if status in ("missing_db", "error", "no_answer"):
+        return str(status)
+    return str(record.get("verdict") or "wrong")
+
+
+def _eval_row(record: dict[str, Any]) -> dict[str, Any]:
+    """One question of an evaluation as its page shows it."""
+    scored = bool(record.get("ran")) and record.get("status") not in ("error", "missing_db")
+    return {
+        "index": record.get("index"), "question_id": record.get("question_id"), "db_id": record.get("db_id"),
+        "hardness": record.get("difficulty") or "", "question": record.get("question") or "",
+        "gold_sql": record.get("gold_sql") or "", "prediction": record.get("prediction") or "",
+        "correct": bool(record.get("correct")), "scored": scored, "verdict": record.get("verdict"),
+        "verdict_error": record.get("verdict_error"), "status": record.get("status"), "error": record.get("error"),
+        "error_kind": _error_kind(record), "generator": record.get("chosen_generator") or "",
+        "any_candidate_correct": bool(record.get("any_candidate_correct")),
+        "candidates": len(record.get("candidates") or []),
+        "cost_usd": float(record.get("cost_usd") or 0.0), "seconds": float(record.get("seconds") or 0.0),
+        "tokens": int(record.get("input_tokens") or 0) + int(record.get("output_tokens") or 0),
+        "calls": int(record.get("model_calls") or 0),
+        "run_id": record.get("run_id") if valid_run_id(str(record.get("run_id") or "")) else None,
+    }
 
 
 def _check(run_id: str) -> None:

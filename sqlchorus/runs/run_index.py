@@ -2,12 +2,14 @@
 
 A run is found by its id only: ``<id>.jsonl`` in a trace folder (the main one, or an evaluation
 run's ``traces/``). :class:`RunIndex` reads each trace file once (again when it changes) into a
-:class:`RunSummary`; :func:`run_detail` gathers everything a run's page shows: its spans as a
-waterfall, the path it took through the graph, its model calls, candidates, selection and answer.
+:class:`RunSummary`, with an evaluation's verdict from its ``records.jsonl``, and knows which
+checkpoint store holds an evaluation's runs; :func:`waterfall` gives a run's spans as a tree,
+:func:`path_taken` the path it took through the graph.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
@@ -18,6 +20,11 @@ from sqlchorus.core.trace_file import read_spans, span_time
 from sqlchorus.core.tracing import valid_run_id
 from sqlchorus.tools import attributes as attrs
 from sqlchorus.tools.pricing import usage_cost
+
+RECORDS_FILE = "records.jsonl"
+"""An evaluation's records (see :mod:`sqlchorus.evaluation.runs`)."""
+EVAL_CHECKPOINTS = Path("traces") / "checkpoints.sqlite"
+"""Where an evaluation keeps its questions' checkpoints by default."""
 
 MAX_SPANS = 20_000
 """Spans of one run the viewer reads at most."""
@@ -42,6 +49,12 @@ class RunSummary:
     started: str = ""
     replay_of: str | None = None
     spans: int = 0
+    correct: bool | None = None
+    """An evaluation's run: whether its answer was scored correct (None: not an evaluation's, or not scored)."""
+    verdict: str | None = None
+    question_id: Any = None
+    hardness: str | None = None
+    gold_sql: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -131,6 +144,7 @@ class RunIndex:
         self.trace_dir = Path(trace_dir) if trace_dir else None
         self.evals_dir = Path(evals_dir) if evals_dir else None
         self._cache: dict[Path, _Cached] = {}
+        self._records: dict[Path, tuple[tuple[float, int], list[dict[str, Any]]]] = {}
         self._lock = threading.Lock()
 
     def folders(self) -> list[tuple[str, Path]]:
@@ -146,10 +160,70 @@ class RunIndex:
 
     def report(self, group: str) -> Path | None:
         """An evaluation's report file, by its name only."""
+        folder = self.eval_dir(group)
+        path = folder / "report.html" if folder is not None else None
+        return path if path is not None and path.is_file() else None
+
+    def eval_dir(self, group: str) -> Path | None:
+        """An evaluation's folder, by its name only (one folder under ``evals_dir``)."""
         if self.evals_dir is None or not group or "/" in group or "\\" in group or group.startswith("."):
             return None
-        path = self.evals_dir / group / "report.html"
-        return path if path.is_file() else None
+        folder = self.evals_dir / group
+        return folder if folder.is_dir() else None
+
+    def evals(self) -> list[str]:
+        """The names of the evaluations that kept records."""
+        if self.evals_dir is None or not self.evals_dir.is_dir():
+            return []
+        return sorted(p.name for p in self.evals_dir.iterdir() if (p / RECORDS_FILE).is_file() and self.eval_dir(p.name))
+
+    def records(self, group: str) -> list[dict[str, Any]]:
+        """An evaluation's records, the last of each question, in question order (read again
+        only when the file changes)."""
+        folder = self.eval_dir(group)
+        path = folder / RECORDS_FILE if folder is not None else None
+        if path is None or not path.is_file():
+            return []
+        stat = path.stat()
+        key = (stat.st_mtime, stat.st_size)
+        with self._lock:
+            cached = self._records.get(path)
+            if cached is not None and cached[0] == key:
+                return cached[1]
+        found: dict[int, dict[str, Any]] = {}
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue  # a line torn by an interruption
+                if isinstance(record, dict) and isinstance(record.get("index"), int):
+                    found[record["index"]] = record
+        records = [found[i] for i in sorted(found)]
+        with self._lock:
+            self._records[path] = (key, records)
+        return records
+
+    def record_of(self, group: str, run_id: str) -> dict[str, Any] | None:
+        """The evaluation record of ``run_id``, in evaluation ``group``."""
+        return next((r for r in self.records(group) if r.get("run_id") == run_id), None) if group else None
+
+    def checkpoints_of(self, run_id: str) -> Path | None:
+        """The checkpoint file of an evaluation's run: the one its record names, else the
+        evaluation's own ``traces/checkpoints.sqlite``; None for a run of the main trace folder
+        (the viewer's own store holds those) or when neither file exists."""
+        found = self.path_of(run_id)
+        if found is None or not found[0]:
+            return None
+        folder = self.eval_dir(found[0])
+        if folder is None:
+            return None
+        record = self.record_of(found[0], run_id) or {}
+        recorded = record.get("checkpoint_path")
+        if recorded and Path(recorded).is_file():
+            return Path(recorded)
+        own = folder / EVAL_CHECKPOINTS
+        return own if own.is_file() else None
 
     def path_of(self, run_id: str) -> tuple[str, Path] | None:
         """The group and trace file of ``run_id``, found by id only."""
@@ -162,14 +236,20 @@ class RunIndex:
         return None
 
     def runs(self) -> list[RunSummary]:
-        """Every run, newest first."""
+        """Every run, newest first; an evaluation's with its verdict. A trace file still empty
+        (a debugging session opened, nothing written yet) is not a run to list."""
         found = []
         for group, folder in self.folders():
+            by_run = {r.get("run_id"): r for r in self.records(group)} if group else {}
             for path in folder.glob("*.jsonl"):
                 if valid_run_id(path.stem):
                     summary = self._summary(group, path)
-                    if summary is not None:
-                        found.append(summary)
+                    if summary is None or (summary.spans == 0 and _empty(path)):
+                        continue
+                    record = by_run.get(summary.run_id)
+                    if record is not None:
+                        summary = _judged(summary, record)
+                    found.append(summary)
         found.sort(key=lambda s: (s.started, s.run_id), reverse=True)
         return found
 
@@ -210,19 +290,41 @@ class RunIndex:
         """Over the newest ``last`` runs: each node's seconds and cost per run, and the failure
         kinds counted."""
         runs = self.runs()[:last]
-        per_node: dict[str, dict[str, list]] = defaultdict(lambda: {"seconds": [], "cost_usd": [], "runs": []})
+        per_node: dict[str, dict[str, list]] = defaultdict(
+            lambda: {"seconds": [], "cost_usd": [], "tokens": [], "runs": [], "started": []})
         for summary in reversed(runs):  # oldest first, as a plot reads
             found = self.path_of(summary.run_id)
             entry = self._entry(*found) if found is not None else None
             if entry is None:
                 continue
-            for node, (seconds, cost) in entry.nodes.items():
+            for node, (seconds, cost, *tokens) in entry.nodes.items():
                 per_node[node]["seconds"].append(round(seconds, 4))
                 per_node[node]["cost_usd"].append(round(cost, 8))
+                per_node[node]["tokens"].append(int(tokens[0]) if tokens else 0)
                 per_node[node]["runs"].append(summary.run_id)
+                per_node[node]["started"].append(summary.started)
         failures = Counter(s.failure or s.status for s in runs if s.status != "ok")
         return {"runs": len(runs), "ok": sum(1 for s in runs if s.status == "ok"),
                 "nodes": dict(per_node), "failures": dict(failures)}
+
+
+def _empty(path: Path) -> bool:
+    try:
+        return path.stat().st_size == 0
+    except OSError:
+        return True
+
+
+def _judged(summary: RunSummary, record: dict[str, Any]) -> RunSummary:
+    """``summary`` with what its evaluation record says: scored correct or not, against which gold."""
+    scored = bool(record.get("ran")) and record.get("status") != "error"
+    judged = RunSummary(**summary.to_dict())
+    judged.correct = bool(record.get("correct")) if scored else None
+    judged.verdict = record.get("verdict")
+    judged.question_id = record.get("question_id")
+    judged.hardness = record.get("difficulty")
+    judged.gold_sql = record.get("gold_sql")
+    return judged
 
 
 def _node_totals(spans: list[dict[str, Any]]) -> dict[str, list[float]]:
@@ -233,41 +335,93 @@ def _node_totals(spans: list[dict[str, Any]]) -> dict[str, list[float]]:
             node = span["name"][len(attrs.NODE_SPAN_PREFIX):]
             seconds[node] += _time(span["end_time"]) - _time(span["start_time"])
     cost = usage_cost(span_usage(spans))["by_node"]
-    return {node: [took, cost[node]["cost_usd"] if node in cost else 0.0] for node, took in seconds.items()}
+    return {node: [took, cost[node]["cost_usd"] if node in cost else 0.0,
+                   cost[node]["input_tokens"] + cost[node]["output_tokens"] if node in cost else 0]
+            for node, took in seconds.items()}
 
 
 # -- one run ------------------------------------------------------------------------------------
 
 
 def waterfall(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Spans as rows of a waterfall: start offset and duration in ms, depth, kind, what it did."""
+    """Spans as rows of a waterfall, as a tree: each span under its parent (a span whose parent
+    is not in the file is a root), siblings in the order they started, so the model calls of
+    parallel branches sit under their own node. A row has its start offset and duration in ms,
+    its depth, its kind, what it did, and ``end``: the index after its last descendant (the rows
+    a collapsed row hides are those up to ``end``)."""
     if not spans:
         return []
     by_id = {s["context"]["span_id"]: s for s in spans}
     t0 = min(_time(s["start_time"]) for s in spans)
+    children: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+    for span in spans:
+        parent = span.get("parent_id")
+        children[parent if parent in by_id and parent != span["context"]["span_id"] else None].append(span)
+    for kids in children.values():
+        kids.sort(key=lambda s: (s["start_time"], s["name"]))
 
-    def depth(span: dict[str, Any]) -> int:
-        d, seen = 0, set()
-        while span.get("parent_id") in by_id and span["context"]["span_id"] not in seen and d < 64:
-            seen.add(span["context"]["span_id"])
-            span = by_id[span["parent_id"]]
-            d += 1
-        return d
-
-    rows = []
-    for span in sorted(spans, key=lambda s: s["start_time"]):
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    # Depth first without recursion (a trace may be deep); a span met twice (a cycle) is shown once.
+    stack: list[tuple[dict[str, Any], int, int | None]] = [(s, 0, None) for s in reversed(children[None])]
+    opened: list[int] = []
+    while stack:
+        span, depth, _ = stack.pop()
+        span_id = span["context"]["span_id"]
+        if span_id in seen:
+            continue
+        seen.add(span_id)
+        while opened and rows[opened[-1]]["depth"] >= depth:
+            rows[opened.pop()]["end"] = len(rows)
         a = span.get("attributes") or {}
         start, end = _bounds(span)
         rows.append({
-            "span_id": span["context"]["span_id"], "parent_id": span.get("parent_id"),
-            "trace_id": span["context"]["trace_id"], "name": span["name"],
+            "span_id": span_id, "name": span["name"],
             "kind": a.get(attrs.OPENINFERENCE_KIND) or "", "start_ms": round((start - t0) * 1000, 3),
-            "ms": round((end - start) * 1000, 3), "depth": depth(span),
+            "ms": round((end - start) * 1000, 3), "depth": depth,
             "status": (span.get("status") or {}).get("status_code", "UNSET"), "detail": _detail(span["name"], a),
-            "node": a.get(attrs.SQLCHORUS_NODE), "tokens_in": a.get(attrs.GEN_AI_USAGE_INPUT),
+            "node": a.get(attrs.SQLCHORUS_NODE), "role": a.get(attrs.SQLCHORUS_ROLE),
+            "tokens_in": a.get(attrs.GEN_AI_USAGE_INPUT),
             "tokens_out": a.get(attrs.GEN_AI_USAGE_OUTPUT), "cost_usd": a.get(attrs.SQLCHORUS_COST_USD),
+            "chat": a.get(attrs.GEN_AI_OPERATION) == "chat", "end": 0,
         })
+        opened.append(len(rows) - 1)
+        for kid in reversed(children.get(span_id, [])):
+            if depth < 256:
+                stack.append((kid, depth + 1, None))
+    while opened:
+        rows[opened.pop()]["end"] = len(rows)
+    # Spans in a cycle of parents (no root reaches them) still show, at the top level.
+    for span in sorted((s for s in spans if s["context"]["span_id"] not in seen), key=lambda s: s["start_time"]):
+        extra = waterfall([{**span, "parent_id": None}])[0]
+        extra["end"] = len(rows) + 1
+        rows.append(extra)
     return rows
+
+
+def match_calls(rows: list[dict[str, Any]], calls: list[dict[str, Any]]) -> None:
+    """Give each model call row of a waterfall ``call``: the index of its kept call (prompt and
+    answer) in ``calls``, matched in order within each node and role."""
+    queues: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, call in enumerate(calls):
+        queues[(str(call.get("node") or ""), str(call.get("role") or ""))].append(i)
+    chats = [r for r in rows if r.get("chat")]
+    chats.sort(key=lambda r: r["start_ms"] + r["ms"])  # a call is kept as it ends
+    for row in chats:
+        queue = queues.get((str(row.get("node") or ""), str(row.get("role") or "")))
+        if queue:
+            row["call"] = queue.pop(0)
+
+
+def span_info(spans: list[dict[str, Any]], span_id: str) -> dict[str, Any] | None:
+    """One span as its details show it: name, status, attributes and events."""
+    span = next((s for s in spans if s["context"]["span_id"] == span_id), None)
+    if span is None:
+        return None
+    return {"span_id": span_id, "name": span["name"], "status": span.get("status") or {},
+            "start_time": span.get("start_time"), "end_time": span.get("end_time"),
+            "trace_id": (span.get("context") or {}).get("trace_id"), "parent_id": span.get("parent_id"),
+            "attributes": span.get("attributes") or {}, "events": span.get("events") or []}
 
 
 def _detail(name: str, a: dict[str, Any]) -> str:

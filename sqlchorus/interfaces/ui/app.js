@@ -35,12 +35,17 @@ function svg(tag, attrs, ...children) {
   return node;
 }
 
-function show(...nodes) { main.replaceChildren(...nodes); }
+function show(...nodes) { main.replaceChildren(...nodes.flat().filter(n => n !== null && n !== undefined && n !== false)); }
 function section(title, ...body) { return el("section", {}, title ? el("h2", {}, title) : null, ...body); }
 function fmt(n, digits = 0) { return n === null || n === undefined ? "" : Number(n).toLocaleString(undefined, { maximumFractionDigits: digits }); }
 function usd(n) { return n ? "$" + Number(n).toFixed(n < 0.01 ? 5 : 3) : "$0"; }
 function when(iso) { return iso ? new Date(iso).toLocaleString() : ""; }
 function cell(v) { return v === null || v === undefined ? "NULL" : typeof v === "object" ? JSON.stringify(v) : String(v); }
+function verdictText(r) {
+  if (r.correct === true) return "correct";
+  if (r.correct === false) return "wrong" + (r.verdict && r.verdict !== "wrong" ? " (" + r.verdict + ")" : "");
+  return r.status + (r.failure ? " (" + r.failure + ")" : "");
+}
 function statusClass(s) { return s === "ok" || s === "done" ? "status-ok" : s === "cancelled" || s === "empty" ? "status-warn" : "status-bad"; }
 
 // Paths are relative to the page, so that it works at / and inside a session folder (/s/…/);
@@ -68,6 +73,10 @@ async function route() {
     else if (parts[0] === "debug" && parts[1]) await debugPage(parts[1], parts[2]);
     else if (parts[0] === "live" && parts[1]) await livePage(parts[1]);
     else if (parts[0] === "stats") await statsPage();
+    else if (parts[0] === "evals") await evalsPage();
+    else if (parts[0] === "eval" && parts[1]) await evalPage(parts[1]);
+    else if (parts[0] === "compare" && parts[1] && parts[2]) await compareRunsPage(parts[1], parts[2]);
+    else if (parts[0] === "compare-evals" && parts[1] && parts[2]) await compareEvalsPage(parts[1], parts[2]);
     else await runsPage();
   } catch (error) { failed(error); }
 }
@@ -92,9 +101,21 @@ async function runsPage() {
   const table = el("table", { id: "runs" });
   const columns = [["started", "When"], ["question", "Question"], ["database", "Database"], ["status", "Status"],
     ["sql", "Chosen SQL"], ["calls", "Calls"], ["tokens", "Tokens"], ["cost_usd", "Cost"], ["seconds", "Seconds"]];
+  // Debugging sessions and replays sit under the run they came from, when it is listed.
+  const ids = new Set(data.runs.map(r => r.run_id));
+  const sessionsOf = {};
+  for (const r of data.runs) if (r.replay_of && ids.has(r.replay_of)) (sessionsOf[r.replay_of] = sessionsOf[r.replay_of] || []).push(r);
+  const runRow = (r, nested) => el("tr", { cls: "clickable" + (nested ? " nested" : ""), "data-run": r.run_id, "data-session-of": nested ? r.replay_of : null,
+    onclick: () => { location.hash = "#/run/" + r.run_id; } },
+  el("td", { cls: "muted" }, (nested ? "↳ " : "") + when(r.started)),
+  el("td", {}, nested ? el("span", { cls: "muted" }, "step-through / replay session") : r.question), el("td", {}, r.database),
+  el("td", { cls: r.correct === false ? "status-bad" : statusClass(r.status) }, verdictText(r)),
+  el("td", { cls: "sql" }, r.sql || ""), el("td", {}, fmt(r.calls)), el("td", {}, fmt(r.tokens)),
+  el("td", {}, usd(r.cost_usd)), el("td", {}, fmt(r.seconds, 2)));
   const draw = () => {
     const q = listState.q.toLowerCase();
-    const rows = data.runs.filter(r => !q || [r.question, r.sql, r.database, r.run_id, r.group].join(" ").toLowerCase().includes(q));
+    const rows = data.runs.filter(r => !(r.replay_of && ids.has(r.replay_of)))
+      .filter(r => !q || [r.question, r.sql, r.database, r.run_id, r.group, r.gold_sql].join(" ").toLowerCase().includes(q));
     rows.sort((a, b) => {
       const x = a[listState.sort] ?? "", y = b[listState.sort] ?? "";
       return (x < y ? -1 : x > y ? 1 : 0) * (listState.desc ? -1 : 1);
@@ -109,16 +130,16 @@ async function runsPage() {
       if (!inGroup.length) continue;
       if (group) {
         const info = data.groups.find(g => g.name === group);
+        const judged = inGroup.filter(r => r.correct !== null && r.correct !== undefined);
+        const right = judged.filter(r => r.correct).length;
         body.push(el("tr", { cls: "group" }, el("td", { colspan: columns.length }, "Evaluation " + group + " ",
+          el("a", { href: "#/eval/" + encodeURIComponent(group), "data-eval": group }, "(questions)"), " ",
           info && info.report ? el("a", { href: "evals/" + encodeURIComponent(group) + "/report" }, "(report)") : null,
-          el("span", { cls: "muted" }, " — " + inGroup.length + " runs"))));
+          el("span", { cls: "muted" }, " — " + inGroup.length + " runs" + (judged.length ? `, ${right} of ${judged.length} correct` : "")))));
       }
       for (const r of inGroup) {
-        body.push(el("tr", { cls: "clickable", "data-run": r.run_id, onclick: () => { location.hash = "#/run/" + r.run_id; } },
-          el("td", { cls: "muted" }, when(r.started)), el("td", {}, r.question), el("td", {}, r.database),
-          el("td", { cls: statusClass(r.status) }, r.status + (r.failure ? " (" + r.failure + ")" : "")),
-          el("td", { cls: "sql" }, r.sql || ""), el("td", {}, fmt(r.calls)), el("td", {}, fmt(r.tokens)),
-          el("td", {}, usd(r.cost_usd)), el("td", {}, fmt(r.seconds, 2))));
+        body.push(runRow(r, false));
+        for (const child of sessionsOf[r.run_id] || []) body.push(runRow(child, true));
       }
     }
     table.replaceChildren(el("thead", {}, head), el("tbody", {}, body.length ? body : el("tr", {}, el("td", { colspan: columns.length, cls: "muted" }, "No runs yet."))));
@@ -190,33 +211,116 @@ function resultTable(columns, rows) {
     el("tbody", {}, (rows || []).slice(0, 200).map(r => el("tr", {}, r.map(v => el("td", {}, cell(v)))))));
 }
 
-const FIRST_ROWS = 300; // rows drawn at once; the rest follow in the next frames
+const ROW_H = 24; // px per waterfall row: rows are drawn only where the view is (thousands of spans stay quick)
+const KINDS = ["CHAIN", "LLM", "TOOL", "RETRIEVER", "AGENT"];
 
-function waterfallView(spans) {
+function waterfallView(spans, calls, runId) {
   const total = Math.max(1, ...spans.map(s => s.start_ms + s.ms));
-  const row = (s) => {
+  const collapsed = new Set();
+  const state = { kind: "", text: "", selected: null };
+  let visible = [];
+  const viewport = el("div", { cls: "wf-viewport", id: "waterfall", role: "tree", "aria-label": "spans" });
+  const spacer = el("div", { cls: "wf-spacer" });
+  const rows = el("div", { cls: "wf-rows" });
+  spacer.append(rows);
+  viewport.append(spacer);
+  const details = el("div", { cls: "span-details", id: "span-details" }, el("p", { cls: "muted" }, "Choose a span to see its details."));
+  const counter = el("span", { cls: "muted", id: "waterfall-count" });
+  const compute = () => {
+    visible = [];
+    const text = state.text.toLowerCase();
+    if (state.kind || text) {
+      for (let i = 0; i < spans.length; i++) {
+        const s = spans[i];
+        if (state.kind === "ERROR" ? s.status !== "ERROR" : state.kind && s.kind !== state.kind) continue;
+        if (text && !(s.name + " " + (s.detail || "") + " " + (s.node || "")).toLowerCase().includes(text)) continue;
+        visible.push(i);
+      }
+    } else {
+      for (let i = 0; i < spans.length;) { visible.push(i); i = collapsed.has(i) ? Math.max(spans[i].end, i + 1) : i + 1; }
+    }
+    spacer.style.height = (visible.length * ROW_H) + "px";
+    counter.textContent = `${fmt(visible.length)} of ${fmt(spans.length)} spans shown`;
+  };
+  const toggle = (i) => { if (collapsed.has(i)) collapsed.delete(i); else collapsed.add(i); compute(); draw(); };
+  const row = (i) => {
+    const s = spans[i];
+    const parent = s.end > i + 1;
     const bar = el("div", { cls: "bar " + s.kind + (s.status === "ERROR" ? " ERROR" : "") });
     // Positions are set through the CSS object model: the page allows no inline styles.
     bar.style.left = (100 * s.start_ms / total).toFixed(3) + "%";
     bar.style.width = Math.max(0.2, 100 * s.ms / total).toFixed(3) + "%";
-    return el("tr", { "data-span": s.span_id },
-      el("td", { cls: "name", title: s.name }, "\u00a0".repeat(s.depth * 2) + s.name),
-      el("td", { cls: "muted" }, s.kind), el("td", {}, fmt(s.ms, 1) + " ms"),
-      el("td", { cls: "track" }, el("div", { cls: "lane" }, bar)),
-      el("td", { cls: "muted", title: s.detail }, s.detail), el("td", { cls: "muted", title: "trace id " + s.trace_id }, s.trace_id.slice(2, 10) + "…"));
+    const filtered = state.kind || state.text;
+    const twisty = parent && !filtered
+      ? el("button", { cls: "twisty", "aria-label": (collapsed.has(i) ? "expand " : "collapse ") + s.name, "aria-expanded": String(!collapsed.has(i)),
+        onclick: (e) => { e.stopPropagation(); toggle(i); } }, collapsed.has(i) ? "▸" : "▾")
+      : el("span", { cls: "twisty-space" });
+    const name = el("div", { cls: "name", title: s.name }, twisty, s.name + (parent && collapsed.has(i) && !filtered ? ` (${s.end - i - 1})` : ""));
+    name.style.paddingLeft = (filtered ? 0 : s.depth * 14) + "px";
+    const line = el("div", { cls: "wf-row" + (state.selected === i ? " selected" : "") + (s.status === "ERROR" ? " failed" : ""), role: "treeitem",
+      "data-span": s.span_id, "data-depth": s.depth, onclick: () => select(i) },
+    name, el("div", { cls: "kind muted" }, s.kind), el("div", { cls: "dur" }, fmt(s.ms, 1) + " ms"),
+    el("div", { cls: "lane" }, bar), el("div", { cls: "what muted", title: s.detail }, s.detail));
+    return line;
   };
-  const body = el("tbody", {}, spans.slice(0, FIRST_ROWS).map(row));
-  const more = (from) => {
-    if (from >= spans.length || !body.isConnected && from > FIRST_ROWS * 8) return;
-    requestAnimationFrame(() => {
-      const chunk = document.createDocumentFragment();
-      for (const s of spans.slice(from, from + FIRST_ROWS)) chunk.append(row(s));
-      body.append(chunk);
-      more(from + FIRST_ROWS);
-    });
+  const draw = () => {
+    const height = viewport.clientHeight || 480;
+    const first = Math.max(0, Math.floor(viewport.scrollTop / ROW_H) - 10);
+    const last = Math.min(visible.length, first + Math.ceil(height / ROW_H) + 20);
+    rows.style.transform = `translateY(${first * ROW_H}px)`;
+    const fragment = document.createDocumentFragment();
+    for (let k = first; k < last; k++) fragment.append(row(visible[k]));
+    rows.replaceChildren(fragment);
   };
-  more(FIRST_ROWS);
-  return el("table", { cls: "waterfall" }, el("thead", {}, el("tr", {}, ["Span", "Kind", "Duration", "Timeline", "What", "Trace"].map(h => el("th", {}, h)))), body);
+  let pending = false;
+  viewport.addEventListener("scroll", () => { if (!pending) { pending = true; requestAnimationFrame(() => { pending = false; draw(); }); } });
+  const select = async (i) => {
+    state.selected = i;
+    draw();
+    const s = spans[i];
+    const call = s.call !== undefined && s.call !== null ? (calls || [])[s.call] : null;
+    details.replaceChildren(el("h3", {}, s.name), el("p", { cls: "muted" }, `${s.kind || "span"} · ${fmt(s.ms, 1)} ms · starts at ${fmt(s.start_ms, 1)} ms · ${s.status}`));
+    if (call) {
+      details.append(el("div", { cls: "call", id: "span-call" }, el("h4", {}, `Model call: ${call.role} in ${call.node}`),
+        (call.messages || []).map(m => el("pre", { cls: "prompt" }, `[${m[0]}]\n${m[1]}`)),
+        el("h4", {}, "Answer"), el("pre", { cls: "answer" }, call.answer)));
+    }
+    try {
+      const info = await api("api/runs/" + encodeURIComponent(runId) + "/spans/" + encodeURIComponent(s.span_id));
+      if (state.selected !== i) return;
+      const a = info.attributes || {};
+      if (a["db.query.text"]) {
+        details.append(el("h4", {}, "SQL"), el("pre", { cls: "sql", id: "span-sql" }, a["db.query.text"]),
+          el("p", {}, a["sql.error"] ? el("span", { cls: "error" }, a["sql.error"]) : `${a["sql.rows"] ?? a["db.response.returned_rows"] ?? "?"} rows`));
+        let out = null;
+        try { out = typeof a["output.value"] === "string" ? JSON.parse(a["output.value"]) : null; } catch (error) { out = null; }
+        if (out && Array.isArray(out.columns) && Array.isArray(out.rows)) details.append(el("div", { id: "span-rows" }, resultTable(out.columns, out.rows)));
+      }
+      details.append(el("h4", {}, "Attributes"), el("table", { cls: "attrs", id: "span-attributes" }, el("tbody", {},
+        Object.keys(a).sort().map(k => el("tr", {}, el("td", {}, el("code", {}, k)), el("td", {}, el("pre", {}, cell(a[k]))))))));
+      if ((info.events || []).length) {
+        details.append(el("h4", {}, "Events"), (info.events || []).map(e => el("pre", {}, e.name + " " + JSON.stringify(e.attributes || {}))));
+      }
+    } catch (error) { details.append(el("p", { cls: "error" }, error.message)); }
+  };
+  const kind = el("select", { id: "waterfall-kind", "aria-label": "span kind" }, el("option", { value: "" }, "all kinds"),
+    KINDS.concat(["ERROR"]).map(k => el("option", { value: k }, k === "ERROR" ? "failed spans" : k)));
+  kind.addEventListener("change", () => { state.kind = kind.value; viewport.scrollTop = 0; compute(); draw(); });
+  const text = el("input", { type: "search", id: "waterfall-text", placeholder: "Filter spans by name or text", "aria-label": "filter spans" });
+  text.addEventListener("input", () => { state.text = text.value; viewport.scrollTop = 0; compute(); draw(); });
+  const collapseAll = el("button", { cls: "secondary", id: "waterfall-collapse", onclick: () => {
+    collapsed.clear();
+    spans.forEach((s, i) => { if (s.end > i + 1 && s.depth >= 1) collapsed.add(i); });
+    compute(); draw();
+  } }, "Collapse nodes");
+  const expandAll = el("button", { cls: "secondary", id: "waterfall-expand", onclick: () => { collapsed.clear(); compute(); draw(); } }, "Expand all");
+  compute();
+  const head = el("div", { cls: "wf-row wf-head" }, ["Span", "Kind", "Duration", "Timeline", "What"].map(h => el("div", {}, h)));
+  const view = el("div", { cls: "waterfall-box" }, el("div", { cls: "toolbar" }, kind, text, collapseAll, expandAll, counter),
+    el("div", { cls: "wf-split" }, el("div", { cls: "wf-main" }, head, viewport), details));
+  requestAnimationFrame(draw);
+  draw();
+  return view;
 }
 
 function barChart(entries, value, label) {
@@ -232,13 +336,14 @@ function barChart(entries, value, label) {
 async function runPage(runId) {
   const d = await api("api/runs/" + encodeURIComponent(runId));
   const s = d.summary;
-  const facts = el("div", { cls: "facts" }, [["Database", s.database], ["Status", s.status + (s.failure ? " (" + s.failure + ")" : "")],
+  const facts = el("div", { cls: "facts" }, [["Database", s.database], ["Status", verdictText(s)],
     ["Model calls", fmt(s.calls)], ["Tokens", fmt(s.tokens)], ["Cost", usd(s.cost_usd)], ["Seconds", fmt(s.seconds, 3)],
     ["When", when(s.started)], ["Run id", s.run_id]].map(([k, v]) => el("div", {}, el("span", {}, k), v)));
   const answer = d.answer || {};
   const selection = d.selection || {};
-  const clusterOf = {}, votes = {};
-  (selection.clusters || []).forEach((c, i) => { for (const m of c.members || []) { clusterOf[m] = i + 1; votes[m] = c.size; } });
+  const clusterOf = {}, clusterVotes = {};
+  (selection.clusters || []).forEach((c, i) => { for (const m of c.members || []) { clusterOf[m] = i + 1; clusterVotes[m] = c.size; } });
+  const weights = selection.weights || (selection.vote && selection.vote.weights) || {};
   const outcomes = {};
   for (const p of selection.pairwise || []) {
     for (const [me, other] of [[p.a, p.b], [p.b, p.a]]) {
@@ -247,12 +352,24 @@ async function runPage(runId) {
       (outcomes[me] = outcomes[me] || []).push(said + (p.stage ? " (" + p.stage + ")" : ""));
     }
   }
+  // A candidate's SQL as it came, each fix round's error, and the SQL it ended with.
+  const sqlCell = (c) => {
+    const history = c.history || [];
+    if (!history.length) return el("td", { cls: "sql" }, c.sql);
+    return el("td", {}, el("ol", { cls: "history" }, history.map((h, k) => el("li", { cls: "fix-round", "data-round": k },
+      el("span", { cls: "muted" }, k === 0 ? "original: " : `fix round ${k}: `), el("span", { cls: "sql" }, h.sql || ""),
+      h.error ? el("div", { cls: "error" }, h.error) : null)),
+    el("li", { cls: "fixed" }, el("span", { cls: "muted" }, `fixed (round ${history.length}): `), el("span", { cls: "sql fixed-sql" }, c.sql))));
+  };
+  const ownVote = (c) => clusterOf[c.id] ? String(weights[c.id] ?? 1) : "0";
   const candidates = el("table", { id: "candidates" }, el("thead", {}, el("tr", {},
     ["Candidate", "Generator", "SQL", "Status", "Rows", "Error", "Fixes", "Cluster", "Votes", "Pairwise"].map(h => el("th", {}, h)))),
-  el("tbody", {}, (d.candidates || []).map(c => el("tr", { cls: c.id === selection.chosen ? "chosen" : null },
-    el("td", {}, c.id + (c.id === selection.chosen ? " ★" : "")), el("td", {}, c.generator), el("td", { cls: "sql" }, c.sql),
+  el("tbody", {}, (d.candidates || []).map(c => el("tr", { cls: c.id === selection.chosen ? "chosen" : null, "data-candidate": c.id },
+    el("td", {}, c.id + (c.id === selection.chosen ? " ★" : "")), el("td", {}, c.generator), sqlCell(c),
     el("td", { cls: statusClass(c.status) }, c.status), el("td", {}, fmt(c.row_count)), el("td", { cls: "error" }, c.error || ""),
-    el("td", {}, fmt(c.fix_attempts)), el("td", {}, clusterOf[c.id] || ""), el("td", {}, votes[c.id] || ""),
+    el("td", {}, fmt(c.fix_attempts)),
+    el("td", {}, clusterOf[c.id] ? `#${clusterOf[c.id]} (${clusterVotes[c.id]} of ${(d.candidates || []).length} votes)` : ""),
+    el("td", { cls: "votes" }, ownVote(c)),
     el("td", {}, (outcomes[c.id] || []).join("; "))))));
   const calls = {};
   for (const c of d.calls || []) (calls[c.node] = calls[c.node] || []).push(c);
@@ -261,10 +378,23 @@ async function runPage(runId) {
       el("details", {}, el("summary", {}, "Prompt"), (c.messages || []).map(m => el("pre", {}, `[${m[0]}]\n${m[1]}`))),
       el("p", {}, "Answer:"), el("pre", {}, c.answer)))));
   const costs = Object.entries(d.cost_by_node || {});
+  const ev = d.eval;
+  const judged = ev ? section("Evaluation " + s.group + ", question " + ev.question_id,
+    el("p", { id: "verdict", cls: ev.correct ? "status-ok" : "status-bad" }, ev.correct ? "correct" : "wrong" + (ev.verdict && ev.verdict !== "wrong" ? " (" + ev.verdict + ")" : "")),
+    el("div", { cls: "facts" }, el("div", {}, el("span", {}, "Hardness"), ev.hardness), el("div", {}, el("span", {}, "Database"), ev.db_id),
+      el("div", {}, el("span", {}, "Chosen generator"), ev.generator)),
+    el("p", {}, "Gold SQL:"), el("pre", { cls: "sql", id: "gold-sql" }, ev.gold_sql),
+    el("a", { href: "#/eval/" + encodeURIComponent(s.group) }, "all questions of " + s.group)) : null;
+  const others = el("input", { type: "text", id: "compare-with", placeholder: "another run's id", "aria-label": "compare with run" });
+  const sessions = (d.sessions || []).length ? section("Step-through and replay sessions from this run",
+    el("ul", { id: "sessions" }, d.sessions.map(x => el("li", {}, el("a", { href: "#/run/" + x.run_id }, x.run_id), " ",
+      el("span", { cls: "muted" }, when(x.started) + " · " + verdictText(x)))))) : null;
   show(
     el("h1", {}, s.question || s.run_id),
-    el("div", { cls: "toolbar" }, d.checkpoints ? el("button", { onclick: () => { location.hash = "#/debug/" + s.run_id; } }, "Step through") : null,
-      s.replay_of ? el("a", { href: "#/run/" + s.replay_of }, "replay of " + s.replay_of) : null),
+    el("div", { cls: "toolbar" }, d.checkpoints ? el("button", { id: "step-through", onclick: () => { location.hash = "#/debug/" + s.run_id; } }, "Step through") : null,
+      s.replay_of ? el("a", { href: "#/run/" + s.replay_of }, "replay of " + s.replay_of) : null,
+      others, el("button", { cls: "secondary", onclick: () => { if (others.value.trim()) location.hash = "#/compare/" + s.run_id + "/" + encodeURIComponent(others.value.trim()); } }, "Compare")),
+    judged,
     section(null, facts),
     el("div", { cls: "row" },
       section("Path through the graph", graphView(d.graph, d.path)),
@@ -272,8 +402,9 @@ async function runPage(runId) {
         resultTable(answer.columns, answer.rows), selection.reason ? el("p", { id: "why" }, "Why this one: " + selection.reason) : null)),
     section("Candidates", candidates),
     section("Cost per node", costs.length ? barChart(costs, v => v.tokens, v => `${fmt(v.tokens)} tokens · ${usd(v.cost_usd)} · ${v.calls} calls`) : el("p", { cls: "muted" }, "No model calls.")),
-    section("Spans", waterfallView(d.spans)),
+    section("Spans", waterfallView(d.spans, d.calls, s.run_id)),
     section("Model calls", callSections.length ? callSections : el("p", { cls: "muted" }, "The call log is kept with checkpoints; none for this run.")),
+    sessions,
   );
 }
 
@@ -366,32 +497,249 @@ async function debugPage(runId, checkpoint) {
   render();
 }
 
-// -- across runs ----------------------------------------------------------------------------------
+// -- charts with axes (SVG, drawn here: the page loads nothing else) ------------------------------
 
-function plot(values, label) {
-  const W = 260, H = 60;
-  const max = Math.max(1e-12, ...values);
-  const step = values.length > 1 ? W / (values.length - 1) : W;
-  const points = values.map((v, i) => `${(i * step).toFixed(1)},${(H - 4 - (H - 8) * v / max).toFixed(1)}`).join(" ");
-  return el("div", { cls: "plot" }, svg("svg", { width: W, height: H, role: "img", "aria-label": label },
-    svg("polyline", { points, fill: "none", stroke: "#2456c9", "stroke-width": 1.6 }), svg("title", {}, label)));
+function niceMax(v) {
+  if (!(v > 0)) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  return [1, 2, 2.5, 5, 10].map(m => m * p).find(m => m >= v) || v;
 }
+
+// Bars with a y axis (0 to the top value, ticks and unit) and a label under each bar.
+function columnChart(bars, { unit = "", max = null, label = "", id = null, format = (v) => fmt(v, 1) } = {}) {
+  const W = Math.max(320, 70 + bars.length * 64), H = 220, L = 52, B = 46, T = 14;
+  const top = max ?? niceMax(Math.max(0, ...bars.map(b => b.value || 0)));
+  const root = svg("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": label, cls: "column-chart" });
+  const y = (v) => T + (H - T - B) * (1 - v / top);
+  const axis = svg("g", { cls: "axis" });
+  for (let k = 0; k <= 4; k++) {
+    const v = top * k / 4;
+    root.append(svg("line", { x1: L, x2: W - 8, y1: y(v), y2: y(v), cls: "gridline" }));
+    axis.append(svg("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end" }, format(v) + unit));
+  }
+  axis.append(svg("line", { x1: L, x2: L, y1: T, y2: H - B }), svg("line", { x1: L, x2: W - 8, y1: H - B, y2: H - B }));
+  const step = (W - L - 16) / Math.max(1, bars.length);
+  bars.forEach((b, i) => {
+    const x = L + 8 + i * step, w = Math.min(44, step - 12), v = b.value || 0;
+    const rect = svg("rect", { x, y: y(v), width: w, height: Math.max(0, H - B - y(v)), cls: "barrect" + (b.bad ? " bad" : ""), "data-label": b.label });
+    rect.append(svg("title", {}, `${b.label}: ${format(v)}${unit}${b.note ? " " + b.note : ""}`));
+    root.append(rect, svg("text", { x: x + w / 2, y: y(v) - 3, "text-anchor": "middle", cls: "value" }, format(v) + unit));
+    axis.append(svg("text", { x: x + w / 2, y: H - B + 15, "text-anchor": "middle" }, String(b.label).slice(0, 14)),
+      svg("text", { x: x + w / 2, y: H - B + 29, "text-anchor": "middle" }, b.note || ""));
+  });
+  root.append(axis);
+  return el("figure", { cls: "plot" }, el("figcaption", {}, label), root);
+}
+
+// A value per run over time: dates on the x axis, the unit on the y axis; one run is a dot.
+function timeChart(points, { unit = "", label = "", format = (v) => fmt(v, 3) } = {}) {
+  const W = 360, H = 150, L = 62, B = 34, T = 10, R = 12;
+  const top = niceMax(Math.max(0, ...points.map(p => p.y)));
+  const times = points.map(p => p.t ? new Date(p.t).getTime() : NaN);
+  const known = times.every(t => !isNaN(t));
+  const lo = known ? Math.min(...times) : 0, hi = known ? Math.max(...times) : Math.max(1, points.length - 1);
+  const xOf = (i) => points.length === 1 ? L + (W - L - R) / 2 : L + (W - L - R) * ((known ? times[i] : i) - lo) / Math.max(1, hi - lo);
+  const yOf = (v) => T + (H - T - B) * (1 - v / top);
+  const root = svg("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": label, cls: "time-chart" });
+  const axis = svg("g", { cls: "axis" });
+  for (const v of [0, top / 2, top]) {
+    root.append(svg("line", { x1: L, x2: W - R, y1: yOf(v), y2: yOf(v), cls: "gridline" }));
+    axis.append(svg("text", { x: L - 5, y: yOf(v) + 4, "text-anchor": "end" }, format(v) + " " + unit));
+  }
+  axis.append(svg("line", { x1: L, x2: L, y1: T, y2: H - B }), svg("line", { x1: L, x2: W - R, y1: H - B, y2: H - B }));
+  const close = known && hi - lo < 3600e3; // within an hour: the seconds tell runs apart
+  const day = (t) => new Date(t).toLocaleString(undefined, close ? { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit" }
+    : { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
+  if (points.length) {
+    axis.append(svg("text", { x: L, y: H - B + 16, "text-anchor": "start", cls: "date" }, known ? day(lo) : "run 1"));
+    if (points.length > 1) axis.append(svg("text", { x: W - R, y: H - B + 16, "text-anchor": "end", cls: "date" }, known ? day(hi) : "run " + points.length));
+  }
+  if (points.length > 1) {
+    root.append(svg("polyline", { points: points.map((p, i) => `${xOf(i).toFixed(1)},${yOf(p.y).toFixed(1)}`).join(" "), fill: "none", stroke: "#2456c9", "stroke-width": 1.4 }));
+  }
+  points.forEach((p, i) => {
+    const dot = svg("circle", { cx: xOf(i), cy: yOf(p.y), r: points.length === 1 ? 4 : 2.2, cls: "dot" });
+    dot.append(svg("title", {}, `${p.t ? when(p.t) : ""} ${p.run || ""}: ${format(p.y)} ${unit}`));
+    root.append(dot);
+  });
+  root.append(axis);
+  return el("div", { cls: "plot" }, root);
+}
+
+function percentile(values, q) {
+  if (!values.length) return 0;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
+}
+
+// -- across runs ----------------------------------------------------------------------------------
 
 async function statsPage() {
   const last = Number(new URLSearchParams(location.hash.split("?")[1] || "").get("last")) || 50;
   const s = await api("api/stats?last=" + last);
   const rows = Object.entries(s.nodes).map(([node, v]) => {
-    const sorted = [...v.seconds].sort((a, b) => a - b);
-    const p50 = sorted[Math.floor((sorted.length - 1) / 2)] || 0;
-    return el("tr", {}, el("td", {}, node), el("td", {}, fmt(v.seconds.length)), el("td", {}, fmt(p50 * 1000, 1) + " ms"),
-      el("td", {}, plot(v.seconds, node + " seconds per run")), el("td", {}, usd(v.cost_usd.reduce((a, b) => a + b, 0))),
-      el("td", {}, plot(v.cost_usd, node + " cost per run")));
+    const ms = v.seconds.map(x => x * 1000);
+    const points = (key, scale = 1) => v[key].map((y, i) => ({ y: y * scale, t: (v.started || [])[i], run: (v.runs || [])[i] }));
+    const tokens = v.tokens || [];
+    return el("tr", { "data-node": node }, el("td", {}, node), el("td", {}, fmt(ms.length)),
+      el("td", { cls: "p50" }, fmt(percentile(ms, 0.5), 1) + " ms"), el("td", { cls: "p95" }, fmt(percentile(ms, 0.95), 1) + " ms"),
+      el("td", {}, timeChart(points("seconds", 1000), { unit: "ms", label: node + " milliseconds per run", format: (x) => fmt(x, 0) })),
+      el("td", {}, fmt(tokens.reduce((a, b) => a + b, 0)) + " tokens", el("br"), el("span", { cls: "muted" }, "p50 " + fmt(percentile(tokens, 0.5)) + " per run")),
+      el("td", {}, tokens.some(t => t > 0) ? timeChart(points("tokens"), { unit: "tok", label: node + " tokens per run", format: (x) => fmt(x, 0) })
+        : el("span", { cls: "muted" }, "no model calls")),
+      el("td", {}, usd(v.cost_usd.reduce((a, b) => a + b, 0))));
   });
   show(el("h1", {}, `Across the last ${s.runs} runs (${s.ok} answered)`),
-    section("Latency and cost per node", el("table", { id: "nodes" }, el("thead", {}, el("tr", {}, ["Node", "Runs", "Median", "Seconds per run", "Cost", "Cost per run"].map(h => el("th", {}, h)))),
-      el("tbody", {}, rows))),
+    section("Latency, tokens and cost per node", el("table", { id: "nodes" }, el("thead", {}, el("tr", {},
+      ["Node", "Runs", "p50", "p95", "Time per run (ms, by date)", "Tokens", "Tokens per run", "Cost"].map(h => el("th", {}, h)))),
+    el("tbody", {}, rows))),
     section("Why runs had no answer", Object.keys(s.failures).length
       ? barChart(Object.entries(s.failures), v => v, v => String(v)) : el("p", { cls: "muted" }, "Every run answered.")));
+}
+
+// -- evaluations -----------------------------------------------------------------------------------
+
+function pct(part, whole) { return whole ? 100 * part / whole : 0; }
+
+function accuracyBy(questions, key) {
+  const groups = {};
+  for (const q of questions) {
+    if (!q.scored) continue;
+    const name = q[key] || "(none)";
+    const g = groups[name] = groups[name] || { n: 0, right: 0 };
+    g.n += 1; if (q.correct) g.right += 1;
+  }
+  return Object.entries(groups).map(([label, g]) => ({ label, value: pct(g.right, g.n), note: `n=${g.n}` }));
+}
+
+async function evalsPage() {
+  const data = await api("api/evals");
+  const a = el("select", { id: "compare-a", "aria-label": "first evaluation" }, data.evals.map(e => el("option", { value: e.name }, e.name)));
+  const b = el("select", { id: "compare-b", "aria-label": "second evaluation" }, data.evals.map(e => el("option", { value: e.name }, e.name)));
+  if (data.evals.length > 1) b.value = data.evals[1].name;
+  show(el("h1", {}, "Evaluations"),
+    section(null, el("table", { id: "evals" }, el("thead", {}, el("tr", {}, ["Evaluation", "Dataset", "Started", "Questions", "Accuracy", "Generators"].map(h => el("th", {}, h)))),
+      el("tbody", {}, data.evals.map(e => el("tr", { cls: "clickable", "data-eval": e.name, onclick: () => { location.hash = "#/eval/" + encodeURIComponent(e.name); } },
+        el("td", {}, e.name), el("td", {}, e.dataset || ""), el("td", { cls: "muted" }, when(e.started)), el("td", {}, fmt(e.questions)),
+        el("td", {}, `${fmt(pct(e.correct, e.scored), 1)}% (${e.correct}/${e.scored})`),
+        el("td", {}, Object.entries((e.settings || {}).generators || {}).map(([g, n]) => g + "×" + n).join(", "))))))),
+    data.evals.length > 1 ? section("Compare two evaluations", el("div", { cls: "toolbar" }, a, b,
+      el("button", { id: "compare-evals", onclick: () => { location.hash = "#/compare-evals/" + encodeURIComponent(a.value) + "/" + encodeURIComponent(b.value); } }, "Compare"))) : null);
+}
+
+const evalFilters = { verdict: "", hardness: "", db: "", generator: "", error: "", q: "" };
+
+function sideBySide(holder, name, q) {
+  holder.replaceChildren(el("p", { cls: "muted" }, "Running both queries…"));
+  api("api/evals/" + encodeURIComponent(name) + "/rows/" + q.index).then(r => {
+    const side = (title, x) => el("div", { cls: "side", "data-side": title }, el("h4", {}, title),
+      x.error ? el("p", { cls: "error" }, x.error) : resultTable(x.columns, x.rows), x.truncated ? el("p", { cls: "muted" }, "(first rows only)") : null);
+    holder.replaceChildren(el("div", { cls: "side-by-side" }, side("gold", r.gold), side("predicted", r.predicted)));
+  }).catch(error => holder.replaceChildren(el("p", { cls: "error" }, error.message)));
+}
+
+async function evalPage(name) {
+  const data = await api("api/evals/" + encodeURIComponent(name));
+  const qs = data.questions;
+  const scored = qs.filter(q => q.scored);
+  const right = scored.filter(q => q.correct).length;
+  const options = (key) => [...new Set(qs.map(q => q[key]).filter(v => v !== null && v !== undefined && v !== ""))].sort();
+  const select = (key, label, values) => {
+    const node = el("select", { id: "filter-" + key, "aria-label": label }, el("option", { value: "" }, "any " + label),
+      values.map(v => el("option", { value: v }, v)));
+    node.value = evalFilters[key];
+    node.addEventListener("change", () => { evalFilters[key] = node.value; draw(); });
+    return node;
+  };
+  const search = el("input", { type: "search", id: "filter-q", placeholder: "Search questions and SQL", "aria-label": "search questions", value: evalFilters.q });
+  search.addEventListener("input", () => { evalFilters.q = search.value; draw(); });
+  const count = el("span", { cls: "muted", id: "eval-count" });
+  const table = el("table", { id: "questions" });
+  const cols = ["#", "Hardness", "Database", "Question", "Gold SQL", "Predicted SQL", "Result", "Generator", "Cost", "Seconds", "Run"];
+  const draw = () => {
+    const f = evalFilters, text = f.q.toLowerCase();
+    const shown = qs.filter(q => (!f.verdict || (f.verdict === "correct" ? q.correct : f.verdict === "wrong" ? !q.correct && q.scored : !q.scored))
+      && (!f.hardness || q.hardness === f.hardness) && (!f.db || q.db_id === f.db) && (!f.generator || q.generator === f.generator)
+      && (!f.error || q.error_kind === f.error)
+      && (!text || [q.question, q.gold_sql, q.prediction, q.db_id, String(q.question_id)].join(" ").toLowerCase().includes(text)));
+    count.textContent = `${shown.length} of ${qs.length} questions`;
+    const body = [];
+    for (const q of shown) {
+      const more = el("tr", { cls: "rows", hidden: true }, el("td", { colspan: cols.length }));
+      const open = () => { more.hidden = !more.hidden; if (!more.hidden && !more.dataset.loaded) { more.dataset.loaded = "1"; sideBySide(more.firstChild, name, q); } };
+      body.push(el("tr", { cls: q.correct ? "q-correct" : "q-wrong", "data-question": q.question_id, "data-index": q.index },
+        el("td", {}, String(q.question_id)), el("td", {}, q.hardness), el("td", {}, q.db_id), el("td", {}, q.question),
+        el("td", { cls: "sql gold" }, q.gold_sql), el("td", { cls: "sql predicted" }, q.prediction),
+        el("td", { cls: "verdict " + (q.correct ? "status-ok" : "status-bad") }, q.correct ? "correct" : (q.scored ? "wrong" : q.status) + (q.error_kind && q.error_kind !== "wrong" && q.error_kind !== "none" ? " (" + q.error_kind + ")" : "")),
+        el("td", {}, q.generator), el("td", {}, usd(q.cost_usd)), el("td", {}, fmt(q.seconds, 2)),
+        el("td", {}, q.run_id && q.has_run ? [el("a", { href: "#/run/" + q.run_id, cls: "open-run" }, "run"), " · ",
+          el("a", { href: "#/debug/" + q.run_id, cls: "open-debug" }, "step through")] : el("span", { cls: "muted" }, "no run kept"),
+        " · ", el("button", { cls: "secondary rows-button", onclick: open }, q.correct ? "rows" : "rows side by side"))));
+      body.push(more);
+      if (!q.correct && q.scored && q.prediction && shown.length <= 25) { more.hidden = false; more.dataset.loaded = "1"; sideBySide(more.firstChild, name, q); }
+    }
+    table.replaceChildren(el("thead", {}, el("tr", {}, cols.map(c => el("th", {}, c)))), el("tbody", {}, body));
+  };
+  draw();
+  const cost = qs.reduce((a, q) => a + q.cost_usd, 0), seconds = qs.reduce((a, q) => a + q.seconds, 0);
+  const settings = (data.run || {}).settings || {};
+  show(el("h1", {}, "Evaluation " + name),
+    el("div", { cls: "toolbar" }, data.report ? el("a", { href: "evals/" + encodeURIComponent(name) + "/report" }, "static report") : null,
+      el("a", { href: "#/evals" }, "all evaluations")),
+    section(null, el("div", { cls: "facts" }, [["Dataset", (data.run || {}).dataset], ["Accuracy", `${fmt(pct(right, scored.length), 1)}% (${right}/${scored.length})`],
+      ["Questions", fmt(qs.length)], ["Generators", Object.entries(settings.generators || {}).map(([g, n]) => g + "×" + n).join(", ")],
+      ["Cost", usd(cost)], ["Seconds", fmt(seconds, 2)], ["Started", when((data.run || {}).started)]].map(([k, v]) => el("div", {}, el("span", {}, k), v ?? "")))),
+    section("Accuracy", el("div", { cls: "charts" },
+      el("div", { id: "chart-hardness" }, columnChart(accuracyBy(qs, "hardness"), { unit: "%", max: 100, label: "Accuracy by hardness", format: (v) => fmt(v, 0) })),
+      el("div", { id: "chart-generator" }, columnChart(accuracyBy(qs, "generator"), { unit: "%", max: 100, label: "Accuracy by generator chosen", format: (v) => fmt(v, 0) })))),
+    section("Questions", el("div", { cls: "toolbar" },
+      select("verdict", "result", ["correct", "wrong", "not scored"]), select("hardness", "hardness", options("hardness")),
+      select("db", "database", options("db_id")), select("generator", "generator", options("generator")),
+      select("error", "error kind", options("error_kind")), search, count), table));
+}
+
+// -- compare ---------------------------------------------------------------------------------------
+
+async function compareRunsPage(a, b) {
+  const [x, y] = await Promise.all([api("api/runs/" + encodeURIComponent(a)), api("api/runs/" + encodeURIComponent(b))]);
+  const column = (d, side) => {
+    const s = d.summary, answer = d.answer || {};
+    return section(null, el("h2", {}, el("a", { href: "#/run/" + s.run_id }, s.run_id)),
+      el("p", {}, s.question), el("p", { cls: statusClass(s.status) }, verdictText(s)),
+      el("div", { cls: "facts" }, [["Calls", fmt(s.calls)], ["Tokens", fmt(s.tokens)], ["Cost", usd(s.cost_usd)], ["Seconds", fmt(s.seconds, 3)]]
+        .map(([k, v]) => el("div", {}, el("span", {}, k), v))),
+      el("h3", {}, "Answer"), answer.sql ? el("pre", { cls: "sql", id: "compare-sql-" + side }, answer.sql) : el("p", { cls: "error" }, answer.error || s.error || "No answer."),
+      resultTable(answer.columns, answer.rows),
+      el("h3", {}, "Candidates"), el("ul", {}, (d.candidates || []).map(c => el("li", {}, c.id + " (" + c.status + "): ", el("span", { cls: "sql" }, c.sql || "")))),
+      el("h3", {}, "Path"), graphView(d.graph, d.path));
+  };
+  const same = (x.answer || {}).sql === (y.answer || {}).sql;
+  show(el("h1", {}, "Two runs side by side"), el("p", { id: "compare-verdict" }, same ? "Both chose the same SQL." : "They chose different SQL."),
+    el("div", { cls: "row", id: "compare" }, column(x, "a"), column(y, "b")));
+}
+
+async function compareEvalsPage(a, b) {
+  const [x, y] = await Promise.all([api("api/evals/" + encodeURIComponent(a)), api("api/evals/" + encodeURIComponent(b))]);
+  const key = (q) => q.db_id + "\u0000" + q.question_id + "\u0000" + q.question;
+  const byKey = {};
+  for (const q of y.questions) byKey[key(q)] = q;
+  const pairs = x.questions.filter(q => byKey[key(q)]).map(q => [q, byKey[key(q)]]);
+  const acc = (list) => { const s = list.filter(q => q.scored); return pct(s.filter(q => q.correct).length, s.length); };
+  const accA = acc(pairs.map(p => p[0])), accB = acc(pairs.map(p => p[1]));
+  const flipped = pairs.filter(([p, q]) => p.correct !== q.correct);
+  const link = (q, label) => q.run_id ? el("a", { href: "#/run/" + q.run_id }, label) : el("span", { cls: "muted" }, "no run");
+  show(el("h1", {}, `${a} and ${b}`),
+    section(null, el("div", { cls: "facts" }, [["Questions in both", fmt(pairs.length)], [a, fmt(accA, 1) + "%"], [b, fmt(accB, 1) + "%"],
+      ["Difference", el("strong", { id: "accuracy-difference" }, (accB - accA >= 0 ? "+" : "") + fmt(accB - accA, 1) + " points")],
+      ["Flipped", fmt(flipped.length)]].map(([k, v]) => el("div", {}, el("span", {}, k), v)))),
+    section("Questions whose result flipped", flipped.length ? el("table", { id: "flipped" }, el("thead", {}, el("tr", {}, ["#", "Question", a, b, "Runs"].map(h => el("th", {}, h)))),
+      el("tbody", {}, flipped.map(([p, q]) => el("tr", { "data-question": p.question_id },
+        el("td", {}, String(p.question_id)), el("td", {}, p.question),
+        el("td", { cls: p.correct ? "status-ok" : "status-bad" }, p.correct ? "correct" : "wrong"),
+        el("td", { cls: (q.correct ? "status-ok flip-up" : "status-bad flip-down") }, q.correct ? "correct" : "wrong"),
+        el("td", {}, link(p, a), " · ", link(q, b), " · ",
+          p.run_id && q.run_id ? el("a", { href: "#/compare/" + p.run_id + "/" + q.run_id, cls: "compare-pair" }, "side by side") : null)))))
+      : el("p", { cls: "muted" }, "No question changed result.")));
 }
 
 route();
