@@ -24,6 +24,8 @@ WRONG = {1: "SELECT name FROM singer", 3: "SELECT 'not the answer'"}
 BROKEN = {2: "SELECT nme FROM singer"}
 """Questions whose first answer fails, so that the fixer answers them (with the gold)."""
 XSS = '<img src=x onerror="window.__pwned=1">'
+MANY, MANY_WRONG_EVERY = 230, 5
+"""The questions of the hand-written larger evaluation, and how often it is wrong."""
 
 FACTORIES = '''
 import json, os
@@ -85,6 +87,14 @@ def workbench(tmp_path_factory):
         "gold_sql": XSS, "prediction": XSS, "status": "answered", "ran": True, "correct": False, "verdict": "wrong",
         "candidates": [], "chosen_generator": XSS, "run_id": "../../etc/passwd", "cost_usd": 0, "seconds": 0,
     }) + "\n", encoding="utf-8")
+    # A larger evaluation, hand-written: its table draws a page of questions, and more on asking.
+    many = work / "evals" / "many"
+    many.mkdir()
+    (many / "records.jsonl").write_text("".join(json.dumps({
+        "index": i, "question_id": i, "db_id": "concert_singer", "difficulty": "easy", "question": f"Question number {i}?",
+        "gold_sql": "SELECT 1", "prediction": "SELECT 2" if i % MANY_WRONG_EVERY == 0 else "SELECT 1", "status": "answered",
+        "ran": True, "correct": i % MANY_WRONG_EVERY != 0, "verdict": "wrong" if i % MANY_WRONG_EVERY == 0 else "correct",
+        "candidates": [], "run_id": None, "cost_usd": 0, "seconds": 0}) + "\n" for i in range(MANY)), encoding="utf-8")
     records = {name: [json.loads(line) for line in (work / "evals" / name / "records.jsonl").read_text().splitlines()]
                for name in ("first", "second")}
     # A debugging session of question 1's run, from the command line: its trace goes to ./traces.
@@ -256,6 +266,60 @@ def test_the_waterfall_is_a_tree_whose_rows_open_their_span(page, workbench, tmp
 
 
 @pytest.mark.slow
+def test_a_large_evaluations_table_draws_a_page_of_questions_and_more_on_asking(page, workbench, tmp_path):
+    page.goto(workbench["base"] + "/#/eval/many")
+    rows = page.locator("#questions tbody tr[data-question]")
+    page.wait_for_selector("#questions tbody tr[data-question]")
+    assert page.locator("#eval-count").inner_text() == f"{MANY} of {MANY} questions"
+    assert rows.count() == 100
+    page.click("#questions-next")
+    page.wait_for_function("document.querySelectorAll('#questions tbody tr[data-question]').length === 200")
+    page.click("#questions-all")
+    page.wait_for_function(f"document.querySelectorAll('#questions tbody tr[data-question]').length === {MANY}")
+    assert page.locator("#questions-more button").count() == 0
+    # A filter starts from the first page again, over the questions it keeps.
+    page.select_option("#filter-verdict", "wrong")
+    wrong = len(range(0, MANY, MANY_WRONG_EVERY))
+    page.wait_for_function(f"document.querySelectorAll('#questions tbody tr[data-question]').length === {wrong}")
+    assert page.locator("#eval-count").inner_text() == f"{wrong} of {MANY} questions"
+    page.select_option("#filter-verdict", "")
+    page.fill("#filter-q", "number 7")  # 7, 70-79
+    page.wait_for_function("document.querySelectorAll('#questions tbody tr[data-question]').length === 11")
+    assert page.locator("#questions-more button").count() == 0
+    page.fill("#filter-q", "")
+    page.wait_for_function("document.querySelectorAll('#questions tbody tr[data-question]').length === 100")
+
+
+@pytest.mark.slow
+def test_every_model_call_span_of_parallel_generators_opens_its_own_prompt(page, workbench, tmp_path):
+    """divide_conquer and two nrep branches call the model from parallel threads: the call log
+    keeps every call, and each call span names its own entry (not one matched by order)."""
+    base = workbench["base"]
+    for record in workbench["records"]["first"]:
+        detail = httpx.get(f"{base}/api/runs/{record['run_id']}", timeout=60).json()
+        chats = [r for r in detail["spans"] if r["chat"]]
+        assert len(chats) > 10 and len(detail["calls"]) == len(chats)
+        for row in chats:
+            assert detail["calls"][row["call"]]["usage"]["call"] == row["call_id"]
+            info = httpx.get(f"{base}/api/runs/{record['run_id']}/spans/{row['span_id']}", timeout=60).json()
+            a, call = info["attributes"], info["call"]
+            assert call["usage"]["call"] == a["sqlchorus.call_id"]
+            shown = a["llm.input_messages.0.message.content"]  # the trace keeps a long prompt's start
+            assert call["messages"][0][1][:4000] == shown[:4000]
+            assert call["answer"] == a["output.value"]
+            assert (call["node"], call["role"]) == (a["sqlchorus.node"], a["sqlchorus.role"])
+    # In the page, every call row shows a prompt.
+    page.goto(f"{base}/#/run/{workbench['records']['first'][0]['run_id']}")
+    page.wait_for_selector("#waterfall .wf-row")
+    page.select_option("#waterfall-kind", "LLM")
+    calls = page.locator("#waterfall .wf-row")
+    for i in range(calls.count()):
+        calls.nth(i).click()
+        page.wait_for_selector(f"#span-details h3:text-is('{calls.nth(i).locator('.name').inner_text().strip()}')")
+        page.wait_for_selector("#span-call pre.prompt")
+
+
+@pytest.mark.slow
 def test_a_fixed_candidate_shows_its_original_sql_the_error_and_its_own_vote(page, workbench, tmp_path):
     base = workbench["base"]
     record = _record(workbench, "first", 2)
@@ -329,7 +393,7 @@ def test_evaluation_pages_are_addressed_by_name_only_and_keep_the_policy(workben
     assert httpx.get(f"{base}/api/evals/first/rows/99").status_code == 404
     evals = httpx.get(f"{base}/api/evals")
     assert evals.headers["content-security-policy"] == csp
-    assert {e["name"] for e in evals.json()["evals"]} == {"first", "second", "xss"}
+    assert {e["name"] for e in evals.json()["evals"]} == {"first", "second", "xss", "many"}
     record = _record(workbench, "first", 1)
     rows = httpx.get(f"{base}/api/evals/first/rows/{record['index']}").json()
     assert rows["gold"]["rows"] != rows["predicted"]["rows"]

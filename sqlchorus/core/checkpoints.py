@@ -504,10 +504,13 @@ class CallLog:
         costs the recording, not the run."""
         if self.store.away:
             return
-        try:
-            self.store.record_call(self.thread_id, call)
-        except self.store.db_errors:
-            pass
+        # A run's parallel nodes (generators) record from their own threads: the next number is
+        # read and written under one lock, or two calls would take the same and one be lost.
+        with self._lock:
+            try:
+                self.store.record_call(self.thread_id, call)
+            except self.store.db_errors:
+                pass
 
 
 def _is_ref(value: Any) -> bool:

@@ -372,6 +372,7 @@ def _annotate(span: Any, node_span: Any, usage: UsageRecord, *, cached: bool, at
     span.set_attribute(attrs.SQLCHORUS_PRICED, usage["priced"])
     span.set_attribute(attrs.SQLCHORUS_CACHE_HIT, cached)
     span.set_attribute(attrs.SQLCHORUS_ATTEMPTS, attempts)
+    span.set_attribute(attrs.SQLCHORUS_CALL_ID, usage["call"])  # its entry in the call log
     # The node's span adds up the cost of its model calls (a node may call several times).
     if node_span is not None and node_span.is_recording():
         before = (getattr(node_span, "attributes", None) or {}).get(attrs.SQLCHORUS_COST_USD, 0.0)

@@ -41,6 +41,7 @@ from sqlchorus.runs.debugger import DebugError, Debugger
 from sqlchorus.runs.run_index import (
     MAX_SPANS,
     RunIndex,
+    call_of,
     layout,
     match_calls,
     path_taken,
@@ -50,6 +51,8 @@ from sqlchorus.runs.run_index import (
     waterfall,
 )
 from sqlchorus.runs.service import RunService
+from sqlchorus.tools import attributes as attrs
+from sqlchorus.tools.database import GuardedDatabase
 from sqlchorus.tools.json_values import json_value
 from sqlchorus.tools.pricing import usage_cost
 
@@ -183,9 +186,12 @@ class Viewer:
         found = self.index.path_of(run_id)
         if found is None:
             raise UnknownRunError(f"No run {run_id!r}.")
-        info = span_info(read_spans(found[1], MAX_SPANS), span_id)
+        spans = read_spans(found[1], MAX_SPANS)
+        info = span_info(spans, span_id)
         if info is None:
             raise UnknownRunError(f"Run {run_id} has no span {span_id!r}.")
+        if attrs.SQLCHORUS_CALL_ID in info["attributes"]:  # a model call: its prompt and answer, as kept
+            info["call"] = call_of(info, self._kept(run_id)[2])
         return json_value(info)
 
     # -- evaluations ----------------------------------------------------------------------------
@@ -216,8 +222,6 @@ class Viewer:
 
     def eval_rows(self, name: str, index: int) -> dict[str, Any]:
         """The rows of a question's gold SQL and of its prediction, run read-only on its database."""
-        from sqlchorus.tools.database import GuardedDatabase
-
         record = next((r for r in self.index.records(name) if r.get("index") == index), None)
         if record is None:
             raise UnknownRunError(f"No question {index} in evaluation {name!r}.")

@@ -385,6 +385,8 @@ def waterfall(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "tokens_out": a.get(attrs.GEN_AI_USAGE_OUTPUT), "cost_usd": a.get(attrs.SQLCHORUS_COST_USD),
             "chat": a.get(attrs.GEN_AI_OPERATION) == "chat", "end": 0,
         })
+        if attrs.SQLCHORUS_CALL_ID in a:  # a model call's id in the run's call log
+            rows[-1]["call_id"] = a[attrs.SQLCHORUS_CALL_ID]
         opened.append(len(rows) - 1)
         for kid in reversed(children.get(span_id, [])):
             if depth < 256:
@@ -401,16 +403,40 @@ def waterfall(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def match_calls(rows: list[dict[str, Any]], calls: list[dict[str, Any]]) -> None:
     """Give each model call row of a waterfall ``call``: the index of its kept call (prompt and
-    answer) in ``calls``, matched in order within each node and role."""
+    answer) in ``calls``. A row whose span names its call (``call_id``, the usage record's
+    ``call``) gets that call; the rest (traces written before spans named their call) are
+    matched in order within each node and role, among the calls no span named."""
+    by_id = {str(c["usage"]["call"]): i for i, c in enumerate(calls)
+             if isinstance(c.get("usage"), dict) and c["usage"].get("call")}
+    chats = [r for r in rows if r.get("chat")]
+    taken: set[int] = set()
+    rest = []
+    for row in chats:
+        found = by_id.get(str(row.get("call_id") or ""))
+        if found is not None:
+            row["call"] = found
+            taken.add(found)
+        elif not row.get("call_id"):
+            rest.append(row)
+    if not rest:
+        return
     queues: dict[tuple[str, str], list[int]] = defaultdict(list)
     for i, call in enumerate(calls):
-        queues[(str(call.get("node") or ""), str(call.get("role") or ""))].append(i)
-    chats = [r for r in rows if r.get("chat")]
-    chats.sort(key=lambda r: r["start_ms"] + r["ms"])  # a call is kept as it ends
-    for row in chats:
+        if i not in taken:
+            queues[(str(call.get("node") or ""), str(call.get("role") or ""))].append(i)
+    rest.sort(key=lambda r: r["start_ms"] + r["ms"])  # a call is kept as it ends
+    for row in rest:
         queue = queues.get((str(row.get("node") or ""), str(row.get("role") or "")))
         if queue:
             row["call"] = queue.pop(0)
+
+
+def call_of(span: dict[str, Any], calls: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The kept call (prompt and answer) a model call span names by its ``sqlchorus.call_id``."""
+    wanted = (span.get("attributes") or {}).get(attrs.SQLCHORUS_CALL_ID)
+    if not wanted:
+        return None
+    return next((c for c in calls if isinstance(c.get("usage"), dict) and c["usage"].get("call") == wanted), None)
 
 
 def span_info(spans: list[dict[str, Any]], span_id: str) -> dict[str, Any] | None:

@@ -280,14 +280,15 @@ function waterfallView(spans, calls, runId) {
     const s = spans[i];
     const call = s.call !== undefined && s.call !== null ? (calls || [])[s.call] : null;
     details.replaceChildren(el("h3", {}, s.name), el("p", { cls: "muted" }, `${s.kind || "span"} · ${fmt(s.ms, 1)} ms · starts at ${fmt(s.start_ms, 1)} ms · ${s.status}`));
-    if (call) {
-      details.append(el("div", { cls: "call", id: "span-call" }, el("h4", {}, `Model call: ${call.role} in ${call.node}`),
-        (call.messages || []).map(m => el("pre", { cls: "prompt" }, `[${m[0]}]\n${m[1]}`)),
-        el("h4", {}, "Answer"), el("pre", { cls: "answer" }, call.answer)));
-    }
+    // A model call's prompt and answer, as the call log kept them (the span names its entry).
+    const showCall = (c) => details.append(el("div", { cls: "call", id: "span-call" }, el("h4", {}, `Model call: ${c.role} in ${c.node}`),
+      (c.messages || []).map(m => el("pre", { cls: "prompt" }, `[${m[0]}]\n${m[1]}`)),
+      el("h4", {}, "Answer"), el("pre", { cls: "answer" }, c.answer)));
+    if (call) showCall(call);
     try {
       const info = await api("api/runs/" + encodeURIComponent(runId) + "/spans/" + encodeURIComponent(s.span_id));
       if (state.selected !== i) return;
+      if (!call && info.call) showCall(info.call);
       const a = info.attributes || {};
       if (a["db.query.text"]) {
         details.append(el("h4", {}, "SQL"), el("pre", { cls: "sql", id: "span-sql" }, a["db.query.text"]),
@@ -627,6 +628,7 @@ async function evalsPage() {
       el("button", { id: "compare-evals", onclick: () => { location.hash = "#/compare-evals/" + encodeURIComponent(a.value) + "/" + encodeURIComponent(b.value); } }, "Compare"))) : null);
 }
 
+const PAGE_ROWS = 100; // questions drawn at first in an evaluation's table; more on asking
 const evalFilters = { verdict: "", hardness: "", db: "", generator: "", error: "", q: "" };
 
 function sideBySide(holder, name, q) {
@@ -648,11 +650,15 @@ async function evalPage(name) {
     const node = el("select", { id: "filter-" + key, "aria-label": label }, el("option", { value: "" }, "any " + label),
       values.map(v => el("option", { value: v }, v)));
     node.value = evalFilters[key];
-    node.addEventListener("change", () => { evalFilters[key] = node.value; draw(); });
+    node.addEventListener("change", () => { evalFilters[key] = node.value; limit = PAGE_ROWS; draw(); });
     return node;
   };
   const search = el("input", { type: "search", id: "filter-q", placeholder: "Search questions and SQL", "aria-label": "search questions", value: evalFilters.q });
-  search.addEventListener("input", () => { evalFilters.q = search.value; draw(); });
+  search.addEventListener("input", () => { evalFilters.q = search.value; limit = PAGE_ROWS; draw(); });
+  // The table draws its first PAGE_ROWS matching questions, and more on asking: a full
+  // evaluation (Spider dev's 1,034 questions) opens and filters at once.
+  let limit = PAGE_ROWS;
+  const more = el("div", { cls: "toolbar", id: "questions-more" });
   const count = el("span", { cls: "muted", id: "eval-count" });
   const table = el("table", { id: "questions" });
   const cols = ["#", "Hardness", "Database", "Question", "Gold SQL", "Predicted SQL", "Result", "Generator", "Cost", "Seconds", "Run"];
@@ -664,7 +670,7 @@ async function evalPage(name) {
       && (!text || [q.question, q.gold_sql, q.prediction, q.db_id, String(q.question_id)].join(" ").toLowerCase().includes(text)));
     count.textContent = `${shown.length} of ${qs.length} questions`;
     const body = [];
-    for (const q of shown) {
+    for (const q of shown.slice(0, limit)) {
       const more = el("tr", { cls: "rows", hidden: true }, el("td", { colspan: cols.length }));
       const open = () => { more.hidden = !more.hidden; if (!more.hidden && !more.dataset.loaded) { more.dataset.loaded = "1"; sideBySide(more.firstChild, name, q); } };
       body.push(el("tr", { cls: q.correct ? "q-correct" : "q-wrong", "data-question": q.question_id, "data-index": q.index },
@@ -679,6 +685,10 @@ async function evalPage(name) {
       if (!q.correct && q.scored && q.prediction && shown.length <= 25) { more.hidden = false; more.dataset.loaded = "1"; sideBySide(more.firstChild, name, q); }
     }
     table.replaceChildren(el("thead", {}, el("tr", {}, cols.map(c => el("th", {}, c)))), el("tbody", {}, body));
+    const left = shown.length - Math.min(limit, shown.length);
+    more.replaceChildren(...(left > 0 ? [el("span", { cls: "muted" }, `the first ${fmt(limit)} shown`),
+      el("button", { cls: "secondary", id: "questions-next", onclick: () => { limit += PAGE_ROWS; draw(); } }, `Show ${fmt(Math.min(PAGE_ROWS, left))} more`),
+      el("button", { cls: "secondary", id: "questions-all", onclick: () => { limit = shown.length; draw(); } }, `Show all ${fmt(shown.length)}`)] : []));
   };
   draw();
   const cost = qs.reduce((a, q) => a + q.cost_usd, 0), seconds = qs.reduce((a, q) => a + q.seconds, 0);
@@ -695,7 +705,7 @@ async function evalPage(name) {
     section("Questions", el("div", { cls: "toolbar" },
       select("verdict", "result", ["correct", "wrong", "not scored"]), select("hardness", "hardness", options("hardness")),
       select("db", "database", options("db_id")), select("generator", "generator", options("generator")),
-      select("error", "error kind", options("error_kind")), search, count), table));
+      select("error", "error kind", options("error_kind")), search, count), table, more));
 }
 
 // -- compare ---------------------------------------------------------------------------------------
