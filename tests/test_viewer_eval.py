@@ -354,7 +354,20 @@ def test_two_evaluations_compared_name_the_flipped_questions_and_their_runs(page
     page.locator("#flipped tr[data-question='1'] a.compare-pair").click()
     page.wait_for_selector("#compare-sql-b")
     assert page.locator("#compare-sql-a").inner_text() == WRONG[1]
+    verdicts = page.locator("#compare section > p[class^='status']")
+    assert verdicts.evaluate_all("ps => ps.map(p => [p.innerText, p.className])") == [
+        ["wrong", "status-bad"], ["correct", "status-ok"]]
     assert page.locator("#compare-sql-b").inner_text() == _record(workbench, "second", 1)["gold_sql"]
+    # What changed at each node: a row per node either run visited, marked where they differ.
+    nodes = page.locator("#compare-nodes tbody tr").evaluate_all(
+        "rows => rows.map(r => [r.dataset.node, [...r.cells].map(c => c.innerText)])")
+    by_node = dict(nodes)
+    assert {"extract_keywords", "link_schema", "check_candidates", "select_candidate", "generate_nrep"} <= set(by_node)
+    for node, cells in nodes:
+        a, b, mark = cells[1:6], cells[6:11], cells[11]
+        assert mark == ("changed" if a != b else "same"), (node, cells)
+    assert page.locator(".compare-calls").nth(0).locator("li").count() > 0
+    assert page.locator(".compare-calls").nth(1).locator("li").count() > 0
     _shot(page, "compare-runs", tmp_path)
 
 

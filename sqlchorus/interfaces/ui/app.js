@@ -47,6 +47,8 @@ function verdictText(r) {
   return r.status + (r.failure ? " (" + r.failure + ")" : "");
 }
 function statusClass(s) { return s === "ok" || s === "done" ? "status-ok" : s === "cancelled" || s === "empty" ? "status-warn" : "status-bad"; }
+// A run of an evaluation is judged by its verdict, not by having run.
+function verdictClass(r) { return r.correct === false ? "status-bad" : statusClass(r.status); }
 
 // Paths are relative to the page, so that it works at / and inside a session folder (/s/…/);
 // a request that changes something carries the page's CSRF token.
@@ -109,7 +111,7 @@ async function runsPage() {
     onclick: () => { location.hash = "#/run/" + r.run_id; } },
   el("td", { cls: "muted" }, (nested ? "↳ " : "") + when(r.started)),
   el("td", {}, nested ? el("span", { cls: "muted" }, "step-through / replay session") : r.question), el("td", {}, r.database),
-  el("td", { cls: r.correct === false ? "status-bad" : statusClass(r.status) }, verdictText(r)),
+  el("td", { cls: verdictClass(r) }, verdictText(r)),
   el("td", { cls: "sql" }, r.sql || ""), el("td", {}, fmt(r.calls)), el("td", {}, fmt(r.tokens)),
   el("td", {}, usd(r.cost_usd)), el("td", {}, fmt(r.seconds, 2)));
   const draw = () => {
@@ -715,17 +717,46 @@ async function compareRunsPage(a, b) {
   const column = (d, side) => {
     const s = d.summary, answer = d.answer || {};
     return section(null, el("h2", {}, el("a", { href: "#/run/" + s.run_id }, s.run_id)),
-      el("p", {}, s.question), el("p", { cls: statusClass(s.status) }, verdictText(s)),
+      el("p", {}, s.question), el("p", { cls: verdictClass(s) }, verdictText(s)),
       el("div", { cls: "facts" }, [["Calls", fmt(s.calls)], ["Tokens", fmt(s.tokens)], ["Cost", usd(s.cost_usd)], ["Seconds", fmt(s.seconds, 3)]]
         .map(([k, v]) => el("div", {}, el("span", {}, k), v))),
       el("h3", {}, "Answer"), answer.sql ? el("pre", { cls: "sql", id: "compare-sql-" + side }, answer.sql) : el("p", { cls: "error" }, answer.error || s.error || "No answer."),
       resultTable(answer.columns, answer.rows),
       el("h3", {}, "Candidates"), el("ul", {}, (d.candidates || []).map(c => el("li", {}, c.id + " (" + c.status + "): ", el("span", { cls: "sql" }, c.sql || "")))),
+      el("h3", {}, "Model calls"), el("ol", { cls: "compare-calls" }, (d.calls || []).map(c => el("li", {}, (c.node || "") + " · " + (c.role || "") + " · " + (c.model || "")))),
       el("h3", {}, "Path"), graphView(d.graph, d.path));
   };
   const same = (x.answer || {}).sql === (y.answer || {}).sql;
   show(el("h1", {}, "Two runs side by side"), el("p", { id: "compare-verdict" }, same ? "Both chose the same SQL." : "They chose different SQL."),
+    section("What changed at each node", nodeComparison(x, y)),
     el("div", { cls: "row", id: "compare" }, column(x, "a"), column(y, "b")));
+}
+
+// Each node of either run: its visits, model calls, tokens, cost and time in each, and whether
+// any of them differ (a changed row is marked).
+function nodeComparison(x, y) {
+  const visits = d => (d.path && d.path.visits) || {};
+  const costs = d => d.cost_by_node || {};
+  const calls = d => (d.calls || []).reduce((m, c) => { m[c.node] = (m[c.node] || 0) + 1; return m; }, {});
+  const names = [...new Set([...Object.keys(visits(x)), ...Object.keys(visits(y)), ...Object.keys(costs(x)), ...Object.keys(costs(y))])];
+  const order = n => { const i = ((x.graph || {}).nodes || []).findIndex(g => g.id === n); return i < 0 ? 999 : i; };
+  names.sort((a, b) => order(a) - order(b) || a.localeCompare(b));
+  const cells = (d, n) => {
+    const c = costs(d)[n] || {};
+    return [visits(d)[n] || 0, calls(d)[n] || c.calls || 0, c.tokens || 0, c.cost_usd || 0, c.ms || 0];
+  };
+  const rows = names.map(n => {
+    const a = cells(x, n), b = cells(y, n);
+    const changed = a.some((v, i) => v !== b[i]);
+    return el("tr", { "data-node": n, cls: changed ? "diff-changed" : "" }, el("td", {}, n),
+      ...a.map((v, i) => el("td", { cls: "num" }, i === 3 ? usd(v) : fmt(v, i === 4 ? 1 : 0))),
+      ...b.map((v, i) => el("td", { cls: "num" }, i === 3 ? usd(v) : fmt(v, i === 4 ? 1 : 0))),
+      el("td", {}, changed ? "changed" : "same"));
+  });
+  const heads = ["visits", "calls", "tokens", "cost", "ms"];
+  return el("table", { id: "compare-nodes" },
+    el("thead", {}, el("tr", {}, el("th", {}, "node"), ...heads.map(h => el("th", {}, h + " (a)")), ...heads.map(h => el("th", {}, h + " (b)")), el("th", {}, ""))),
+    el("tbody", {}, rows));
 }
 
 async function compareEvalsPage(a, b) {
