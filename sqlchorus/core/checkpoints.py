@@ -68,7 +68,13 @@ def _now(after_s: float = 0.0) -> str:
     return (datetime.now(timezone.utc) + timedelta(seconds=after_s)).isoformat(timespec="milliseconds")
 
 
-class _Away(Exception):
+class StoreAwayError(SqlchorusError):
+    """The checkpoint store is known to be unreachable: a write is skipped, not attempted, until
+    it is back."""
+
+    kind = "store_unavailable"
+    http_status = 503
+
     def __str__(self) -> str:
         return "unreachable"
 
@@ -129,9 +135,9 @@ class RunRecords:
         and the first refusal is remembered (:meth:`lost`)."""
         try:
             if self.away:
-                raise _Away()
+                raise StoreAwayError()
             return write()
-        except (_Away, *self.db_errors) as e:
+        except (StoreAwayError, *self.db_errors) as e:
             self.lost(e)
             if checkpoint is None:
                 return None
