@@ -12,7 +12,10 @@ Candidates, LIST sub-queries, the fixer, schema introspection and evaluation all
 4. limits on values, patterns, expressions and memory, with temporary data kept in memory;
 5. a time budget per statement: a progress handler stops it between SQLite's steps, and since
    one long call (a function over megabytes) has no steps, each statement runs in a worker
-   process that is killed at the deadline (plus :data:`KILL_GRACE_S`) and replaced;
+   process that is killed at the deadline (plus :data:`KILL_GRACE_S`) and replaced. A database
+   has several workers (``workers``, bounded), so a cheap statement is not stuck behind
+   expensive ones; more statements than workers wait their turn within their own budget, and
+   one client's statements hold at most ``client_workers`` of them at once;
 6. results are capped in rows and bytes, and a capped result says so.
 
 Errors are typed (:class:`SqlError` and subclasses, :mod:`sqlchorus.tools.sql_errors`) and carry
@@ -22,12 +25,16 @@ a message meant for a person.
 from __future__ import annotations
 
 import copy
+import math
 import os
 import select
 import sqlite3
 import subprocess
 import threading
+import time
 import weakref
+from collections import deque
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,7 +66,8 @@ from sqlchorus.tools.sqlite_guard import (
 from sqlchorus.tools.trace_content import ALL, METADATA, NONE, content_mode, rows_preview, set_value
 
 __all__ = [
-    "DEFAULT_MAX_BYTES", "DEFAULT_MAX_ROWS", "DEFAULT_TIMEOUT_S", "DatabaseOpenError", "ExecutionError",
+    "DEFAULT_MAX_BYTES", "DEFAULT_MAX_ROWS", "DEFAULT_TIMEOUT_S", "DEFAULT_WORKERS", "DatabaseOpenError",
+    "ExecutionError",
     "ForbiddenError", "GuardedDatabase", "KILL_GRACE_S", "NotAQueryError", "QueryResult", "QueryTimeoutError",
     "ResourceError", "SqlError", "SqlTooDeepError", "SqlTooLongError", "check_single_query",
 ]
@@ -67,6 +75,9 @@ __all__ = [
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_MAX_ROWS = 10_000
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+DEFAULT_WORKERS = 4
+"""Worker processes per database: statements running on it at once at most."""
+MAX_WORKERS = 64
 
 KILL_GRACE_S = 0.5
 """How long past its budget a statement may run before its worker is killed; SQLite's own
@@ -130,35 +141,51 @@ def check_single_query(sql: str) -> exp.Expression:
 
 
 class _Worker:
-    """The worker process that runs one database's statements (see
-    :mod:`sqlchorus.tools.sqlite_guard`): started on first use, killed at a deadline, started
-    again for the next statement. Callers hold the database's lock."""
+    """One worker process of a database's pool (see :mod:`sqlchorus.tools.sqlite_guard`): started
+    ahead or on first use, killed at a deadline and started again. One statement at a time uses
+    it: the pool hands it out, and only :meth:`interrupt` is called from another thread."""
 
     def __init__(self, path: Path, max_value_bytes: int):
         self.path = path
         self.max_value_bytes = max_value_bytes
         self.process: subprocess.Popen | None = None
-        self._starting: subprocess.Popen | None = None
+        self._ready = False
+        self._stopping = False
+        # Orders a start against interrupt() from another thread: a process started after it
+        # would run on unstopped.
+        self._guard = threading.Lock()
+        self.replaced = 0
+        """How many times its process was killed (at a deadline, or after dying) and replaced."""
 
     def prestart(self) -> None:
         """Start the process now and let it open the database while this one goes on; the
-        first statement then finds it ready (its start costs tens of milliseconds)."""
-        if self.process is None and self._starting is None:
-            self._starting = self._spawn()
+        next statement then finds it ready (its start costs tens of milliseconds)."""
+        with self._guard:
+            if self.process is None and not self._stopping:
+                self.process = subprocess.Popen(
+                    worker_command(str(self.path), self.max_value_bytes), stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True,
+                )
+                self._ready = False
 
-    def _spawn(self) -> subprocess.Popen:
-        return subprocess.Popen(
-            worker_command(str(self.path), self.max_value_bytes), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, close_fds=True,
-        )
-
-    def _start(self) -> subprocess.Popen:
-        process, self._starting = self._starting or self._spawn(), None
-        reply = self._reply(process, WORKER_START_S)
-        if not reply or reply[0] != "ready":
-            self._stop(process)
-            why = reply[1] if reply else "the worker did not start"
-            raise DatabaseOpenError(f"Cannot open {self.path} as a database: {why}")
+    def _ensure(self) -> subprocess.Popen:
+        """The running process, ready: started (or replaced, when it died idle) as needed."""
+        if self.process is not None and self.process.poll() is not None:
+            self._discard()
+        if self.process is None:
+            self.prestart()
+        process = self.process
+        if process is None:  # interrupted: the database is closing
+            raise _Closed()
+        if not self._ready:
+            reply = self._reply(process, WORKER_START_S)
+            if not reply or reply[0] != "ready":
+                self._discard()
+                if self._stopping:
+                    raise _Closed()
+                why = reply[1] if reply else "the worker did not start"
+                raise DatabaseOpenError(f"Cannot open {self.path} as a database: {why}")
+            self._ready = True
         return process
 
     @staticmethod
@@ -179,42 +206,217 @@ class _Worker:
             except OSError:
                 pass
 
+    def _discard(self) -> None:
+        process, self.process, self._ready = self.process, None, False
+        if process is not None:
+            self._stop(process)
+
     def run(self, request: tuple, deadline_s: float) -> tuple:
         """Send ``request``; its reply, or ``("killed", why)`` when the worker ran past
-        ``deadline_s`` or died (it is then replaced on the next request)."""
-        if self.process is None or self.process.poll() is not None:
-            self.process = self._start()
-        process = self.process
+        ``deadline_s`` or died (a replacement is then started at once, for the next statement)."""
+        process = self._ensure()
         try:
             send(process.stdin, request)
-        except (BrokenPipeError, OSError):
-            self.kill()
-            return ("killed", "died")
-        reply = self._reply(process, deadline_s)
-        if reply is None:
-            died = process.poll() is not None
-            self.kill()
-            return ("killed", "died" if died else "deadline")
-        return reply
+            reply = self._reply(process, deadline_s)
+        except (OSError, ValueError):
+            reply = None
+        except BaseException:  # interrupted (Ctrl-C): its reply must not answer the next statement
+            self._discard()
+            raise
+        if reply is not None:
+            return reply
+        died = process.poll() is not None
+        self._discard()
+        if not self._stopping:
+            self.replaced += 1
+            self.prestart()
+        return ("killed", "died" if died else "deadline")
 
-    def kill(self) -> None:
-        if self.process is not None:
-            self._stop(self.process)
-            self.process = None
+    def interrupt(self) -> None:
+        """Kill the process from another thread (the database is closing): the statement it runs
+        ends, and no replacement is started."""
+        with self._guard:
+            self._stopping = True
+            process = self.process
+        if process is not None:
+            try:
+                process.kill()
+            except OSError:
+                pass
 
     def close(self) -> None:
-        if self._starting is not None:
-            self._stop(self._starting)
-            self._starting = None
-        process, self.process = self.process, None
+        with self._guard:
+            self._stopping = True
+            process, self.process = self.process, None
         if process is None:
             return
-        try:
-            process.stdin.close()  # the worker ends at the end of its input
-            process.wait(timeout=2)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
+        if self._ready:
+            try:
+                process.stdin.close()  # the worker ends at the end of its input
+                process.wait(timeout=2)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
         self._stop(process)
+
+    @property
+    def pid(self) -> int | None:
+        process = self.process
+        return process.pid if process is not None and process.poll() is None else None
+
+
+class _Closed(ExecutionError):
+    """The database was closed while a statement waited for, or ran in, a worker (internal:
+    :meth:`GuardedDatabase.execute` raises it as an :class:`ExecutionError` naming the statement)."""
+
+    def __init__(self) -> None:
+        super().__init__("The database was closed; the query did not complete.")
+
+
+class _Ticket:
+    """A statement waiting for a worker: granted one by the pool, in order of arrival."""
+
+    __slots__ = ("client", "event", "worker")
+
+    def __init__(self, client: Hashable | None):
+        self.client = client
+        self.event = threading.Event()
+        self.worker: _Worker | None = None
+
+
+class _Pool:
+    """A database's worker processes: at most ``size`` of them, each running one statement at a
+    time; a statement waits for a free one in order of arrival, within its own time budget, and
+    statements of one client hold at most ``client_cap`` of them at once (a statement without a
+    client is not counted against any)."""
+
+    def __init__(self, path: Path, max_value_bytes: int, size: int, client_cap: int):
+        self.path = path
+        self.max_value_bytes = max_value_bytes
+        self.size = size
+        self.client_cap = client_cap
+        self._lock = threading.Lock()
+        self._all: list[_Worker] = []
+        self._idle: list[_Worker] = []
+        self._busy: dict[_Worker, Hashable | None] = {}
+        self._per_client: dict[Hashable, int] = {}
+        self._waiting: deque[_Ticket] = deque()
+        self._closed = False
+
+    def prestart(self) -> None:
+        """Start one worker ahead, so that the first statement finds it ready."""
+        with self._lock:
+            if self._all or self._closed:
+                return
+            worker = _Worker(self.path, self.max_value_bytes)
+            self._all.append(worker)
+            self._idle.append(worker)
+            worker.prestart()
+
+    def acquire(self, client: Hashable | None, timeout: float) -> _Worker | None:
+        """A worker for one statement of ``client``; None when none was free within ``timeout``.
+
+        Raises:
+            _Closed: the database is closed, or was closed while the statement waited.
+        """
+        ticket = _Ticket(client)
+        with self._lock:
+            if self._closed:
+                raise _Closed()
+            self._waiting.append(ticket)
+            self._dispatch()
+        try:
+            ticket.event.wait(max(0.0, timeout))
+        except BaseException:  # interrupted (Ctrl-C): give back what it holds or will be given
+            with self._lock:
+                granted = ticket.worker
+                if granted is None and ticket in self._waiting:
+                    self._waiting.remove(ticket)
+            if granted is not None:
+                self.release(granted)
+            raise
+        with self._lock:
+            if ticket.worker is not None:  # granted, perhaps just as the wait ended
+                return ticket.worker
+            if self._closed:
+                raise _Closed()
+            self._waiting.remove(ticket)
+            return None
+
+    def _dispatch(self) -> None:
+        """Hand free workers to waiting statements in order of arrival, skipping those whose
+        client holds its share already. Called with the lock held."""
+        free = len(self._idle) + self.size - len(self._all)
+        if free <= 0 or not self._waiting:
+            return
+        for ticket in list(self._waiting):
+            if free <= 0:
+                break
+            if ticket.client is not None and self._per_client.get(ticket.client, 0) >= self.client_cap:
+                continue
+            self._waiting.remove(ticket)
+            if self._idle:
+                worker = self._idle.pop()  # the most recently used: its process is ready
+            else:
+                worker = _Worker(self.path, self.max_value_bytes)  # started by its first statement
+                self._all.append(worker)
+            self._busy[worker] = ticket.client
+            if ticket.client is not None:
+                self._per_client[ticket.client] = self._per_client.get(ticket.client, 0) + 1
+            ticket.worker = worker
+            free -= 1
+            ticket.event.set()
+
+    def release(self, worker: _Worker) -> None:
+        with self._lock:
+            client = self._busy.pop(worker, None)
+            if client is not None:
+                left = self._per_client.get(client, 1) - 1
+                if left > 0:
+                    self._per_client[client] = left
+                else:
+                    self._per_client.pop(client, None)
+            closed = self._closed
+            if not closed:
+                self._idle.append(worker)
+                self._dispatch()
+        if closed:
+            worker.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def status(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "workers": self.size,
+                "client_workers": self.client_cap,
+                "started": len(self._all),
+                "running": len(self._busy),
+                "waiting": len(self._waiting),
+                "running_by_client": dict(self._per_client),
+                "running_pids": sorted(p for p in (w.pid for w in self._busy) if p is not None),
+                "pids": sorted(p for p in (w.pid for w in self._all) if p is not None),
+                "replaced": sum(w.replaced for w in self._all),
+            }
+
+    def close(self) -> None:
+        """End every worker: idle ones now, busy ones by killing their process (their statement
+        then fails), and wake the statements that wait."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            idle, self._idle = self._idle, []
+            busy = list(self._busy)
+            waiting = list(self._waiting)
+            self._waiting.clear()
+        for ticket in waiting:
+            ticket.event.set()
+        for worker in busy:
+            worker.interrupt()
+        for worker in idle:
+            worker.close()
 
 
 class GuardedDatabase:
@@ -226,16 +428,21 @@ class GuardedDatabase:
         max_rows: default cap on rows returned.
         max_bytes: default cap on the approximate size of the rows returned.
         tracer: an OpenTelemetry tracer; each execution becomes a child span ``sql``.
-        prestart: start the worker process now, so that the first statement finds it ready;
+        prestart: start one worker process now, so that the first statement finds it ready;
             False starts it on first use (a database read only through :meth:`lookup` never
             starts one).
+        workers: worker processes at most, so statements running at once at most (1 to
+            :data:`MAX_WORKERS`); each is started when a statement first needs it.
+        client_workers: statements one client (see :meth:`execute`) runs at once at most;
+            by default half the workers, rounded up.
 
-    Statements run in a worker process of this database; schema lookups and sqlchorus's own
-    reads use a guarded connection of this process (:meth:`lookup`,
-    :meth:`introspection_connection`).
+    Statements run in the worker processes of this database, each its own guarded read-only
+    connection; schema lookups and sqlchorus's own reads use a guarded connection of this process
+    (:meth:`lookup`, :meth:`introspection_connection`), which never waits for a statement.
 
     Raises:
         DatabaseOpenError: the file is missing, is not a file, or is not a SQLite database.
+        ValueError: ``workers`` or ``client_workers`` out of range.
     """
 
     def __init__(
@@ -247,25 +454,34 @@ class GuardedDatabase:
         max_bytes: int = DEFAULT_MAX_BYTES,
         tracer: Any = None,
         prestart: bool = True,
+        workers: int = DEFAULT_WORKERS,
+        client_workers: int | None = None,
     ):
+        if not 1 <= workers <= MAX_WORKERS:
+            raise ValueError(f"workers must be between 1 and {MAX_WORKERS}, not {workers}.")
+        client_workers = math.ceil(workers / 2) if client_workers is None else client_workers
+        if not 1 <= client_workers <= workers:
+            raise ValueError(f"client_workers must be between 1 and workers ({workers}), not {client_workers}.")
         self.path = Path(path).expanduser().resolve()
         self.name = self.path.stem
         self.timeout_s = timeout_s
         self.max_rows = max_rows
         self.max_bytes = max_bytes
         self.tracer = tracer
+        self.client: Hashable | None = None
+        # Serialises use of this process's connection only; statements in workers never take it.
         self._lock = threading.RLock()
-        # Shared with this database's traced views (see with_tracer), like the worker.
+        # Shared with this database's traced views (see with_tracer), like the workers.
         self._state = GuardState()
         # No single value (string or blob) may outgrow the byte cap: a query cannot build a
         # huge string in memory even if it would return only its length.
         self._max_value_bytes = max(1_000_000, min(max_bytes, 2**31 - 1))
         self._conn = self._open()
-        self._worker = _Worker(self.path, self._max_value_bytes)
-        # A database dropped without close() still ends its worker (and its views share it).
-        weakref.finalize(self, self._worker.close)
+        self._pool = _Pool(self.path, self._max_value_bytes, workers, client_workers)
+        # A database dropped without close() still ends its workers (and its views share them).
+        weakref.finalize(self, self._pool.close)
         if prestart:
-            self._worker.prestart()
+            self._pool.prestart()
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -288,13 +504,41 @@ class GuardedDatabase:
     def with_tracer(self, tracer: Any) -> GuardedDatabase:
         """A view of this database whose executions are child spans ``sql`` of ``tracer``.
 
-        The view shares the connection, the worker, their lock and the guard; only the tracer
+        The view shares the connection, the workers, the lock and the guard; only the tracer
         is its own. A run traces through its own view, so concurrent runs on one database never
         write per-run state onto it. Close the database, not its views.
         """
         view = copy.copy(self)
         view.tracer = tracer
         return view
+
+    def for_client(self, client: Hashable | None) -> GuardedDatabase:
+        """A view of this database whose statements count as ``client``'s (a server passes the
+        remote address or the token of a request): they run at most ``client_workers`` at once,
+        so one client cannot take every worker. None counts them as nobody's (no cap).
+
+        Like :meth:`with_tracer`'s, the view shares everything else; close the database, not it.
+        """
+        view = copy.copy(self)
+        view.client = client
+        return view
+
+    @property
+    def workers(self) -> int:
+        """Worker processes at most: statements that run at once on this database at most."""
+        return self._pool.size
+
+    @property
+    def client_workers(self) -> int:
+        """Statements one client runs at once on this database at most."""
+        return self._pool.client_cap
+
+    def worker_status(self) -> dict[str, Any]:
+        """What the workers do now: ``workers`` and ``client_workers`` (the bounds), ``started``
+        (workers made so far), ``running`` and ``waiting`` (statements), ``running_by_client``,
+        ``running_pids`` (the processes running statements), ``pids`` (every live worker
+        process) and ``replaced`` (processes killed at a deadline, or dead, and replaced)."""
+        return self._pool.status()
 
     # -- executing ---------------------------------------------------------------------------
 
@@ -306,15 +550,20 @@ class GuardedDatabase:
         max_rows: int | None = None,
         max_bytes: int | None = None,
         parameters: tuple[Any, ...] | dict[str, Any] = (),
+        client: Hashable | None = None,
     ) -> QueryResult:
-        """Run one read query and return its (capped) rows.
+        """Run one read query in a worker process and return its (capped) rows.
+
+        The time budget covers waiting for a free worker: a statement still waiting when its
+        budget is spent fails with :class:`QueryTimeoutError` without running. ``client`` (by
+        default the view's, see :meth:`for_client`) counts the statement as that client's.
 
         Raises:
             NotAQueryError (SqlTooLongError, SqlTooDeepError), ForbiddenError, QueryTimeoutError,
             ResourceError, ExecutionError.
         """
         tree = check_single_query(sql)
-        return self._traced(sql, tree, timeout_s, max_rows, max_bytes, parameters)
+        return self._traced(sql, tree, timeout_s, max_rows, max_bytes, parameters, client)
 
     def lookup(
         self,
@@ -353,10 +602,12 @@ class GuardedDatabase:
             self.max_bytes if max_bytes is None else max_bytes,
         )
 
-    def _traced(self, sql: str, tree: exp.Expression, timeout_s, max_rows, max_bytes, parameters) -> QueryResult:
+    def _traced(
+        self, sql: str, tree: exp.Expression, timeout_s, max_rows, max_bytes, parameters, client=None,
+    ) -> QueryResult:
         tracer = self.tracer
         if tracer is None:
-            return self._execute(sql, tree, timeout_s, max_rows, max_bytes, parameters)
+            return self._execute(sql, tree, timeout_s, max_rows, max_bytes, parameters, client)
         with tracer.start_as_current_span(attrs.SQL_SPAN) as span:
             span.set_attribute(attrs.DB_SYSTEM, "sqlite")
             span.set_attribute(attrs.DB_NAMESPACE, self.name)
@@ -367,7 +618,7 @@ class GuardedDatabase:
             if content != NONE:  # the statement is structure, not user data
                 set_value(span, "input", sql)
             try:
-                result = self._execute(sql, tree, timeout_s, max_rows, max_bytes, parameters)
+                result = self._execute(sql, tree, timeout_s, max_rows, max_bytes, parameters, client)
             except SqlError as e:
                 span.set_attribute(attrs.SQL_ERROR, e.message)
                 span.set_attribute(attrs.SQL_ERROR_KIND, e.kind)
@@ -393,11 +644,34 @@ class GuardedDatabase:
         max_rows: int | None,
         max_bytes: int | None,
         parameters: tuple[Any, ...] | dict[str, Any],
+        client: Hashable | None = None,
     ) -> QueryResult:
         budget, row_cap, byte_cap = self._limits(timeout_s, max_rows, max_bytes)
-        request = ("run", sql, parameters, budget, row_cap, byte_cap)
-        with self._lock:
-            reply = self._worker.run(request, budget + KILL_GRACE_S)
+        client = self.client if client is None else client
+        closed = ExecutionError("The database was closed; the query did not complete.", sql=sql)
+        start = time.monotonic()
+        try:
+            worker = self._pool.acquire(client, budget)
+        except _Closed:
+            raise closed from None
+        if worker is None:
+            capped = client is not None and self._pool.status()["running_by_client"].get(client, 0) >= (
+                self._pool.client_cap)
+            why = (f"this client already runs {self._pool.client_cap} statements on the database, its share"
+                   if capped else f"all {self._pool.size} of the database's statement workers were busy")
+            raise QueryTimeoutError(
+                f"The query waited its whole {budget:g} s budget for a worker ({why}) and did not run.", sql=sql
+            )
+        try:
+            # What is left of the budget after the wait; the worker's start is not counted.
+            left = max(budget - (time.monotonic() - start), 0.001)
+            reply = worker.run(("run", sql, parameters, left, row_cap, byte_cap), max(left + KILL_GRACE_S, 0.0))
+        except _Closed:
+            raise closed from None
+        finally:
+            self._pool.release(worker)
+        if reply[0] == "killed" and self._pool.closed:
+            raise closed
         if reply[0] == "ok":
             _, columns, rows, truncated, elapsed = reply
             return QueryResult(sql=sql, columns=columns, rows=rows, truncated=truncated, elapsed_ms=elapsed)
@@ -467,12 +741,14 @@ class GuardedDatabase:
         return self._conn
 
     def locked(self) -> threading.RLock:
-        """The lock that serialises use of the connection."""
+        """The lock that serialises use of this process's connection (statements in workers
+        never take it)."""
         return self._lock
 
     def close(self) -> None:
+        """End the workers (a statement still running fails) and the connection."""
+        self._pool.close()
         with self._lock:
-            self._worker.close()
             self._conn.close()
 
     def __enter__(self) -> GuardedDatabase:

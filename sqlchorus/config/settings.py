@@ -380,6 +380,13 @@ class Settings(BaseSettings):
     sql_timeout_s: float = _field(
         10.0, "Time budget per SQL statement, in seconds.", flag="--timeout", ge=0.1, le=3600,
     )
+    statement_workers: int = _field(
+        4,
+        "Worker processes per database, so SQL statements running on it at once at most; more wait "
+        "their turn within their time budget, and one client's statements hold at most half of the "
+        "workers (rounded up).",
+        flag="--statement-workers", ge=1, le=64,
+    )
     max_rows: int = _field(10_000, "Rows fetched per statement at most; more are cut and flagged.", ge=1)
     max_bytes: int = _field(16 * 1024 * 1024, "Approximate bytes fetched per statement at most.", ge=1)
     answer_rows: int = _field(

@@ -79,18 +79,24 @@ class Dependencies:
 
     def context(
         self, resources: DatabaseResources, *, settings: Settings | None = None, tracer: Any = None,
-        progress: Any = None, calls: Any = None,
+        progress: Any = None, calls: Any = None, client: Any = None,
     ) -> Context:
         """The context of one run on ``resources``' database, traced with ``tracer``, telling
-        ``progress`` as nodes start and end.
+        ``progress`` as nodes start and end. The run's statements count as ``client``'s (a
+        server passes the remote address or the token of the request; see
+        :meth:`~sqlchorus.tools.database.GuardedDatabase.for_client`), so one client's runs hold
+        at most their share of the database's statement workers; None counts them as nobody's.
 
         The first traced run after ``resources`` built their value index records that build in
         its trace, as one span.
         """
         if tracer is not None:
             resources.trace_index_build(tracer)
+        db = resources.db.with_tracer(tracer) if tracer is not None else resources.db
+        if client is not None:
+            db = db.for_client(client)
         return Context(
-            db=resources.db.with_tracer(tracer) if tracer is not None else resources.db,
+            db=db,
             models=self.models,
             settings=settings or self.settings,
             schema=resources.schema,
@@ -145,6 +151,7 @@ class DatabaseResources:
         owned = not isinstance(db, GuardedDatabase)
         database = db if isinstance(db, GuardedDatabase) else GuardedDatabase(
             db, timeout_s=settings.sql_timeout_s, max_rows=settings.max_rows, max_bytes=settings.max_bytes,
+            workers=settings.statement_workers,
         )
         try:
             schema = introspect(database, sample_values=settings.sample_values)

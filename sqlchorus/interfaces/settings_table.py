@@ -175,6 +175,16 @@ OPTIONS: dict[str, dict[str, Any]] = (
                    'choices': None,
                    'range': (0.1, 3600, False, False),
                    'whole': False},
+ 'statement_workers': {'option': {'flag': '--statement-workers'},
+                       'help': 'Worker processes per database, so SQL statements running on it at '
+                               'once at most; more wait their turn within their time budget, and '
+                               "one client's statements hold at most half of the workers (rounded "
+                               'up).',
+                       'default': 4,
+                       'env': 'SQLCHORUS_STATEMENT_WORKERS',
+                       'choices': None,
+                       'range': (1, 64, False, False),
+                       'whole': True},
  'answer_rows': {'option': {'flag': '--answer-rows'},
                  'help': 'Rows kept in the final answer.',
                  'default': 1000,
