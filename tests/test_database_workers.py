@@ -216,3 +216,34 @@ def test_defaults_and_the_setting(concert, tmp_path):
         assert dependencies.context(resources).db.client is None
     finally:
         resources.close()
+
+
+def test_a_servers_runs_count_as_the_client_that_asked(monkeypatch, tmp_path):
+    """The REST API passes each request's remote address down to the run's context, whose
+    database view then counts its statements as that client's."""
+    from starlette.testclient import TestClient
+
+    from sqlchorus.interfaces.rest import create_app
+    from sqlchorus.runs.demo import load_demo_questions
+    from sqlchorus.runs.service import RunService
+    from sqlchorus.testing import oracle_model
+
+    seen: list = []
+    real = Dependencies.context
+
+    def context(self, resources, **kwargs):
+        made = real(self, resources, **kwargs)
+        seen.append((kwargs.get("client"), made.db.client))
+        return made
+
+    monkeypatch.setattr(Dependencies, "context", context)
+    gold = {q["question"]: q["sql"] for q in load_demo_questions()}
+    service = RunService(settings=Settings(trace_dir=str(tmp_path / "traces"), preset="tiny"),
+                         model=oracle_model(gold.get))
+    try:
+        client = TestClient(create_app(service), base_url="http://127.0.0.1")
+        answered = client.post("/v1/ask", json={"question": "How many customers do we have?"})
+        assert answered.status_code == 200 and answered.json()["rows"] == [[62]]
+    finally:
+        service.close()
+    assert seen == [("testclient", "testclient")]

@@ -61,6 +61,12 @@ class ErrorBody(BaseModel):
     message: str
 
 
+def client_of(request: Request) -> str | None:
+    """Who sent ``request``, for the per-client share of each database's statement workers: its
+    remote address."""
+    return request.client.host if request.client else None
+
+
 def trace_context(request: Request) -> Any:
     """The caller's trace context from a W3C ``traceparent`` header, or None."""
     if "traceparent" not in request.headers:
@@ -125,7 +131,7 @@ def create_app(service: RunService, *, token: str | None = None, max_body_bytes:
         """Answer a question; the answer comes back when the run ends. A client that goes away
         cancels its run."""
         live = await asyncio.to_thread(service.start, body.question, body.database, body.evidence,
-                                       trace_context=trace_context(request))
+                                       trace_context=trace_context(request), client=client_of(request))
         record = await _wait_or_cancel(service, live, request)
         return _answer(record)
 
@@ -135,14 +141,14 @@ def create_app(service: RunService, *, token: str | None = None, max_body_bytes:
         ``candidate``, ``answer`` or ``error``, and ``done``. A client that goes away cancels
         its run."""
         live = await asyncio.to_thread(service.start, body.question, body.database, body.evidence,
-                                       trace_context=trace_context(request))
+                                       trace_context=trace_context(request), client=client_of(request))
         return EventSourceResponse(_events(service, live, cancel_on_close=True), ping=15)
 
     @app.post("/v1/runs", status_code=202)
     async def start_run(body: AskRequest, request: Request) -> dict[str, Any]:
         """Start a run; read it with ``GET /v1/runs/{id}``."""
         live = await asyncio.to_thread(service.start, body.question, body.database, body.evidence,
-                                       trace_context=trace_context(request))
+                                       trace_context=trace_context(request), client=client_of(request))
         return _started(live)
 
     @app.get("/v1/runs/{run_id}")

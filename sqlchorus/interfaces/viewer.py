@@ -435,8 +435,9 @@ def create_app(service: RunService, index: RunIndex, *, token: str | None = None
     # -- live runs ------------------------------------------------------------------------------
 
     @app.post("/api/live")
-    async def live(body: Question) -> dict[str, Any]:
-        started = await asyncio.to_thread(service.start, body.question, body.database, body.evidence)
+    async def live(body: Question, request: Request) -> dict[str, Any]:
+        started = await asyncio.to_thread(service.start, body.question, body.database, body.evidence,
+                                          client=request.client.host if request.client else None)
         return {"run_id": started.run_id}
 
     @app.get("/api/live/{run_id}/events")

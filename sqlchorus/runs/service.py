@@ -320,11 +320,12 @@ class RunService:
     # -- runs ---------------------------------------------------------------------------------
 
     def start(self, question: str, database: str | None = None, evidence: str = "", *,
-              trace_context: Any = None) -> LiveRun:
+              trace_context: Any = None, client: str | None = None) -> LiveRun:
         """Start answering ``question``; the run goes on in a worker thread.
 
         ``trace_context``: an OpenTelemetry context (from an incoming ``traceparent``) that the
-        run's spans nest under.
+        run's spans nest under. ``client``: who asked (a server passes the remote address); the
+        run's statements hold at most that client's share of the database's statement workers.
 
         Raises:
             EmptyQuestionError, QuestionTooLongError, UnknownDatabaseError.
@@ -336,9 +337,9 @@ class RunService:
         self._begin(live)
 
         def work() -> Result:
-            return self.session.ask(question, path, evidence=evidence, run_id=live.run_id,
+            return self.session.run(question, path, evidence=evidence, run_id=live.run_id,
                                     progress=self._progress(live), updates=self._updates(live),
-                                    cancelled=self._cancelled(live))
+                                    cancelled=self._cancelled(live), client=client)
 
         live.future = self._pool.submit(self._run, live, work, trace_context)
         return live

@@ -205,6 +205,7 @@ class Session:
         needs_checkpoints: bool = False,
         hosted: bool = False,
         steppable: bool = False,
+        client: str | None = None,
     ) -> OpenRun:
         """Prepare one run: every entry point (``ask``, replay, the debugger, the servers, the
         graph a host embeds) starts its runs here, so none can skip a step.
@@ -221,6 +222,9 @@ class Session:
                 model calls served from its call log; None for a new run on a thread of its own.
             needs_checkpoints: refuse to run without a checkpoint store (the debugger's runs).
             hosted: the run is a step of a host's graph: its checkpoints are the host's.
+            client: who asked (a server passes the request's remote address): the run's
+                statements count as that client's, who holds at most its share of the database's
+                statement workers.
 
         Raises:
             EmptyQuestionError: the question is empty.
@@ -270,7 +274,7 @@ class Session:
             _mark_input(tracer, question, evidence)
             with tracer.active():
                 context, calls = self._context_for(resources, settings, tracer, progress, store, thread, question,
-                                                   evidence, replay_of, needs_checkpoints)
+                                                   evidence, replay_of, needs_checkpoints, client)
             config: dict[str, Any] = {"recursion_limit": settings.recursion_limit}
             if store is not None:
                 # The run's id is its thread's: its trace and its checkpoints are found by one id.
@@ -285,7 +289,7 @@ class Session:
 
     def _context_for(self, resources: DatabaseResources, settings: Settings, tracer: RunTracer, progress: Any,
                      store: RunRecords | None, thread: str, question: str, evidence: str, replay_of: str | None,
-                     needs_checkpoints: bool) -> tuple[Any, CallLog | None]:
+                     needs_checkpoints: bool, client: str | None = None) -> tuple[Any, CallLog | None]:
         """The run's context and call log: a replay's serves the answers its run kept."""
         calls: CallLog | None = None
         if replay_of is not None:
@@ -295,7 +299,7 @@ class Session:
             # A debugger serves answers through the log even when the store refused the record.
             calls = CallLog(store, thread)
         context = self.dependencies.context(resources, settings=settings, tracer=tracer.tracer, progress=progress,
-                                            calls=calls)
+                                            calls=calls, client=client)
         return context, calls
 
     def run(self, question: str, db: str | Path | GuardedDatabase | None = None, *,

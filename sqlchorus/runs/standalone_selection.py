@@ -58,7 +58,7 @@ MIN_HISTORY = 10
 def _open(db: str | os.PathLike[str] | GuardedDatabase, settings: Settings) -> tuple[GuardedDatabase, bool]:
     if isinstance(db, GuardedDatabase):
         return db, False
-    return GuardedDatabase(db, timeout_s=settings.sql_timeout_s, max_rows=settings.max_rows, max_bytes=settings.max_bytes), True
+    return _open_path(db, settings), True
 
 
 def check(db: GuardedDatabase, sqls: Sequence[str]) -> list[dict[str, Any]]:
@@ -348,9 +348,10 @@ def _read_lines(path, base, settings, schemas, checks) -> Iterator[tuple[int, di
             yield n, item, (db_path, checked)
 
 
-def _open_path(db_path: Path, settings: Settings) -> GuardedDatabase:
+def _open_path(db_path: str | os.PathLike[str], settings: Settings) -> GuardedDatabase:
+    """A database under the guard, with the settings' limits and statement workers."""
     return GuardedDatabase(db_path, timeout_s=settings.sql_timeout_s, max_rows=settings.max_rows,
-                           max_bytes=settings.max_bytes)
+                           max_bytes=settings.max_bytes, workers=settings.statement_workers)
 
 
 def _select_lines(path, base, deps, settings, schemas) -> Iterator[dict[str, Any]]:
@@ -418,8 +419,7 @@ def export_pairs(
             counts["questions"] += 1
             labelled = [c for c in record.get("candidates") or [] if isinstance(c.get("correct"), bool)]
             try:
-                db = GuardedDatabase(record["db"], timeout_s=settings.sql_timeout_s, max_rows=settings.max_rows,
-                                     max_bytes=settings.max_bytes)
+                db = _open_path(record["db"], settings)
             except (SqlError, KeyError):
                 counts["skipped"] += 1
                 continue
