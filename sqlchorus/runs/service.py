@@ -42,6 +42,7 @@ from sqlchorus.config.settings import Settings
 from sqlchorus.core.checkpoint_history import checkpoint_history
 from sqlchorus.core.checkpoints import FINISHED, UnknownRunError
 from sqlchorus.core.tracing import NodeEvent, new_run_id, valid_run_id
+from sqlchorus.runs.databases import Databases, database_ids
 from sqlchorus.runs.demo import demo_db_path
 from sqlchorus.runs.integrations import tool_result
 from sqlchorus.runs.result import Result
@@ -225,7 +226,7 @@ def model_failed(result: Result) -> bool:
     return not result.ok and any(e.get("kind") == "model" for e in result.errors)
 
 
-class RunService:
+class RunService(Databases):
     """Questions over ``databases`` (id → SQLite file; the demo database alone when empty).
 
     Args:
@@ -241,10 +242,7 @@ class RunService:
     def __init__(self, databases: Mapping[str, str | Path] | None = None, settings: Settings | None = None, *,
                  model: Any = None, workers: int = DEFAULT_WORKERS):
         self.settings = settings or Settings()
-        self.session = Session(self.settings, model=model)
-        self.paths: dict[str, Path] = {k: Path(v) for k, v in (databases or {"demo": demo_db_path()}).items()}
-        for db_id, path in self.paths.items():
-            self.session.database(path)  # opened now: a bad file is found before a request is
+        Databases.__init__(self, databases or {"demo": demo_db_path()}, Session(self.settings, model=model))
         self.store = self.session.checkpoints(self.settings)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="sqlchorus-run")
@@ -266,56 +264,7 @@ class RunService:
             self._keeper = threading.Thread(target=self._keep, name="sqlchorus-store", daemon=True)
             self._keeper.start()
 
-    @staticmethod
-    def database_ids(paths: list[str | Path]) -> dict[str, Path]:
-        """Ids for ``paths``: each file's name without its extension.
-
-        Raises:
-            ServiceError: two files would share an id.
-        """
-        ids: dict[str, Path] = {}
-        for path in paths:
-            db_id = Path(path).stem
-            if db_id in ids:
-                raise ServiceError(f"Two databases would both be called {db_id!r}: {ids[db_id]} and {path}. "
-                                   "Give files of different names.")
-            ids[db_id] = Path(path)
-        return ids
-
-    # -- databases ----------------------------------------------------------------------------
-
-    def resolve(self, database: str | None) -> tuple[str, Path]:
-        """The id and file of ``database``; None names the only one there is.
-
-        Raises:
-            UnknownDatabaseError: no such id, or none given where there are several.
-        """
-        if not database:
-            if len(self.paths) == 1:
-                return next(iter(self.paths.items()))
-            raise UnknownDatabaseError(f"Say which database: this server has {', '.join(self.paths)}.")
-        if database not in self.paths:
-            raise UnknownDatabaseError(f"No database {database!r} here; there are: {', '.join(self.paths)}.")
-        return database, self.paths[database]
-
-    def databases(self) -> list[dict[str, Any]]:
-        """Each database: id, file name, tables and columns."""
-        rows = []
-        for db_id, path in self.paths.items():
-            schema = self.schema(db_id)
-            rows.append({"id": db_id, "file": path.name, "tables": len(schema.tables),
-                         "columns": sum(len(t.columns) for t in schema.tables)})
-        return rows
-
-    def schema(self, database: str | None):
-        """The introspected schema of ``database`` (see :class:`~sqlchorus.tools.schema.DatabaseSchema`)."""
-        _, path = self.resolve(database)
-        return self.session.database(path).schema
-
-    def guarded(self, database: str | None):
-        """The guarded database of ``database``: the only way a request reaches its data."""
-        _, path = self.resolve(database)
-        return self.session.database(path).db
+    database_ids = staticmethod(database_ids)
 
     # -- runs ---------------------------------------------------------------------------------
 

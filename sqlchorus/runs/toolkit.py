@@ -12,7 +12,7 @@ not a result that looks like success.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,38 +21,17 @@ from pydantic import BaseModel, Field
 
 from sqlchorus.config.errors import SqlchorusError
 from sqlchorus.config.settings import Settings
+from sqlchorus.runs.databases import Databases, database_ids
 from sqlchorus.runs.demo import demo_db_path
 from sqlchorus.runs.integrations import TOOL_ROWS, ask_tool
-from sqlchorus.runs.service import RunService, UnknownDatabaseError
 from sqlchorus.runs.session import Session
 from sqlchorus.tools.json_values import json_value
-from sqlchorus.tools.schema import DatabaseSchema
 from sqlchorus.tools.schema_search import close_tables, search, table_detail
 
 EXECUTE_ROWS = 100
 """Rows ``execute_sql`` returns unless asked for more."""
 MAX_EXECUTE_ROWS = 1000
 """Rows ``execute_sql`` returns at most."""
-
-
-class _Databases:
-    """The files the tools answer over, each named by its file's stem, and one session for all."""
-
-    def __init__(self, dbs: Sequence[str | Path], session: Session):
-        self.paths = RunService.database_ids(list(dbs) or [demo_db_path()])
-        self.session = session
-
-    def path(self, database: str | None) -> Path:
-        if not database:
-            if len(self.paths) == 1:
-                return next(iter(self.paths.values()))
-            raise UnknownDatabaseError(f"Say which database: there are {', '.join(self.paths)}.")
-        if database not in self.paths:
-            raise UnknownDatabaseError(f"No database {database!r}; there are: {', '.join(self.paths)}.")
-        return self.paths[database]
-
-    def schema(self, database: str | None) -> DatabaseSchema:
-        return self.session.database(self.path(database)).schema
 
 
 class _DatabaseArg(BaseModel):
@@ -116,17 +95,10 @@ def as_tools(*dbs: str | Path, model: Any = None, settings: Settings | None = No
         ServiceError: two files would have the same id (the same file name).
     """
     session = Session(settings, model=model)
-    databases = _Databases(dbs, session)
-    for path in databases.paths.values():
-        session.database(path)  # opened now: a bad file is found before an agent calls a tool
+    databases = Databases(database_ids(list(dbs) or [demo_db_path()]), session)
 
     def list_databases() -> dict[str, Any]:
-        rows = []
-        for db_id in databases.paths:
-            schema = databases.schema(db_id)
-            rows.append({"id": db_id, "file": databases.paths[db_id].name, "tables": len(schema.tables),
-                         "columns": sum(len(t.columns) for t in schema.tables)})
-        return {"databases": rows}
+        return {"databases": databases.databases()}
 
     def search_schema(pattern: str, database: str | None = None, detail: str = "names") -> dict[str, Any]:
         return search(databases.schema(database), pattern, detail)
@@ -141,13 +113,13 @@ def as_tools(*dbs: str | Path, model: Any = None, settings: Settings | None = No
         return table_detail(found, "full")
 
     def execute_sql(sql: str, database: str | None = None, max_rows: int = EXECUTE_ROWS) -> dict[str, Any]:
-        db = session.database(databases.path(database)).db
+        db = databases.guarded(database)
         result = db.execute(sql, max_rows=max(1, min(int(max_rows), MAX_EXECUTE_ROWS)))
         return {"columns": result.columns, "rows": [[json_value(v) for v in row] for row in result.rows],
                 "row_count": result.row_count, "truncated": result.truncated}
 
     def validate_sql(sql: str, database: str | None = None) -> dict[str, Any]:
-        db = session.database(databases.path(database)).db
+        db = databases.guarded(database)
         plan = db.explain_query_plan(sql)
         return {"valid": True, "plan": [str(row[-1]) for row in plan.rows]}
 
@@ -156,7 +128,7 @@ def as_tools(*dbs: str | Path, model: Any = None, settings: Settings | None = No
         evidence: str = Field("", description="A hint that defines terms the question uses (optional).")
 
     def ask_database(question: str, database: str | None = None, evidence: str = "") -> dict[str, Any]:
-        return ask_tool(session, databases.path(database), question, evidence, max_rows)
+        return ask_tool(session, databases.resolve(database)[1], question, evidence, max_rows)
 
     where = ", ".join(databases.paths)
     return [
