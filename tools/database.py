@@ -54,6 +54,7 @@ from sqlchorus.tools.sql_errors import (
     SqlError,
     SqlTooDeepError,
     SqlTooLongError,
+    sqlite_error,
 )
 from sqlchorus.tools.sqlite_guard import (
     GuardState,
@@ -86,8 +87,6 @@ progress handler stops every statement that has steps at the budget itself."""
 WORKER_START_S = 30.0
 """How long a new worker may take to open the database."""
 
-_RESOURCE_MESSAGES = ("out of memory", "too big", "too large", "too many", "too complex", "too deep")
-_DAMAGE_MESSAGES = ("malformed", "file is not a database", "disk i/o error")
 
 
 @dataclass
@@ -685,23 +684,10 @@ class GuardedDatabase:
         raise self._classify(message, refused, sql, tree, budget)
 
     def _classify(self, text: str, refused: str | None, sql: str, tree: exp.Expression, budget: float) -> SqlError:
-        if text == "interrupted":
-            return QueryTimeoutError(
-                f"The query ran longer than its {budget:g} s budget and was stopped.", sql=sql
-            )
-        if refused or "not authorized" in text or "prohibited" in text:
-            if refused and refused.startswith("a virtual table"):
-                names = self._unknown_tables(tree)
-                refused = refused + (f" ({', '.join(names)})" if names else "")
-            what = refused or "an operation other than reading"
-            return ForbiddenError(f"The query uses {what}, which the guard does not allow; it was refused.", sql=sql)
-        if "readonly" in text:
-            return ForbiddenError("The database is open read-only; writes are refused.", sql=sql)
-        if any(marker in text.lower() for marker in _DAMAGE_MESSAGES):
-            return DatabaseOpenError(f"The database file is damaged: {text}.", sql=sql)
-        if any(marker in text.lower() for marker in _RESOURCE_MESSAGES):
-            return ResourceError(f"The query needs more than the guard allows: {text}.", sql=sql)
-        return ExecutionError(text, sql=sql)
+        if refused and refused.startswith("a virtual table"):  # name the tables that are not the database's
+            names = self._unknown_tables(tree)
+            refused = refused + (f" ({', '.join(names)})" if names else "")
+        return sqlite_error(text, refused, sql, budget)
 
     def _unknown_tables(self, tree: exp.Expression) -> list[str]:
         """Names the query reads from that are not tables or views of the database."""

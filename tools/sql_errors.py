@@ -62,3 +62,26 @@ class ExecutionError(SqlError):
     """SQLite reported an error while preparing or running the statement."""
 
     kind = "execution"
+
+
+_RESOURCE_MESSAGES = ("out of memory", "too big", "too large", "too many", "too complex", "too deep")
+_DAMAGE_MESSAGES = ("malformed", "file is not a database", "disk i/o error")
+
+
+def sqlite_error(text: str, refused: str | None, sql: str, budget_s: float) -> SqlError:
+    """The typed error of a statement SQLite refused or failed, from its message ``text`` and what
+    the guard's authorizer ``refused`` (None when it refused nothing), for a ``budget_s`` budget."""
+    if text == "interrupted":
+        return QueryTimeoutError(f"The query ran longer than its {budget_s:g} s budget and was stopped.", sql=sql)
+    if refused or "not authorized" in text or "prohibited" in text:
+        what = refused or "an operation other than reading"
+        return ForbiddenError(f"The query uses {what}, which the guard does not allow; it was refused.", sql=sql)
+    if "readonly" in text:
+        return ForbiddenError("The database is open read-only; writes are refused.", sql=sql)
+    if "one statement at a time" in text:
+        return NotAQueryError("Expected exactly one statement, found several.", sql=sql)
+    if any(marker in text.lower() for marker in _DAMAGE_MESSAGES):
+        return DatabaseOpenError(f"The database file is damaged: {text}.", sql=sql)
+    if any(marker in text.lower() for marker in _RESOURCE_MESSAGES):
+        return ResourceError(f"The query needs more than the guard allows: {text}.", sql=sql)
+    return ExecutionError(text, sql=sql)

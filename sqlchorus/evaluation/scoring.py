@@ -85,12 +85,11 @@ from sqlchorus.tools.errors import SqlchorusError
 from sqlchorus.tools.hardness_rules import HARDNESS_LEVELS
 from sqlchorus.tools.sql_errors import (
     DatabaseOpenError,
-    ExecutionError,
-    ForbiddenError,
     NotAQueryError,
     QueryTimeoutError,
     ResourceError,
     SqlError,
+    sqlite_error,
 )
 from sqlchorus.tools.sqlite_guard import MAX_SQL_CHARS, GuardState, open_guarded
 from sqlchorus.tools.sqlite_guard import run as guarded_run
@@ -317,7 +316,7 @@ class _Reader:
                     self.conn, self.state, sql, (), timeout_s, SCORING_MAX_ROWS, SCORING_MAX_BYTES
                 )
         except sqlite3.Error as e:
-            raise _classify(str(e), self.state.refused, sql, timeout_s) from e
+            raise sqlite_error(str(e), self.state.refused, sql, timeout_s) from e
         except MemoryError as e:
             raise ResourceError("The query needs more memory than there is.", sql=sql) from e
         if truncated:
@@ -371,25 +370,6 @@ def _check_query(sql: str) -> None:
     start = _LEADING.match(sql).end()
     if not _QUERY_START.match(sql, start):
         raise NotAQueryError("Only read queries (SELECT or WITH) may run.", sql=sql)
-
-
-_RESOURCE_MESSAGES = ("out of memory", "too big", "too large", "too many", "too complex", "too deep")
-
-
-def _classify(text: str, refused: str | None, sql: str, budget: float) -> SqlError:
-    """The typed error of a failed statement, as the guard names it."""
-    if text == "interrupted":
-        return QueryTimeoutError(f"The query ran longer than its {budget:g} s budget and was stopped.", sql=sql)
-    if refused or "not authorized" in text or "prohibited" in text:
-        what = refused or "an operation other than reading"
-        return ForbiddenError(f"The query uses {what}, which the guard does not allow; it was refused.", sql=sql)
-    if "readonly" in text:
-        return ForbiddenError("The database is open read-only; writes are refused.", sql=sql)
-    if "one statement at a time" in text:
-        return NotAQueryError("Expected exactly one statement, found several.", sql=sql)
-    if any(marker in text.lower() for marker in _RESOURCE_MESSAGES):
-        return ResourceError(f"The query needs more than the guard allows: {text}.", sql=sql)
-    return ExecutionError(text, sql=sql)
 
 
 def _database(path: str) -> _Reader:
