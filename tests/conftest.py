@@ -3,6 +3,7 @@ the loader of input/expected fixture files."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -434,3 +435,32 @@ def browser(chromium):
         launched = p.chromium.launch(executable_path=chromium, args=BROWSER_ARGS)
         yield launched
         launched.close()
+
+
+@contextlib.contextmanager
+def watched_page(browser: Any, base: str, height: int = 800) -> Iterator[Any]:
+    """A page of a 1280 px wide context that keeps every request it makes and every error its
+    scripts raise; when the block ends, it must have asked for nothing outside ``base``'s origin,
+    run no markup from a value, and logged no error."""
+    from urllib.parse import urlsplit
+
+    context = browser.new_context(viewport={"width": 1280, "height": height})
+    opened = context.new_page()
+    opened.requests, opened.problems = [], []
+    opened.on("request", lambda r: opened.requests.append(r.url))
+    opened.on("pageerror", lambda e: opened.problems.append(str(e)))
+    opened.on("console", lambda m: opened.problems.append(m.text) if m.type == "error" else None)
+    yield opened
+    origin = urlsplit(base).netloc
+    outside = [u for u in opened.requests if urlsplit(u).scheme not in ("data", "blob") and urlsplit(u).netloc != origin]
+    assert outside == [], "the page asked for something outside its origin"
+    assert opened.evaluate("window.__pwned === undefined"), "markup from a value ran"
+    assert opened.problems == []
+    context.close()
+
+
+def screenshot(page: Any, name: str, tmp_path: Path) -> None:
+    """A full-page screenshot ``name``.png in the test's folder (or $SQLCHORUS_SCREENSHOTS)."""
+    folder = Path(os.environ.get("SQLCHORUS_SCREENSHOTS") or tmp_path / "screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / f"{name}.png"), full_page=True)

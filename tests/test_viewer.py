@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import secrets
 import shutil
 import sqlite3
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
+from conftest import screenshot, watched_page
 from servers import free_port, running, server_env
 from sqlchorus import Session
 from sqlchorus.config.settings import Settings
@@ -66,26 +65,8 @@ def viewer(tmp_path_factory):
 @pytest.fixture
 def page(browser, viewer, tmp_path):
     base = viewer[0]
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    opened = context.new_page()
-    opened.requests = []
-    opened.problems = []
-    opened.on("request", lambda r: opened.requests.append(r.url))
-    opened.on("pageerror", lambda e: opened.problems.append(str(e)))
-    opened.on("console", lambda m: opened.problems.append(m.text) if m.type == "error" else None)
-    yield opened
-    origin = urlsplit(base).netloc
-    outside = [u for u in opened.requests if urlsplit(u).scheme not in ("data", "blob") and urlsplit(u).netloc != origin]
-    assert outside == [], "the page asked for something outside its origin"
-    assert opened.evaluate("window.__pwned === undefined"), "markup from a value ran"
-    assert opened.problems == []
-    context.close()
-
-
-def _shot(page, name: str, tmp_path: Path) -> None:
-    folder = Path(os.environ.get("SQLCHORUS_SCREENSHOTS") or tmp_path / "screenshots")
-    folder.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+    with watched_page(browser, base, 800) as opened:
+        yield opened
 
 
 @pytest.mark.slow
@@ -102,7 +83,7 @@ def test_the_runs_list_and_a_run_show_candidates_waterfall_and_markup_as_text(pa
     page.fill("input[type=search]", "expensive")
     assert page.locator("#runs tbody tr[data-run]").count() == 1
     page.fill("input[type=search]", "")
-    _shot(page, "runs", tmp_path)
+    screenshot(page, "runs", tmp_path)
 
     page.goto(f"{base}/#/run/{ids[XSS_QUESTION]}")
     page.wait_for_selector("#candidates tbody tr")
@@ -118,7 +99,7 @@ def test_the_runs_list_and_a_run_show_candidates_waterfall_and_markup_as_text(pa
     assert names[0] == "run" and any(n == "node:check_candidates" for n in names)
     assert any(n.startswith("chat ") for n in names)
     assert page.locator("[data-node='check_candidates'] .count").text_content() == "1×"
-    _shot(page, "run", tmp_path)
+    screenshot(page, "run", tmp_path)
 
 
 @pytest.mark.slow
@@ -150,7 +131,7 @@ def test_edit_a_state_value_and_resume_shows_the_new_answer(page, viewer, tmp_pa
     assert f"{orders}" in answer
     # The edit went to the checkpoints; the database is byte for byte what it was.
     assert hashlib.sha256((folder / "shop.sqlite").read_bytes()).hexdigest() == ids["sha256"]
-    _shot(page, "debug", tmp_path)
+    screenshot(page, "debug", tmp_path)
 
 
 @pytest.mark.slow
@@ -163,14 +144,14 @@ def test_a_live_run_lights_its_nodes_and_ends_in_its_run_page(page, viewer, tmp_
     assert page.locator("[data-node='select_candidate'].done").count() == 1
     events = page.locator("#events").inner_text()
     assert "generate_divide_conquer started" in events and "candidate divide_conquer-0: ok" in events
-    _shot(page, "live", tmp_path)
+    screenshot(page, "live", tmp_path)
     page.click("#open-run")
     page.wait_for_selector("#answer-sql")
     assert "cancelled" in page.locator("#answer-sql").inner_text().lower()
     page.goto(base + "/#/stats")
     page.wait_for_selector("#nodes tbody tr")
     assert "check_candidates" in page.locator("#nodes tbody td:first-child").all_inner_texts()
-    _shot(page, "stats", tmp_path)
+    screenshot(page, "stats", tmp_path)
 
 
 def test_security_headers_ids_only_and_a_token_beyond_loopback(viewer, tmp_path):

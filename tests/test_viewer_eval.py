@@ -9,13 +9,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
 from test_evaluate import spider_dev
 
-from conftest import data_dir
+from conftest import data_dir, screenshot, watched_page
 from servers import free_port, running
 
 LIMIT = 6
@@ -114,26 +113,9 @@ def workbench(tmp_path_factory):
 @pytest.fixture
 def page(browser, workbench):
     base = workbench["base"]
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    opened = context.new_page()
-    opened.set_default_timeout(60_000)
-    opened.requests, opened.problems = [], []
-    opened.on("request", lambda r: opened.requests.append(r.url))
-    opened.on("pageerror", lambda e: opened.problems.append(str(e)))
-    opened.on("console", lambda m: opened.problems.append(m.text) if m.type == "error" else None)
-    yield opened
-    origin = urlsplit(base).netloc
-    outside = [u for u in opened.requests if urlsplit(u).scheme not in ("data", "blob") and urlsplit(u).netloc != origin]
-    assert outside == [], "the page asked for something outside its origin"
-    assert opened.evaluate("window.__pwned === undefined"), "markup from a value ran"
-    assert opened.problems == []
-    context.close()
-
-
-def _shot(page, name: str, tmp_path: Path) -> None:
-    folder = Path(os.environ.get("SQLCHORUS_SCREENSHOTS") or tmp_path / "screenshots")
-    folder.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+    with watched_page(browser, base, 900) as opened:
+        opened.set_default_timeout(60_000)
+        yield opened
 
 
 def _record(workbench, name: str, n: int) -> dict:
@@ -170,7 +152,7 @@ def test_an_evaluations_wrong_run_opens_with_its_answer_calls_graph_verdict_and_
     assert page.locator("[data-node='generate_divide_conquer'] .count").count() == 1
     assert page.locator("#sessions li").count() == 1
     assert page.locator("main").evaluate("m => [...m.childNodes].some(n => n.nodeType === 3)") is False
-    _shot(page, "eval-run", tmp_path)
+    screenshot(page, "eval-run", tmp_path)
     page.click("#step-through")
     page.wait_for_selector("#timeline")
     assert "The run has ended." in page.locator("#debug-where").inner_text()
@@ -215,7 +197,7 @@ def test_the_evaluation_page_filters_charts_and_shows_both_results_side_by_side(
     page.fill("#filter-q", "not the answer")
     assert page.locator("#questions tbody tr[data-question]").count() == 1
     page.fill("#filter-q", "")
-    _shot(page, "eval-page", tmp_path)
+    screenshot(page, "eval-page", tmp_path)
     # Each question opens its run, and its step-through.
     page.locator("#questions tr[data-question='3'] a.open-run").click()
     page.wait_for_selector("#answer-sql")
@@ -262,7 +244,7 @@ def test_the_waterfall_is_a_tree_whose_rows_open_their_span(page, workbench, tmp
     page.select_option("#waterfall-kind", "LLM")
     kinds = set(page.locator("#waterfall .wf-row .kind").all_inner_texts())
     assert kinds == {"LLM"}
-    _shot(page, "waterfall", tmp_path)
+    screenshot(page, "waterfall", tmp_path)
 
 
 @pytest.mark.slow
@@ -334,7 +316,7 @@ def test_a_fixed_candidate_shows_its_original_sql_the_error_and_its_own_vote(pag
     # Each candidate's own vote, and its cluster's count beside the cluster.
     votes = page.locator("#candidates td.votes").all_inner_texts()
     assert set(votes) <= {"0", "1"} and "1" in votes
-    _shot(page, "fixed-candidate", tmp_path)
+    screenshot(page, "fixed-candidate", tmp_path)
 
 
 @pytest.mark.slow
@@ -350,7 +332,7 @@ def test_two_evaluations_compared_name_the_flipped_questions_and_their_runs(page
         "rows => rows.map(r => r.dataset.question)")) == sorted(WRONG)
     difference = round(100 * len(WRONG) / LIMIT, 1)
     assert page.locator("#accuracy-difference").inner_text() == f"+{difference:g} points"
-    _shot(page, "compare-evals", tmp_path)
+    screenshot(page, "compare-evals", tmp_path)
     page.locator("#flipped tr[data-question='1'] a.compare-pair").click()
     page.wait_for_selector("#compare-sql-b")
     assert page.locator("#compare-sql-a").inner_text() == WRONG[1]
@@ -368,7 +350,7 @@ def test_two_evaluations_compared_name_the_flipped_questions_and_their_runs(page
         assert mark == ("changed" if a != b else "same"), (node, cells)
     assert page.locator(".compare-calls").nth(0).locator("li").count() > 0
     assert page.locator(".compare-calls").nth(1).locator("li").count() > 0
-    _shot(page, "compare-runs", tmp_path)
+    screenshot(page, "compare-runs", tmp_path)
 
 
 @pytest.mark.slow
@@ -380,7 +362,7 @@ def test_stats_have_axes_units_dates_and_percentiles(page, workbench, tmp_path):
     axis = row.locator(".time-chart").first.locator(".axis text").all_text_contents()
     assert any(t.endswith(" ms") for t in axis) and len(row.locator(".time-chart .date").all_text_contents()) >= 1
     assert "tokens" in row.inner_text()
-    _shot(page, "stats", tmp_path)
+    screenshot(page, "stats", tmp_path)
 
 
 @pytest.mark.slow
