@@ -464,3 +464,17 @@ def screenshot(page: Any, name: str, tmp_path: Path) -> None:
     folder = Path(os.environ.get("SQLCHORUS_SCREENSHOTS") or tmp_path / "screenshots")
     folder.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+
+
+def area_tables(conn: Any, areas: tuple[str, ...], nouns: tuple[str, ...], attributes: tuple[str, ...]) -> list[str]:
+    """A wide schema in ``conn``: a table ``<area>_<noun>`` for every area and noun, with an id,
+    a ``<noun>_<attribute>`` text column per attribute, and (but the first of an area) a foreign
+    key to its area's first table. Returns the tables' names."""
+    names = []
+    for area in areas:
+        for i, noun in enumerate(nouns):
+            parent = f", {area}_{nouns[0]}_id INTEGER REFERENCES {area}_{nouns[0]}(id)" if i else ""
+            columns = ", ".join(f"{noun}_{a} TEXT" for a in attributes)
+            conn.execute(f"CREATE TABLE {area}_{noun} (id INTEGER PRIMARY KEY, {columns}{parent})")
+            names.append(f"{area}_{noun}")
+    return names

@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 
 import sqlchorus
-from conftest import spider_db
+from conftest import area_tables, spider_db
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.budget import NAMES, question_plan, schema_view
 from sqlchorus.core.context import Context
@@ -129,12 +129,9 @@ def large_db(tmp_path_factory):
     path = tmp_path_factory.mktemp("large") / "large.sqlite"
     conn = sqlite3.connect(path)
     with conn:
-        for area in AREAS:
-            for i, noun in enumerate(NOUNS):
-                parent = f", {area}_{NOUNS[0]}_id INTEGER REFERENCES {area}_{NOUNS[0]}(id)" if i else ""
-                columns = ", ".join(f"{noun}_{a} TEXT" for a in ATTRIBUTES)
-                conn.execute(f"CREATE TABLE {area}_{noun} (id INTEGER PRIMARY KEY, {columns}{parent})")
-                conn.execute(f"INSERT INTO {area}_{noun} (id, {noun}_{ATTRIBUTES[0]}) VALUES (1, 'red')")
+        for table in area_tables(conn, AREAS, NOUNS, ATTRIBUTES):
+            noun = table.split("_", 1)[1]
+            conn.execute(f"INSERT INTO {table} (id, {noun}_{ATTRIBUTES[0]}) VALUES (1, 'red')")
     conn.close()
     return path
 

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 import sqlchorus
+from conftest import area_tables
 from sqlchorus.config.errors import QuestionTooLongError
 from sqlchorus.interfaces.cli import cli
 from sqlchorus.testing import ScriptedChatModel, oracle_model
@@ -30,11 +31,7 @@ def wide_db(tmp_path_factory):
     path = tmp_path_factory.mktemp("wide") / "wide.sqlite"
     conn = sqlite3.connect(path)
     with conn:
-        for area in AREAS:
-            for i, noun in enumerate(NOUNS):
-                parent = f", {area}_{NOUNS[0]}_id INTEGER REFERENCES {area}_{NOUNS[0]}(id)" if i else ""
-                columns = ", ".join(f"{noun}_{a} TEXT" for a in ATTRIBUTES)
-                conn.execute(f"CREATE TABLE {area}_{noun} (id INTEGER PRIMARY KEY, {columns}{parent})")
+        area_tables(conn, AREAS, NOUNS, ATTRIBUTES)
         conn.execute("INSERT INTO fleet_vehicle (id, vehicle_color) VALUES (1, 'red'), (2, 'blue')")
     conn.close()
     return path
