@@ -22,6 +22,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import httpx
+import pytest
 
 from conftest import WAIT_S, wait_for
 
@@ -255,3 +256,16 @@ def restart_postgres(server: PostgresServer) -> None:
               "-c max_connections=200 -c full_page_writes=off"
     server._run(str(server.bin / "pg_ctl"), "-D", str(server.data), "-o", options, "-l",
                 str(server.folder / "log"), "-w", "-t", "180", "start")
+
+
+def postgres_of_a_test() -> Iterator[PostgresServer]:
+    """A PostgreSQL server of the test's own, for a fixture to yield from and stop at its end.
+    Without PostgreSQL's server programs the test skips, unless the run requires them
+    (SQLCHORUS_REQUIRE_POSTGRES), and then it fails."""
+    if postgres_bin() is None:
+        if os.environ.get("SQLCHORUS_REQUIRE_POSTGRES"):
+            pytest.fail("PostgreSQL's server programs are not installed, and this run requires them.")
+        pytest.skip("PostgreSQL's server programs (initdb, pg_ctl) are not installed: apt-get install postgresql")
+    server = PostgresServer().start()
+    yield server
+    server.stop()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import threading
 from datetime import datetime, timedelta, timezone
 
@@ -14,7 +13,14 @@ import psycopg
 import pytest
 
 from conftest import WAIT_S, wait_for
-from servers import Gate, PostgresServer, free_port, http, postgres_bin, running, server_env
+from servers import (
+    Gate,
+    free_port,
+    http,
+    postgres_of_a_test,
+    running,
+    server_env,
+)
 from sqlchorus import Session
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.checkpoints import CheckpointFileError
@@ -29,13 +35,7 @@ QUESTION = "How many customers do we have?"
 
 @pytest.fixture(scope="module")
 def postgres():
-    if postgres_bin() is None:
-        if os.environ.get("SQLCHORUS_REQUIRE_POSTGRES"):
-            pytest.fail("PostgreSQL's server programs are not installed, and this run requires them.")
-        pytest.skip("PostgreSQL's server programs (initdb, pg_ctl) are not installed: apt-get install postgresql")
-    server = PostgresServer().start()
-    yield server
-    server.stop()
+    yield from postgres_of_a_test()
 
 
 def test_a_run_kept_in_postgresql_is_opened_stepped_and_replayed(postgres, tmp_path):

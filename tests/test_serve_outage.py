@@ -5,7 +5,6 @@ and a server with as many runs as it takes."""
 from __future__ import annotations
 
 import asyncio
-import os
 
 import httpx
 import psycopg
@@ -14,11 +13,10 @@ import pytest
 from conftest import wait_for
 from servers import (
     Gate,
-    PostgresServer,
     free_port,
     halt_postgres,
     http,
-    postgres_bin,
+    postgres_of_a_test,
     restart_postgres,
     running,
     server_env,
@@ -31,13 +29,7 @@ FINISHED = {"done", "failed", "cancelled"}
 @pytest.fixture
 def postgres():
     # A server of the test's own: tests here stop it.
-    if postgres_bin() is None:
-        if os.environ.get("SQLCHORUS_REQUIRE_POSTGRES"):
-            pytest.fail("PostgreSQL's server programs are not installed, and this run requires them.")
-        pytest.skip("PostgreSQL's server programs (initdb, pg_ctl) are not installed: apt-get install postgresql")
-    server = PostgresServer().start()
-    yield server
-    server.stop()
+    yield from postgres_of_a_test()
 
 
 def _serve(folder, checkpoints, gates, *extra, **env):
