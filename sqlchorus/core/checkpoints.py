@@ -306,10 +306,6 @@ class RunRecords:
         self._write("UPDATE sqlchorus_status SET cancel = 1 WHERE thread_id = ?", (thread_id,))
         return True
 
-    def touch(self, thread_id: str) -> None:
-        """Record that ``thread_id`` is still running."""
-        self._write("UPDATE sqlchorus_status SET updated = ? WHERE thread_id = ?", (_now(), thread_id))
-
     def cancel_requested(self, thread_id: str) -> bool:
         """Whether a server asked for ``thread_id`` to stop."""
         rows = self._rows("SELECT cancel FROM sqlchorus_status WHERE thread_id = ?", (thread_id,))

@@ -29,6 +29,12 @@ class UnsafeBindingError(SqlchorusError):
     kind = "unsafe_binding"
 
 
+def client_of(request: Any) -> str | None:
+    """Who sent ``request``, for the per-client share of each database's statement workers: its
+    remote address."""
+    return request.client.host if request.client else None
+
+
 def is_loopback(host: str) -> bool:
     """Whether ``host`` is reachable from this machine only."""
     if host.strip().lower() == "localhost":
@@ -106,7 +112,10 @@ def install_error_handlers(app: Any, extra: Mapping[type[BaseException], tuple[i
         return handle
 
     async def refused(request: Any, e: SqlchorusError) -> JSONResponse:
-        return error_response(e.http_status, e.kind, str(e))
+        response = error_response(e.http_status, e.kind, str(e))
+        if getattr(e, "retry_after_s", None) is not None:  # a refusal that passes: say when to try again
+            response.headers["Retry-After"] = str(e.retry_after_s)
+        return response
 
     async def invalid(request: Any, e: RequestValidationError) -> JSONResponse:
         errors = e.errors()

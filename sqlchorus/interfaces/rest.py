@@ -33,13 +33,11 @@ from pydantic import BaseModel, Field
 from sse_starlette.sse import EventSourceResponse
 
 from sqlchorus.core.checkpoints import FINISHED
-from sqlchorus.interfaces.http_guard import Guard, error_response, install_error_handlers
+from sqlchorus.interfaces.http_guard import Guard, client_of, error_response, install_error_handlers
 from sqlchorus.runs.service import (
     LiveRun,
-    QueueFullError,
     RunService,
     ServiceError,
-    StoreUnavailableError,
     model_failure,
 )
 
@@ -61,12 +59,6 @@ class ErrorBody(BaseModel):
     message: str
 
 
-def client_of(request: Request) -> str | None:
-    """Who sent ``request``, for the per-client share of each database's statement workers: its
-    remote address."""
-    return request.client.host if request.client else None
-
-
 def trace_context(request: Request) -> Any:
     """The caller's trace context from a W3C ``traceparent`` header, or None."""
     if "traceparent" not in request.headers:
@@ -86,15 +78,6 @@ def create_app(service: RunService, *, token: str | None = None, max_body_bytes:
     app.state.service = service
 
     install_error_handlers(app)
-
-    async def retry_later(request: Request, e: Any) -> JSONResponse:
-        # A refusal that passes: the client is told when to try again.
-        response = error_response(e.http_status, e.kind, str(e))
-        response.headers["Retry-After"] = str(e.retry_after_s)
-        return response
-
-    app.add_exception_handler(StoreUnavailableError, retry_later)
-    app.add_exception_handler(QueueFullError, retry_later)
 
     @app.get("/docs", include_in_schema=False)
     async def docs() -> HTMLResponse:

@@ -36,7 +36,7 @@ from sqlchorus.core.checkpoints import UnknownRunError
 from sqlchorus.core.trace_file import read_spans
 from sqlchorus.core.tracing import valid_run_id
 from sqlchorus.graph.build import build_graph
-from sqlchorus.interfaces.http_guard import Guard, install_error_handlers
+from sqlchorus.interfaces.http_guard import Guard, client_of, install_error_handlers
 from sqlchorus.runs.debugger import DebugError, Debugger
 from sqlchorus.runs.run_index import (
     MAX_SPANS,
@@ -437,7 +437,7 @@ def create_app(service: RunService, index: RunIndex, *, token: str | None = None
     @app.post("/api/live")
     async def live(body: Question, request: Request) -> dict[str, Any]:
         started = await asyncio.to_thread(service.start, body.question, body.database, body.evidence,
-                                          client=request.client.host if request.client else None)
+                                          client=client_of(request))
         return {"run_id": started.run_id}
 
     @app.get("/api/live/{run_id}/events")

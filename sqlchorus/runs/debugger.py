@@ -19,7 +19,7 @@ import typing
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -574,16 +574,6 @@ class Debugger:
         config = self.graph.update_state(config, update, as_node=writer)
         self.config = {"configurable": {k: v for k, v in config["configurable"].items() if k != routing.KEEP_NEXT}}
         return self.config["configurable"]["checkpoint_id"]
-
-    def _routes(self, writer: str, state: dict[str, Any]) -> list[tuple[Any, str]]:
-        class _Runtime:  # what a router reads: the context
-            context = self.context
-
-        router = ROUTED[writer]
-        if writer == "link_schema":
-            by_name = {name: GENERATORS[name].node for name in self.settings.generators}
-            router = partial(routing.fan_out_generators, nodes=by_name)
-        return router(state, _Runtime)
 
     def _writer(self, snap: Any) -> str:
         """The node whose update made ``snap`` (the input's for a run not started); an edit's

@@ -78,27 +78,31 @@ QUEUE_RETRY_AFTER_S = 2
 _log = logging.getLogger(__name__)
 
 
-class StoreUnavailableError(ServiceError):
-    """The checkpoint store (the shared database) cannot be reached: a request that needs it is
-    refused at once; ``retry_after_s`` says when to try again."""
+class _TryLater(ServiceError):
+    """A refusal that passes: ``retry_after_s`` says when to try again (an HTTP server sends it
+    as ``Retry-After``)."""
 
-    kind = "store_unavailable"
-    http_status = 503
-
-    def __init__(self, message: str, retry_after_s: int = 5):
+    def __init__(self, message: str, retry_after_s: int):
         super().__init__(message)
         self.retry_after_s = retry_after_s
 
 
-class QueueFullError(ServiceError):
+class StoreUnavailableError(_TryLater):
+    """The checkpoint store (the shared database) cannot be reached: a request that needs it is
+    refused at once."""
+
+    kind = "store_unavailable"
+    http_status = 503
+
+
+class QueueFullError(_TryLater):
     """The server has as many runs, running and queued, as it takes."""
 
     kind = "queue_full"
     http_status = 429
 
     def __init__(self, message: str, retry_after_s: int = QUEUE_RETRY_AFTER_S):
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
+        super().__init__(message, retry_after_s)
 
 
 class AlreadyResumedError(RunFinishedError):
