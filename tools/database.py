@@ -58,12 +58,12 @@ from sqlchorus.tools.sql_errors import (
 )
 from sqlchorus.tools.sqlite_guard import (
     GuardState,
-    open_guarded,
     receive,
     run,
     send,
     worker_command,
 )
+from sqlchorus.tools.sqlite_open import open_checked
 from sqlchorus.tools.trace_content import ALL, METADATA, NONE, content_mode, rows_preview, set_value
 
 __all__ = [
@@ -485,20 +485,7 @@ class GuardedDatabase:
     # -- opening -----------------------------------------------------------------------------
 
     def _open(self) -> sqlite3.Connection:
-        if not self.path.exists():
-            raise DatabaseOpenError(f"No database at {self.path}: the file does not exist.")
-        if not self.path.is_file():
-            raise DatabaseOpenError(f"{self.path} is not a file.")
-        with open(self.path, "rb") as f:
-            header = f.read(16)
-        if header != b"SQLite format 3\x00":
-            raise DatabaseOpenError(
-                f"{self.path} is not a SQLite database (its header does not match)."
-            )
-        try:
-            return open_guarded(str(self.path), self._state, max_value_bytes=self._max_value_bytes)
-        except sqlite3.DatabaseError as e:
-            raise DatabaseOpenError(f"Cannot open {self.path} as a database: {e}") from e
+        return open_checked(str(self.path), self._state, max_value_bytes=self._max_value_bytes)
 
     def with_tracer(self, tracer: Any) -> GuardedDatabase:
         """A view of this database whose executions are child spans ``sql`` of ``tracer``.

@@ -84,15 +84,15 @@ from sqlchorus.tools.compare import (
 from sqlchorus.tools.errors import SqlchorusError
 from sqlchorus.tools.hardness_rules import HARDNESS_LEVELS
 from sqlchorus.tools.sql_errors import (
-    DatabaseOpenError,
     NotAQueryError,
     QueryTimeoutError,
     ResourceError,
     SqlError,
     sqlite_error,
 )
-from sqlchorus.tools.sqlite_guard import MAX_SQL_CHARS, GuardState, open_guarded
+from sqlchorus.tools.sqlite_guard import MAX_SQL_CHARS, GuardState
 from sqlchorus.tools.sqlite_guard import run as guarded_run
+from sqlchorus.tools.sqlite_open import open_checked
 
 __all__ = [
     "Verdict",
@@ -294,17 +294,8 @@ class _Reader:
     """
 
     def __init__(self, path: str):
-        if not os.path.isfile(path):
-            raise DatabaseOpenError(f"No database at {path}: the file does not exist.")
-        with open(path, "rb") as f:
-            header = f.read(16)
-        if header != b"SQLite format 3\x00":
-            raise DatabaseOpenError(f"{path} is not a SQLite database (its header does not match).")
         self.state = GuardState()
-        try:
-            self.conn = open_guarded(path, self.state, max_value_bytes=SCORING_MAX_BYTES)
-        except sqlite3.DatabaseError as e:
-            raise DatabaseOpenError(f"Cannot open {path} as a database: {e}") from e
+        self.conn = open_checked(path, self.state, max_value_bytes=SCORING_MAX_BYTES)
 
     def rows(self, sql: str, timeout_s: float) -> list[tuple[Any, ...]]:
         _check_query(sql)
