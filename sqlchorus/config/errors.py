@@ -70,3 +70,10 @@ class InvalidValueError(DebugError):
 
     kind = "invalid_value"
     http_status = 422
+
+
+class UnknownTableError(SqlchorusError):
+    """A table asked for by name is not in the database (the closest names are said)."""
+
+    kind = "unknown_table"
+    http_status = 404

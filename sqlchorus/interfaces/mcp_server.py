@@ -25,20 +25,18 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from sqlchorus.config.errors import SqlchorusError
+from sqlchorus.config.errors import SqlchorusError, UnknownTableError
 from sqlchorus.interfaces.http_guard import Guard
+from sqlchorus.runs.databases import EXECUTE_ROWS
 from sqlchorus.runs.integrations import TOOL_ROWS
 from sqlchorus.runs.service import RunService, ServiceError
 from sqlchorus.tools.json_values import json_value
 from sqlchorus.tools.schema import DatabaseSchema
-from sqlchorus.tools.schema_search import close_tables, search, table_detail
+from sqlchorus.tools.schema_search import search
 from sqlchorus.tools.views import render_view
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 """Every tool only reads: nothing it does changes a database."""
-EXECUTE_ROWS = 100
-"""Rows ``execute_sql`` returns by default."""
-MAX_EXECUTE_ROWS = 1000
 
 
 class AskOutput(BaseModel):
@@ -135,13 +133,10 @@ def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
     async def describe_table(table: str, database: str | None = None) -> dict[str, Any]:
         """Everything about one table: columns with types, keys, descriptions and sample
         values, foreign keys and row count."""
-        schema = await _schema(service, database)
-        found = schema.table(table)
-        if found is None:
-            near = close_tables(schema, table)
-            hint = f" Close names: {', '.join(near)}." if near else ""
-            raise ToolError(f"unknown_table: no table {table!r} in {schema.name}.{hint}")
-        return table_detail(found, "full")
+        try:
+            return await asyncio.to_thread(service.describe, table, database)
+        except (ServiceError, UnknownTableError) as e:
+            raise ToolError(f"{e.kind}: {e}") from None
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
     async def execute_sql(sql: str, database: str | None = None, max_rows: int = EXECUTE_ROWS) -> QueryOutput:
@@ -149,24 +144,18 @@ def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
         (1000 at most). Anything but a single read query is refused; errors come with a code:
         not_a_query, forbidden, timeout, resource, execution, too_long, too_deep."""
         try:
-            db = service.guarded(database)
-            result = await asyncio.to_thread(db.execute, sql, max_rows=max(1, min(int(max_rows), MAX_EXECUTE_ROWS)))
+            return QueryOutput(**await asyncio.to_thread(service.query, sql, database, max_rows))
         except SqlchorusError as e:
             return _failed(QueryOutput(), e.kind, str(e))
-        return QueryOutput(columns=result.columns, rows=[[json_value(v) for v in row] for row in result.rows],
-                           row_count=result.row_count, truncated=result.truncated,
-                           elapsed_ms=round(result.elapsed_ms, 3))
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
     async def validate_sql(sql: str, database: str | None = None) -> ValidateOutput:
         """Check one read query without running it: parse it, and have SQLite plan it (unknown
         tables or columns, syntax errors and refused statements are found). Returns the plan."""
         try:
-            db = service.guarded(database)
-            plan = await asyncio.to_thread(db.explain_query_plan, sql)
+            return ValidateOutput(valid=True, plan=await asyncio.to_thread(service.plan, sql, database))
         except SqlchorusError as e:
             return _failed(ValidateOutput(valid=False), e.kind, str(e))
-        return ValidateOutput(valid=True, plan=[str(row[-1]) for row in plan.rows])
 
     @server.resource("sqlchorus://databases/{database}/schema", mime_type="text/plain",
                      description="A database's schema: tables, columns, keys and sample values.")

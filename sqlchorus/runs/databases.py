@@ -7,10 +7,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlchorus.config.errors import ServiceError, UnknownDatabaseError
+from sqlchorus.config.errors import ServiceError, UnknownDatabaseError, UnknownTableError
 from sqlchorus.runs.session import Session
 from sqlchorus.tools.database import GuardedDatabase
+from sqlchorus.tools.json_values import json_value
 from sqlchorus.tools.schema import DatabaseSchema
+from sqlchorus.tools.schema_search import close_tables, table_detail
 
 
 def database_ids(paths: Sequence[str | Path]) -> dict[str, Path]:
@@ -27,6 +29,12 @@ def database_ids(paths: Sequence[str | Path]) -> dict[str, Path]:
                                "Give files of different names.")
         ids[db_id] = Path(path)
     return ids
+
+
+EXECUTE_ROWS = 100
+"""Rows a query from a tool returns unless asked for more."""
+MAX_EXECUTE_ROWS = 1000
+"""Rows a query from a tool returns at most."""
 
 
 class Databases:
@@ -73,3 +81,39 @@ class Databases:
     def guarded(self, database: str | None) -> GuardedDatabase:
         """The guarded database of ``database``: the only way a request reaches its data."""
         return self.session.database(self.resolve(database)[1]).db
+
+    # -- what the tools of the MCP server and the LangChain toolkit do -----------------------
+
+    def describe(self, table: str, database: str | None = None) -> dict[str, Any]:
+        """Everything about one table (:func:`~sqlchorus.tools.schema_search.table_detail`, full).
+
+        Raises:
+            UnknownTableError: no such table (the closest names are said).
+        """
+        schema = self.schema(database)
+        found = schema.table(table)
+        if found is None:
+            near = close_tables(schema, table)
+            raise UnknownTableError(f"no table {table!r} in {schema.name}."
+                                    + (f" Close names: {', '.join(near)}." if near else ""))
+        return table_detail(found, "full")
+
+    def query(self, sql: str, database: str | None = None, max_rows: int = EXECUTE_ROWS) -> dict[str, Any]:
+        """One read query through the guard: its columns, rows (``max_rows``, within 1 and
+        :data:`MAX_EXECUTE_ROWS`) as JSON values, row count, whether rows were cut, milliseconds.
+
+        Raises:
+            sqlchorus.tools.sql_errors.SqlError: the guard refused the query, or it failed.
+        """
+        result = self.guarded(database).execute(sql, max_rows=max(1, min(int(max_rows), MAX_EXECUTE_ROWS)))
+        return {"columns": result.columns, "rows": [[json_value(v) for v in row] for row in result.rows],
+                "row_count": result.row_count, "truncated": result.truncated,
+                "elapsed_ms": round(result.elapsed_ms, 3)}
+
+    def plan(self, sql: str, database: str | None = None) -> list[str]:
+        """SQLite's plan of one read query, a step a line, without running it.
+
+        Raises:
+            sqlchorus.tools.sql_errors.SqlError: the query would not run.
+        """
+        return [str(row[-1]) for row in self.guarded(database).explain_query_plan(sql).rows]

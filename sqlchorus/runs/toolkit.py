@@ -21,17 +21,11 @@ from pydantic import BaseModel, Field
 
 from sqlchorus.config.errors import SqlchorusError
 from sqlchorus.config.settings import Settings
-from sqlchorus.runs.databases import Databases, database_ids
+from sqlchorus.runs.databases import EXECUTE_ROWS, MAX_EXECUTE_ROWS, Databases, database_ids
 from sqlchorus.runs.demo import demo_db_path
 from sqlchorus.runs.integrations import TOOL_ROWS, ask_tool
 from sqlchorus.runs.session import Session
-from sqlchorus.tools.json_values import json_value
-from sqlchorus.tools.schema_search import close_tables, search, table_detail
-
-EXECUTE_ROWS = 100
-"""Rows ``execute_sql`` returns unless asked for more."""
-MAX_EXECUTE_ROWS = 1000
-"""Rows ``execute_sql`` returns at most."""
+from sqlchorus.tools.schema_search import search
 
 
 class _DatabaseArg(BaseModel):
@@ -104,24 +98,13 @@ def as_tools(*dbs: str | Path, model: Any = None, settings: Settings | None = No
         return search(databases.schema(database), pattern, detail)
 
     def describe_table(table: str, database: str | None = None) -> dict[str, Any]:
-        schema = databases.schema(database)
-        found = schema.table(table)
-        if found is None:
-            near = close_tables(schema, table)
-            raise ToolException(f"unknown_table: no table {table!r} in {schema.name}."
-                                + (f" Close names: {', '.join(near)}." if near else ""))
-        return table_detail(found, "full")
+        return databases.describe(table, database)
 
     def execute_sql(sql: str, database: str | None = None, max_rows: int = EXECUTE_ROWS) -> dict[str, Any]:
-        db = databases.guarded(database)
-        result = db.execute(sql, max_rows=max(1, min(int(max_rows), MAX_EXECUTE_ROWS)))
-        return {"columns": result.columns, "rows": [[json_value(v) for v in row] for row in result.rows],
-                "row_count": result.row_count, "truncated": result.truncated}
+        return databases.query(sql, database, max_rows)
 
     def validate_sql(sql: str, database: str | None = None) -> dict[str, Any]:
-        db = databases.guarded(database)
-        plan = db.explain_query_plan(sql)
-        return {"valid": True, "plan": [str(row[-1]) for row in plan.rows]}
+        return {"valid": True, "plan": databases.plan(sql, database)}
 
     class _AskArgs(_DatabaseArg):
         question: str = Field(description="The question about the database, in plain language.")
