@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlchorus
+from sqlchorus.config.presets import BALANCED_QUESTION_TOKENS
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.budget import NAMES, PROMPT_RESERVE, schema_budget, schema_view
 from sqlchorus.core.dependencies import DatabaseResources, Dependencies
@@ -392,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
         both = report["recall"].values()
         report["goals"] = {
             "no_call_over_budget": report["max_call_tokens"] <= report["budget"] and report["over_budget_calls"] == 0,
-            "balanced_under_32000": balanced is not None and report["balanced_tokens_per_question"] < 32_000,
+            "balanced_under_32000": balanced is not None and report["balanced_tokens_per_question"] < BALANCED_QUESTION_TOKENS,
             "recall_at_least_0.99": all((r["gold_column_recall"] or 0) >= 0.99 for r in both),
             "every_gold_column_at_least_0.97": all((r["questions_with_every_gold_column"] or 0) >= 0.97 for r in both),
         }

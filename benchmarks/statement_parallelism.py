@@ -105,7 +105,8 @@ def one_run(path: Path, workers: int, depth: int, clients: list[str]) -> dict[st
         lookup_ms = (time.perf_counter() - t0) * 1000
         for thread in threads:
             thread.join()
-    return {"cheap_ms": cheap_ms, "lookup_ms": lookup_ms, "ends_s": sorted(ends)}
+        client_workers = db.client_workers
+    return {"cheap_ms": cheap_ms, "lookup_ms": lookup_ms, "ends_s": sorted(ends), "client_workers": client_workers}
 
 
 def summary(runs: list[dict[str, object]]) -> dict[str, object]:
@@ -138,7 +139,7 @@ def main() -> None:
     figures: dict[str, object] = {}
     for name, (workers, clients) in configs.items():
         runs = [one_run(path, workers, depth, clients) for _ in range(args.runs)]
-        figures[name] = {"workers": workers, "client_workers": math.ceil(workers / 2), **summary(runs)}
+        figures[name] = {"workers": workers, "client_workers": runs[0]["client_workers"], **summary(runs)}
     print(json.dumps({
         "benchmark": "statement_parallelism",
         "database": path.stem,

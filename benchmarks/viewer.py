@@ -281,7 +281,8 @@ def eval_page(args, folder: Path, shots: Path, p) -> dict:
                                  f" === {args.questions}")[1])
             by_text.append(painted(page, "const t = document.getElementById('filter-q'); t.value = 'singer';"
                                          " t.dispatchEvent(new Event('input'));",
-                                   "!/^1,?034 of/.test(document.getElementById('eval-count').textContent)")[1])
+                                   f"!/^{args.questions:,} of|^{args.questions} of/"
+                                   ".test(document.getElementById('eval-count').textContent)")[1])
         out["searched_shown"] = page.locator("#eval-count").inner_text()
         page.evaluate("() => { const t = document.getElementById('filter-q'); t.value = '';"
                       " t.dispatchEvent(new Event('input')); }")

@@ -312,14 +312,39 @@ def select_file(
     deps = selector(model, settings)
     settings = deps.settings
     base = Path(path).resolve().parent
-    schemas: dict[Path, DatabaseSchema] = {}
+    opened = _OpenDatabases(settings)
     try:
-        yield from _select_lines(path, base, deps, settings, schemas)
+        yield from _select_lines(path, base, deps, opened)
     finally:
+        opened.close()
         deps.close()
 
 
-def _read_lines(path, base, settings, schemas, checks) -> Iterator[tuple[int, dict[str, Any] | None, Any]]:
+class _OpenDatabases:
+    """The databases a file's lines name, each opened (its worker processes started) and
+    introspected once for the whole file."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.dbs: dict[Path, tuple[GuardedDatabase, DatabaseSchema]] = {}
+
+    def get(self, db_path: Path) -> tuple[GuardedDatabase, DatabaseSchema]:
+        if db_path not in self.dbs:
+            db = _open_path(db_path, self.settings)
+            try:
+                self.dbs[db_path] = (db, introspect(db, sample_values=self.settings.sample_values))
+            except BaseException:
+                db.close()
+                raise
+        return self.dbs[db_path]
+
+    def close(self) -> None:
+        for db, _ in self.dbs.values():
+            db.close()
+        self.dbs.clear()
+
+
+def _read_lines(path, base, opened, checks) -> Iterator[tuple[int, dict[str, Any] | None, Any]]:
     """Each usable line as ``(n, item, (db_path, checked))``; an unusable one as ``(n, None, error)``.
     With ``checks``, every candidate is run here and its record kept."""
     with open(path, encoding="utf-8") as f:
@@ -338,10 +363,7 @@ def _read_lines(path, base, settings, schemas, checks) -> Iterator[tuple[int, di
                 db_path = _db_path(str(item["db"]), base)
                 checked = None
                 if checks:
-                    with _open_path(db_path, settings) as db:
-                        if db_path not in schemas:
-                            schemas[db_path] = introspect(db, sample_values=settings.sample_values)
-                        checked = check(db, item["candidates"])
+                    checked = check(opened.get(db_path)[0], item["candidates"])
             except (ValueError, SqlError) as e:
                 yield n, None, getattr(e, "message", None) or str(e)
                 continue
@@ -354,11 +376,11 @@ def _open_path(db_path: str | os.PathLike[str], settings: Settings) -> GuardedDa
                            max_bytes=settings.max_bytes, workers=settings.statement_workers)
 
 
-def _select_lines(path, base, deps, settings, schemas) -> Iterator[dict[str, Any]]:
+def _select_lines(path, base, deps, opened) -> Iterator[dict[str, Any]]:
     # Without a selection model the vote weighs each system (candidate position) by its agreement
     # with the others over the whole file: every line is run first, then chosen.
     no_model = deps.models.get("selection") is None
-    lines = list(_read_lines(path, base, settings, schemas, checks=True)) if no_model else None
+    lines = list(_read_lines(path, base, opened, checks=True)) if no_model else None
     weights: dict[int, list[float] | None] = {}
     if lines is not None:
         by_size: dict[int, list[list[dict[str, Any]]]] = {}
@@ -366,18 +388,16 @@ def _select_lines(path, base, deps, settings, schemas) -> Iterator[dict[str, Any
             if item is not None:
                 by_size.setdefault(len(extra[1]), []).append(extra[1])
         weights = {size: agreement_weights(runs) for size, runs in by_size.items()}
-    for n, item, extra in lines if lines is not None else _read_lines(path, base, settings, schemas, checks=False):
+    for n, item, extra in lines if lines is not None else _read_lines(path, base, opened, checks=False):
         if item is None:
             yield {"line": n, "error": extra}
             continue
         db_path, checked = extra
         try:
-            with _open_path(db_path, settings) as db:
-                if db_path not in schemas:
-                    schemas[db_path] = introspect(db, sample_values=settings.sample_values)
-                result = select(db, item["question"], item["candidates"], item.get("evidence") or "",
-                                schema=schemas[db_path], dependencies=deps, checked=checked,
-                                weights=weights.get(len(item["candidates"])))
+            db, schema = opened.get(db_path)
+            result = select(db, item["question"], item["candidates"], item.get("evidence") or "",
+                            schema=schema, dependencies=deps, checked=checked,
+                            weights=weights.get(len(item["candidates"])))
         except ModelConfigError:  # the model is unusable: every line would say so; stop once
             raise
         except (ValueError, SqlError) as e:
