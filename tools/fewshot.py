@@ -469,6 +469,10 @@ def _text(example: Mapping[str, Any]) -> str:
     return f"{example['question']} {example.get('evidence') or ''}".strip()
 
 
+RANKINGS_KEPT = 256
+"""Questions whose ranking a retriever keeps (then it starts again)."""
+
+
 class Retriever:
     """Ranks a pool's examples by how similar each is to a question, most similar first.
 
@@ -493,6 +497,7 @@ class Retriever:
         self._vectors = [self._weigh(c) for c in counts]
         self._features = [sql_features(ex["sql"]) if ex.get("sql") else frozenset() for ex in self.examples]
         self._embedded: Any = None
+        self._ranked: dict[tuple[str, str], list[int]] = {}
 
     def _weigh(self, counts: Counter[str]) -> dict[str, float]:
         vector = {w: (1 + math.log(k)) * self._idf.get(w, math.log(1 + len(self.examples)) + 1.0) for w, k in counts.items()}
@@ -526,16 +531,21 @@ class Retriever:
         with the same wording) is never among them."""
         if k <= 0:
             return []
-        has_hint = bool((evidence or "").strip())
-        asked = _normalise(question)
-        ranked = sorted(
-            (
+        # A question's prompts ask again and again (N-rep: every format and view of every
+        # sample): its ranking is made once.
+        ranked = self._ranked.get((question, evidence))
+        if ranked is None:
+            has_hint = bool((evidence or "").strip())
+            asked = _normalise(question)
+            ranked = [i for *_, i in sorted(
                 (-round(score, 9), bool((ex.get("evidence") or "").strip()) != has_hint, i)
                 for i, (ex, score) in enumerate(zip(self.examples, self.scores(question, evidence)))
                 if _normalise(ex["question"]) != asked
-            )
-        )
-        return [dict(self.examples[i]) for *_, i in ranked[:k]]
+            )]
+            if len(self._ranked) >= RANKINGS_KEPT:
+                self._ranked.clear()
+            self._ranked[(question, evidence)] = ranked
+        return [dict(self.examples[i]) for i in ranked[:k]]
 
 
 def _unit(vector: Any) -> list[float]:
@@ -560,7 +570,7 @@ def retrieve(name: str, question: str, k: int, *, evidence: str = "", settings: 
     loads, otherwise lexically. The retriever of a pool is built once per process."""
     examples = pool_for(name, settings)
     model = getattr(settings, "value_embedder", None)
-    key = (id(examples), tuple(ex["question"] for ex in examples), model)
+    key = (tuple(ex["question"] for ex in examples), tuple(ex["sql"] for ex in examples), model)
     retriever = _RETRIEVERS.get(key)
     if retriever is None:
         retriever = Retriever(examples, embedder(model))
