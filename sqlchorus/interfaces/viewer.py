@@ -129,7 +129,7 @@ class Viewer:
         spans = read_spans(path, MAX_SPANS)
         answered = [u for u in span_usage(spans) if u["node"] and "cost_usd" in u]
         read = {"summary": summarise(run_id, group, spans).to_dict(), "rows": waterfall(spans),
-                "path": path_taken(spans), "answered": answered}
+                "path": path_taken(spans), "answered": answered, "spans": spans}
         with self._lock:
             self._traces[key] = read
             while len(self._traces) > 8:
@@ -186,8 +186,7 @@ class Viewer:
         found = self.index.path_of(run_id)
         if found is None:
             raise UnknownRunError(f"No run {run_id!r}.")
-        spans = read_spans(found[1], MAX_SPANS)
-        info = span_info(spans, span_id)
+        info = span_info(self._read(run_id, *found)["spans"], span_id)  # the page's own read of the trace
         if info is None:
             raise UnknownRunError(f"Run {run_id} has no span {span_id!r}.")
         if attrs.SQLCHORUS_CALL_ID in info["attributes"]:  # a model call: its prompt and answer, as kept
