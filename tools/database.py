@@ -69,7 +69,7 @@ from sqlchorus.tools.trace_content import ALL, METADATA, NONE, content_mode, row
 __all__ = [
     "DEFAULT_MAX_BYTES", "DEFAULT_MAX_ROWS", "DEFAULT_TIMEOUT_S", "DEFAULT_WORKERS", "DatabaseOpenError",
     "ExecutionError",
-    "ForbiddenError", "GuardedDatabase", "KILL_GRACE_S", "NotAQueryError", "QueryResult", "QueryTimeoutError",
+    "Database", "ForbiddenError", "GuardedDatabase", "KILL_GRACE_S", "NotAQueryError", "QueryResult", "QueryTimeoutError",
     "ResourceError", "SqlError", "SqlTooDeepError", "SqlTooLongError", "check_single_query",
 ]
 
@@ -113,8 +113,9 @@ class QueryResult:
         return len(self.rows)
 
 
-def check_single_query(sql: str) -> exp.Expression:
-    """Parse ``sql`` as SQLite, within bounds, and require exactly one query statement.
+def check_single_query(sql: str, *, dialect: str = "sqlite") -> exp.Expression:
+    """Parse ``sql`` in ``dialect`` (sqlglot's name), within bounds, and require exactly one query
+    statement.
 
     Raises:
         NotAQueryError: empty text, a parse error, several statements, or a non-query statement;
@@ -123,7 +124,7 @@ def check_single_query(sql: str) -> exp.Expression:
     text = (sql or "").strip()
     if not text:
         raise NotAQueryError("The SQL text is empty.", sql=sql)
-    statements = sql_text.parse(text)
+    statements = sql_text.parse(text, dialect=dialect)
     if len(statements) != 1:
         raise NotAQueryError(
             f"Expected exactly one statement, found {len(statements)}.", sql=sql
@@ -418,7 +419,186 @@ class _Pool:
             worker.close()
 
 
-class GuardedDatabase:
+class Database:
+    """What every guarded database offers, whatever its engine.
+
+    An engine's class (:class:`GuardedDatabase` for SQLite, and the PostgreSQL and DuckDB ones)
+    sets :attr:`engine` and :attr:`dialect`, checks a statement in :meth:`check`, runs it in
+    :meth:`_execute`, and offers :meth:`lookup`, :meth:`explain_query_plan`, :meth:`close` and its
+    worker figures. Tracing, per-run views and default limits are shared here.
+
+    Attributes:
+        engine: the engine's name as OpenTelemetry's ``db.system`` spells it.
+        dialect: sqlglot's name for the engine's SQL.
+        name: the database's short name (a file's stem, a PostgreSQL database's name).
+        location: where the database is, without secrets (a path, or a URL with no password).
+        path: the database file, or None for a database on a server.
+    """
+
+    engine = "sqlite"
+    dialect = "sqlite"
+    path: Path | None = None
+    name: str = ""
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    max_rows: int = DEFAULT_MAX_ROWS
+    max_bytes: int = DEFAULT_MAX_BYTES
+    tracer: Any = None
+    client: Hashable | None = None
+
+    @property
+    def location(self) -> str:
+        return str(self.path) if self.path is not None else self.name
+
+    def with_tracer(self, tracer: Any) -> Database:
+        """A view of this database whose executions are child spans ``sql`` of ``tracer``.
+
+        The view shares the connection, the workers, the lock and the guard; only the tracer
+        is its own. A run traces through its own view, so concurrent runs on one database never
+        write per-run state onto it. Close the database, not its views.
+        """
+        view = copy.copy(self)
+        view.tracer = tracer
+        return view
+
+    def for_client(self, client: Hashable | None) -> Database:
+        """A view of this database whose statements count as ``client``'s (a server passes the
+        remote address or the token of a request): they run at most ``client_workers`` at once,
+        so one client cannot take every worker. None counts them as nobody's (no cap).
+
+        Like :meth:`with_tracer`'s, the view shares everything else; close the database, not it.
+        """
+        view = copy.copy(self)
+        view.client = client
+        return view
+
+    def check(self, sql: str) -> exp.Expression:
+        """The parsed statement, if it is one query this engine's guard lets run.
+
+        Raises:
+            NotAQueryError (SqlTooLongError, SqlTooDeepError), ForbiddenError.
+        """
+        return check_single_query(sql, dialect=self.dialect)
+
+    def execute(
+        self,
+        sql: str,
+        *,
+        timeout_s: float | None = None,
+        max_rows: int | None = None,
+        max_bytes: int | None = None,
+        parameters: tuple[Any, ...] | dict[str, Any] = (),
+        client: Hashable | None = None,
+    ) -> QueryResult:
+        """Run one read query under the guard and return its (capped) rows.
+
+        The time budget covers waiting for a free worker: a statement still waiting when its
+        budget is spent fails with :class:`QueryTimeoutError` without running. ``client`` (by
+        default the view's, see :meth:`for_client`) counts the statement as that client's.
+
+        Raises:
+            NotAQueryError (SqlTooLongError, SqlTooDeepError), ForbiddenError, QueryTimeoutError,
+            ResourceError, ExecutionError.
+        """
+        tree = self.check(sql)
+        return self._traced(sql, tree, timeout_s, max_rows, max_bytes, parameters, client)
+
+    def _limits(self, timeout_s: float | None, max_rows: int | None, max_bytes: int | None) -> tuple[float, int, int]:
+        """A statement's time budget and caps: its own, else this database's defaults."""
+        return (
+            self.timeout_s if timeout_s is None else timeout_s,
+            self.max_rows if max_rows is None else max_rows,
+            self.max_bytes if max_bytes is None else max_bytes,
+        )
+
+    def _traced(
+        self, sql: str, tree: exp.Expression, timeout_s, max_rows, max_bytes, parameters, client=None,
+    ) -> QueryResult:
+        tracer = self.tracer
+        if tracer is None:
+            return self._execute(sql, tree, timeout_s, max_rows, max_bytes, parameters, client)
+        with tracer.start_as_current_span(attrs.SQL_SPAN) as span:
+            span.set_attribute(attrs.DB_SYSTEM, self.engine)
+            span.set_attribute(attrs.DB_NAMESPACE, self.name)
+            span.set_attribute(attrs.DB_QUERY_TEXT, sql)
+            # OpenInference's kind: a statement run for the agent is a tool call.
+            span.set_attribute(attrs.OPENINFERENCE_KIND, attrs.KIND_TOOL)
+            content = content_mode(tracer)
+            if content != NONE:  # the statement is structure, not user data
+                set_value(span, "input", sql)
+            try:
+                result = self._execute(sql, tree, timeout_s, max_rows, max_bytes, parameters, client)
+            except SqlError as e:
+                span.set_attribute(attrs.SQL_ERROR, e.message)
+                span.set_attribute(attrs.SQL_ERROR_KIND, e.kind)
+                span.set_attribute(attrs.ERROR_TYPE, e.kind)
+                span.set_status(Status(StatusCode.ERROR, e.message[:300]))
+                raise
+            span.set_status(Status(StatusCode.OK))
+            span.set_attribute(attrs.DB_RETURNED_ROWS, result.row_count)
+            span.set_attribute(attrs.SQL_ROWS, result.row_count)
+            span.set_attribute(attrs.SQL_TRUNCATED, result.truncated)
+            span.set_attribute(attrs.SQL_ELAPSED_MS, round(result.elapsed_ms, 3))
+            if content == ALL:
+                set_value(span, "output", rows_preview(result.columns, result.rows))
+            elif content == METADATA:
+                set_value(span, "output", {"columns": list(result.columns), "row_count": result.row_count})
+            return result
+
+    def _execute(
+        self,
+        sql: str,
+        tree: exp.Expression,
+        timeout_s: float | None,
+        max_rows: int | None,
+        max_bytes: int | None,
+        parameters: tuple[Any, ...] | dict[str, Any],
+        client: Hashable | None = None,
+    ) -> QueryResult:
+        raise NotImplementedError
+
+    def lookup(
+        self,
+        sql: str,
+        *,
+        timeout_s: float | None = None,
+        max_rows: int | None = None,
+        max_bytes: int | None = None,
+        parameters: tuple[Any, ...] | dict[str, Any] = (),
+    ) -> QueryResult:
+        """Run one read query that sqlchorus wrote itself (schema lookups, sample values, the
+        value index's reads) under the same guard; a query from a model or a user always goes
+        through :meth:`execute`."""
+        raise NotImplementedError
+
+    def explain_query_plan(self, sql: str, *, timeout_s: float | None = None) -> QueryResult:
+        """The engine's plan of one read query, under the same guard; the last column of each
+        row is a line of the plan."""
+        raise NotImplementedError
+
+    @property
+    def workers(self) -> int:
+        """Statements that run at once on this database at most."""
+        raise NotImplementedError
+
+    @property
+    def client_workers(self) -> int:
+        """Statements one client runs at once on this database at most."""
+        raise NotImplementedError
+
+    def worker_status(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class GuardedDatabase(Database):
     """A read-only, authorizer-guarded, time- and size-bounded SQLite database.
 
     Args:
@@ -487,28 +667,6 @@ class GuardedDatabase:
     def _open(self) -> sqlite3.Connection:
         return open_checked(str(self.path), self._state, max_value_bytes=self._max_value_bytes)
 
-    def with_tracer(self, tracer: Any) -> GuardedDatabase:
-        """A view of this database whose executions are child spans ``sql`` of ``tracer``.
-
-        The view shares the connection, the workers, the lock and the guard; only the tracer
-        is its own. A run traces through its own view, so concurrent runs on one database never
-        write per-run state onto it. Close the database, not its views.
-        """
-        view = copy.copy(self)
-        view.tracer = tracer
-        return view
-
-    def for_client(self, client: Hashable | None) -> GuardedDatabase:
-        """A view of this database whose statements count as ``client``'s (a server passes the
-        remote address or the token of a request): they run at most ``client_workers`` at once,
-        so one client cannot take every worker. None counts them as nobody's (no cap).
-
-        Like :meth:`with_tracer`'s, the view shares everything else; close the database, not it.
-        """
-        view = copy.copy(self)
-        view.client = client
-        return view
-
     @property
     def workers(self) -> int:
         """Worker processes at most: statements that run at once on this database at most."""
@@ -527,29 +685,6 @@ class GuardedDatabase:
         return self._pool.status()
 
     # -- executing ---------------------------------------------------------------------------
-
-    def execute(
-        self,
-        sql: str,
-        *,
-        timeout_s: float | None = None,
-        max_rows: int | None = None,
-        max_bytes: int | None = None,
-        parameters: tuple[Any, ...] | dict[str, Any] = (),
-        client: Hashable | None = None,
-    ) -> QueryResult:
-        """Run one read query in a worker process and return its (capped) rows.
-
-        The time budget covers waiting for a free worker: a statement still waiting when its
-        budget is spent fails with :class:`QueryTimeoutError` without running. ``client`` (by
-        default the view's, see :meth:`for_client`) counts the statement as that client's.
-
-        Raises:
-            NotAQueryError (SqlTooLongError, SqlTooDeepError), ForbiddenError, QueryTimeoutError,
-            ResourceError, ExecutionError.
-        """
-        tree = check_single_query(sql)
-        return self._traced(sql, tree, timeout_s, max_rows, max_bytes, parameters, client)
 
     def lookup(
         self,
@@ -570,7 +705,7 @@ class GuardedDatabase:
         Raises:
             the same errors as :meth:`execute`.
         """
-        tree = check_single_query(sql)
+        tree = self.check(sql)
         budget, row_cap, byte_cap = self._limits(timeout_s, max_rows, max_bytes)
         with self._lock:
             try:
@@ -579,48 +714,6 @@ class GuardedDatabase:
             except sqlite3.Error as e:
                 raise self._classify(str(e), self._state.refused, sql, tree, budget) from e
         return QueryResult(sql=sql, columns=columns, rows=rows, truncated=truncated, elapsed_ms=elapsed)
-
-    def _limits(self, timeout_s: float | None, max_rows: int | None, max_bytes: int | None) -> tuple[float, int, int]:
-        """A statement's time budget and caps: its own, else this database's defaults."""
-        return (
-            self.timeout_s if timeout_s is None else timeout_s,
-            self.max_rows if max_rows is None else max_rows,
-            self.max_bytes if max_bytes is None else max_bytes,
-        )
-
-    def _traced(
-        self, sql: str, tree: exp.Expression, timeout_s, max_rows, max_bytes, parameters, client=None,
-    ) -> QueryResult:
-        tracer = self.tracer
-        if tracer is None:
-            return self._execute(sql, tree, timeout_s, max_rows, max_bytes, parameters, client)
-        with tracer.start_as_current_span(attrs.SQL_SPAN) as span:
-            span.set_attribute(attrs.DB_SYSTEM, "sqlite")
-            span.set_attribute(attrs.DB_NAMESPACE, self.name)
-            span.set_attribute(attrs.DB_QUERY_TEXT, sql)
-            # OpenInference's kind: a statement run for the agent is a tool call.
-            span.set_attribute(attrs.OPENINFERENCE_KIND, attrs.KIND_TOOL)
-            content = content_mode(tracer)
-            if content != NONE:  # the statement is structure, not user data
-                set_value(span, "input", sql)
-            try:
-                result = self._execute(sql, tree, timeout_s, max_rows, max_bytes, parameters, client)
-            except SqlError as e:
-                span.set_attribute(attrs.SQL_ERROR, e.message)
-                span.set_attribute(attrs.SQL_ERROR_KIND, e.kind)
-                span.set_attribute(attrs.ERROR_TYPE, e.kind)
-                span.set_status(Status(StatusCode.ERROR, e.message[:300]))
-                raise
-            span.set_status(Status(StatusCode.OK))
-            span.set_attribute(attrs.DB_RETURNED_ROWS, result.row_count)
-            span.set_attribute(attrs.SQL_ROWS, result.row_count)
-            span.set_attribute(attrs.SQL_TRUNCATED, result.truncated)
-            span.set_attribute(attrs.SQL_ELAPSED_MS, round(result.elapsed_ms, 3))
-            if content == ALL:
-                set_value(span, "output", rows_preview(result.columns, result.rows))
-            elif content == METADATA:
-                set_value(span, "output", {"columns": list(result.columns), "row_count": result.row_count})
-            return result
 
     def _execute(
         self,
@@ -702,7 +795,7 @@ class GuardedDatabase:
         Raises:
             NotAQueryError, ForbiddenError, QueryTimeoutError, ResourceError, ExecutionError.
         """
-        tree = check_single_query(sql)
+        tree = self.check(sql)
         return self._traced("EXPLAIN QUERY PLAN " + sql.strip(), tree, timeout_s, None, None, ())
 
     def introspection_connection(self) -> sqlite3.Connection:
@@ -723,12 +816,6 @@ class GuardedDatabase:
         self._pool.close()
         with self._lock:
             self._conn.close()
-
-    def __enter__(self) -> GuardedDatabase:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"GuardedDatabase({str(self.path)!r})"
