@@ -13,11 +13,18 @@ one run on the bundled demo database, every run with its trace file and SQLite c
   8 workers): the ceiling the server is compared with.
 * ``postgres_1`` and ``postgres_2``: 50 clients against one server, then two servers, sharing
   runs and checkpoints in a PostgreSQL server the benchmark starts (skipped without PostgreSQL).
+* ``beside_expensive``: an MCP server (``sqlchorus mcp --transport http``) is sent four
+  expensive statements at once (``execute_sql``: recursive CTEs of about ``--expensive-s``
+  seconds each alone) by another client (from 127.0.0.2), and meanwhile one client asks plain
+  questions (``ask``) one after another until the four have ended; over ``--rounds`` rounds it
+  gives the asks' p50/p95 and when each expensive statement ended. Once with one statement
+  worker per database (``--statement-workers 1``, how the servers ran statements before the
+  pool) and once with the default pool, in the same run.
 
 Prints one JSON line: p50/p95 latency of each, the added p50/p95 of REST and MCP over in-process,
 and the throughputs.
 
-    python benchmarks/serve.py [--requests 100] [--load 300]
+    python benchmarks/serve.py [--requests 100] [--load 300] [--rounds 5] [--expensive-s 2]
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -39,8 +47,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from servers import PostgresServer, free_port, postgres_bin, running, server_env  # noqa: E402
 from sqlchorus import Session  # noqa: E402
 from sqlchorus.config.settings import Settings  # noqa: E402
-from sqlchorus.runs.demo import load_demo_questions  # noqa: E402
+from sqlchorus.runs.demo import demo_db_path, load_demo_questions  # noqa: E402
 from sqlchorus.testing import oracle_model  # noqa: E402
+from sqlchorus.tools.database import GuardedDatabase  # noqa: E402
 
 CLIENTS = 50
 
@@ -91,15 +100,99 @@ def load(bases: list[str], questions: list[str], total: int) -> tuple[list[float
     return asyncio.run(main())
 
 
+EXPENSIVE = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < {depth}) SELECT count(*) FROM c"
+EXPENSIVE_BUDGET_S = 600.0
+"""The expensive statements' budget: far past their length, so that each ends by itself."""
+
+
+def calibrate(seconds: float) -> tuple[int, float]:
+    """The recursion depth whose statement takes about ``seconds`` alone on the demo database."""
+    with GuardedDatabase(demo_db_path(), timeout_s=EXPENSIVE_BUDGET_S, workers=1) as db:
+        db.execute("SELECT 1")
+        depth, took = 100_000, 0.0
+        for _ in range(12):  # bounded: each round grows the depth towards the target
+            start = time.perf_counter()
+            db.execute(EXPENSIVE.format(depth=depth))
+            took = time.perf_counter() - start
+            if took >= seconds * 0.9:
+                break
+            depth = int(depth * min(10.0, max(1.2, seconds / max(took, 1e-3))))
+        return depth, took
+
+
+def beside_expensive(root: Path, statement_workers: int, depth: int, rounds: int,
+                     questions: list[str]) -> dict[str, Any]:
+    """Plain asks from one client while another runs four expensive statements, on one MCP server."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    folder = root / f"beside-{statement_workers}"
+    folder.mkdir()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    args = [*server_args("mcp", folder, port, str(folder / "cp.sqlite")), "--statement-workers", str(statement_workers),
+            "--timeout", str(EXPENSIVE_BUDGET_S)]
+
+    async def rounds_of_asks() -> tuple[list[float], list[list[float]]]:
+        asks: list[float] = []
+        ends: list[list[float]] = []
+        # The expensive statements come from another address: a server counts a client's
+        # statements by its remote address, and one client holds at most half of the workers.
+        other = httpx2.AsyncClient(transport=httpx2.AsyncHTTPTransport(local_address="127.0.0.2"),
+                                   timeout=httpx2.Timeout(EXPENSIVE_BUDGET_S))
+        async with other, Client(streamable_http_client(url)) as asker, \
+                Client(streamable_http_client(url, http_client=other)) as heavy:
+            assert not (await asker.call_tool("ask", {"question": questions[0]})).is_error
+            for _ in range(rounds):
+                start = time.perf_counter()
+                ended: list[float] = []
+
+                async def expensive() -> None:
+                    called = await heavy.call_tool("execute_sql", {"sql": EXPENSIVE.format(depth=depth)})
+                    assert not called.is_error, called.content
+                    ended.append(time.perf_counter() - start)
+
+                tasks = [asyncio.create_task(expensive()) for _ in range(4)]
+                await asyncio.sleep(0.2)  # the four are under way
+                i = 0
+                while len(ended) < 4 and i < 1000:  # bounded: the four end within their budget
+                    question = questions[i % len(questions)]
+                    i += 1
+                    asked = time.perf_counter()
+                    called = await asker.call_tool("ask", {"question": question})
+                    assert not called.is_error, called.content
+                    # Every ask sent while the four were under way counts (the loop sends none after).
+                    asks.append(time.perf_counter() - asked)
+                await asyncio.gather(*tasks)
+                ends.append(sorted(ended))
+        return asks, ends
+
+    with running(args, folder, server_env(folder), url):
+        asks, ends = asyncio.run(rounds_of_asks())
+    return {"statement_workers": statement_workers, "asks": summary(asks),
+            "expensive_end_s": [round(statistics.median(r[k] for r in ends), 2) for k in range(4)]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=100, help="sequential questions per interface")
     parser.add_argument("--load", type=int, default=300, help="questions in each 50-client load")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of four expensive statements")
+    parser.add_argument("--expensive-s", type=float, default=2.0, help="an expensive statement's length alone")
+    parser.add_argument("--only", choices=["beside_expensive"], help="run only this part")
     args = parser.parse_args()
     gold = {q["question"]: q["sql"] for q in load_demo_questions()}
     questions = list(gold)
     root = Path(tempfile.mkdtemp(prefix="sqlchorus-bench-serve-"))
     out: dict[str, Any] = {"model": "scripted, zero latency", "database": "demo", "clients": CLIENTS}
+    depth, alone = calibrate(args.expensive_s)
+    out["beside_expensive"] = {"expensive_alone_s": round(alone, 2), "cpus": os.cpu_count(), "rounds": args.rounds,
+                               **{f"workers_{n}": beside_expensive(root, n, depth, args.rounds, questions)
+                                  for n in (1, 4)}}
+    if args.only:
+        print(json.dumps(out))
+        return
 
     # One question at a time through each interface, taken in turn (in process, REST, MCP) so
     # that whatever else the machine does falls on all three alike.

@@ -128,3 +128,40 @@ def test_over_streamable_http_on_loopback_with_a_token(tmp_path):
                     return await _exercise(client)
 
         _check(asyncio.run(main()))
+
+
+ENDLESS = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
+"""A statement that never ends by itself: it runs until its budget stops it."""
+
+
+@pytest.mark.slow
+def test_one_clients_statements_leave_workers_for_another(tmp_path):
+    """Two statement workers; one client (127.0.0.2) sends two statements that run until their
+    budget stops them: it holds one worker, so another client's query runs at once, while both
+    of the first are still under way."""
+    import httpx2
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    budget_s = 20
+    args = [*_args(tmp_path), "--transport", "http", "--port", str(port), "--statement-workers", "2",
+            "--timeout", str(budget_s)]
+
+    async def scenario() -> tuple[dict, list[bool]]:
+        other = httpx2.AsyncClient(transport=httpx2.AsyncHTTPTransport(local_address="127.0.0.2"),
+                                   timeout=httpx2.Timeout(budget_s * 3))
+        async with other, Client(streamable_http_client(url)) as mine, \
+                Client(streamable_http_client(url, http_client=other)) as theirs:
+            heavy = [asyncio.create_task(theirs.call_tool("execute_sql", {"sql": ENDLESS})) for _ in range(2)]
+            await asyncio.sleep(1.0)  # both sent: one runs, one waits for its client's share
+            cheap = await asyncio.wait_for(mine.call_tool("execute_sql", {"sql": "SELECT count(*) FROM customers"}),
+                                           timeout=budget_s)
+            pending = [not task.done() for task in heavy]
+            ended = await asyncio.gather(*heavy)
+            assert all(e.is_error and e.structured_content["error"]["code"] == "timeout" for e in ended), ended
+            return cheap.structured_content, pending
+
+    with running(args, tmp_path, server_env(tmp_path), url):
+        cheap, pending = asyncio.run(scenario())
+    assert cheap["rows"] == [[62]] and cheap["error"] is None
+    assert pending == [True, True]

@@ -284,3 +284,32 @@ def test_resume_refuses_a_run_over_a_database_the_server_does_not_serve_and_foll
     assert http.get(f"{base}/v1/runs/{resumed}/history").json()["checkpoints"][-1]["next"] == []
     again = http.post(f"{base}/v1/runs/{resumed}/resume").json()["run_id"]
     assert _poll(base, again, {"done", "failed"})["result"]["rows"] == [[62]]
+
+
+def test_a_damaged_checkpoint_file_is_named_with_how_to_recover_it(tmp_path):
+    """Another program overwrote the checkpoint file's pages while no server ran: the runs it held
+    cannot be read, and each request for one says so (409 checkpoints_damaged, the file named),
+    not a bare 500; the server goes on answering."""
+    base, context = _serve(tmp_path)
+    with context:
+        run_id = http.post(f"{base}/v1/ask", json={"question": QUESTION}).json()["run_id"]
+    store = tmp_path / "checkpoints.sqlite"
+    conn = sqlite3.connect(store)
+    try:  # everything in the file itself, none of it left in its write-ahead log
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page = conn.execute("PRAGMA page_size").fetchone()[0]
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    finally:
+        conn.close()
+    assert pages > 4
+    with open(store, "r+b") as f:  # every page but the first (the schema) overwritten
+        f.seek(page)
+        f.write(b"\xa5" * page * (pages - 1))
+    base, context = _serve(tmp_path)
+    with context:
+        response = http.get(f"{base}/v1/runs/{run_id}/history")
+        assert response.status_code == 409, response.text
+        body = response.json()
+        assert body["error"]["kind"] == "checkpoints_damaged" and str(store) in body["error"]["message"]
+        assert ".recover" in body["error"]["message"]
+        assert http.get(f"{base}/v1/databases").status_code == 200

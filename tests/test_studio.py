@@ -31,6 +31,26 @@ def test_the_studio_graph_declares_what_it_takes_and_gives(monkeypatch, tmp_path
     assert set(out) <= {"answer", "selection", "errors"} and out["answer"]["rows"] == [[62]]
 
 
+def test_a_run_studio_cannot_make_says_why(monkeypatch, tmp_path, factories_env):
+    """A LangGraph server shows a client only a ValueError's message: a refusal reaches Studio as
+    one, naming its cause."""
+    from langgraph_api.serde import default as server_serialises
+
+    from sqlchorus.runs.integrations import HostedRunError, graph_for
+    from sqlchorus.tools.sql_errors import DatabaseOpenError
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    graph = graph_for(model="python:scripted_factories:oracle", hosted_errors=True)
+    missing = tmp_path / "missing.sqlite"
+    with pytest.raises(HostedRunError) as refused:
+        graph.invoke({"question": QUESTION, "database": str(missing)}, {"recursion_limit": 40})
+    assert isinstance(refused.value.__cause__, DatabaseOpenError) and refused.value.kind == "database_open"
+    shown = server_serialises(refused.value)
+    assert shown["message"].startswith("DatabaseOpenError: ") and str(missing) in shown["message"]
+    with pytest.raises(HostedRunError, match="EmptyQuestionError"):
+        graph.invoke({"question": "   "}, {"recursion_limit": 40})
+
+
 def _call(url: str, body: dict | None = None) -> dict:
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(url, data=data, headers={"content-type": "application/json"},
@@ -77,6 +97,10 @@ def test_langgraph_dev_serves_the_graph_offline(tmp_path, factories_env):
         assert set(schemas["output_schema"]["properties"]) == {"answer", "selection", "errors"}
         out = _call(f"{base}/runs/wait", {"assistant_id": assistant["assistant_id"], "input": {"question": QUESTION}})
         assert out["answer"]["sql"] == GOLD[QUESTION] and out["answer"]["rows"] == [[62]]
+        missing = str(tmp_path / "missing.sqlite")
+        refused = _call(f"{base}/runs/wait", {"assistant_id": assistant["assistant_id"],
+                                              "input": {"question": QUESTION, "database": missing}})
+        assert refused["__error__"]["message"] == f"DatabaseOpenError: No database at {missing}: the file does not exist."
     finally:
         stop(server, timeout_s=20)
         log.close()

@@ -431,11 +431,22 @@ class Settings(BaseSettings):
     run_heartbeat_s: float = _field(
         5.0, "Servers: how often a server renews, in the checkpoint store, the lease of each run it runs; a run "
         "whose lease three heartbeats old has run out lost its server, and any server may cancel or resume it.",
-        gt=0.0, le=3600.0,
+        flag="--run-heartbeat", metavar="SECONDS", gt=0.0, le=3600.0,
     )
     max_pending_runs: int = _field(
         0, "Servers: runs one server takes at most, running and queued (0: eight per worker); more get 429.",
-        ge=0, le=1_000_000,
+        flag="--max-pending-runs", ge=0, le=1_000_000,
+    )
+    keep_runs: int = _field(
+        0, "Servers and sqlchorus prune: keep the newest N runs' traces and checkpoints, removing older ones "
+        "(0: keep all; with --keep-days, a run goes only when past both). Queued or running runs, and the runs "
+        "kept runs resume from, are never removed.",
+        flag="--keep-runs", metavar="N", ge=0, le=100_000_000,
+    )
+    keep_days: float = _field(
+        0.0, "Servers and sqlchorus prune: keep the runs younger than D days, removing older ones "
+        "(0: no age limit; with --keep-runs, a run goes only when past both).",
+        flag="--keep-days", metavar="D", ge=0.0, le=36_500.0,
     )
     otlp_endpoint: str | None = _field(
         None,

@@ -10,8 +10,10 @@ readable by LangGraph's own saver for everything but those references.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import re
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -29,6 +31,12 @@ LOCK_TIMEOUT_S = 10.0
 VALUE_MIN_BYTES = 512
 """Serialised state values at least this large are stored once per file, by digest."""
 _REF = "__sqlchorus_value__"
+_DIGEST = re.compile(rb"[0-9a-f]{64}")
+"""What a stored value's digest looks like inside a serialised checkpoint: scanning for it finds
+the references of stores written before any list of them was kept, and a match that is not a
+reference only keeps a value longer."""
+_CHUNK = 500
+"""Ids per statement when many are named at once (SQLite takes 999 parameters at most)."""
 
 
 _TABLES = """
@@ -316,6 +324,77 @@ class RunRecords:
         rows = self._rows("SELECT trace FROM sqlchorus_status WHERE thread_id = ?", (thread_id,))
         return rows[0][0] if rows else None
 
+    # -- retention (see sqlchorus.runs.retention) -------------------------------------------------
+
+    CHECKPOINT_TABLES: tuple[str, ...] = ()
+    """The saver's own tables holding a thread's rows, by ``thread_id``."""
+    VALUE_SOURCES: tuple[str, ...] = ()
+    """Queries of the serialised checkpoints that may refer to a stored value by its digest."""
+    RECORD_TABLES = ("sqlchorus_calls", "sqlchorus_runs", "sqlchorus_status")
+
+    def _batch(self, statements: list[tuple[str, tuple]]) -> None:
+        """Run ``statements`` in one transaction."""
+        raise NotImplementedError
+
+    def run_ids_by_age(self) -> list[tuple[str, str]]:
+        """Every run the store knows, with when it was made (ISO, UTC), newest first: those
+        :meth:`save_run` kept by their ``created``; a run only a server recorded (a resume,
+        whose checkpoints are its parent's thread) by its status's last ``updated``."""
+        rows = self._rows(
+            "SELECT thread_id, created FROM sqlchorus_runs UNION ALL "
+            "SELECT thread_id, updated FROM sqlchorus_status "
+            "WHERE thread_id NOT IN (SELECT thread_id FROM sqlchorus_runs) ORDER BY 2 DESC, 1 DESC"
+        )
+        return [(row[0], row[1]) for row in rows]
+
+    def run_links(self) -> dict[str, tuple[str, str | None]]:
+        """The status and ``parent`` (the run a resume goes on from) of every run a server started."""
+        return {row[0]: (row[1], row[2]) for row in self._rows("SELECT thread_id, status, parent FROM sqlchorus_status")}
+
+    def delete_runs(self, thread_ids: list[str]) -> None:
+        """Remove every row of the runs ``thread_ids``: their checkpoints, pending writes and
+        records. The values their checkpoints referred to stay until :meth:`collect_values`."""
+        tables = (*self.CHECKPOINT_TABLES, *self.RECORD_TABLES)
+        for start in range(0, len(thread_ids), _CHUNK):
+            chunk = tuple(thread_ids[start:start + _CHUNK])
+            marks = ", ".join("?" * len(chunk))
+            # Small transactions: a server sharing the store waits for one chunk at most.
+            self._batch([(f"DELETE FROM {table} WHERE thread_id IN ({marks})", chunk) for table in tables])
+
+    def _orphans(self, referred: set[str]) -> list[str]:
+        known = [row[0] for row in self._rows("SELECT digest FROM sqlchorus_values")]
+        return [digest for digest in known if digest not in referred]
+
+    def _referred(self, sql: str, params: tuple = ()) -> set[str]:
+        found: set[str] = set()
+        for (data,) in self._rows(sql, params):
+            if data is not None:
+                found.update(m.decode() for m in _DIGEST.findall(data.encode() if isinstance(data, str) else bytes(data)))
+        return found
+
+    def collect_values(self) -> int:
+        """Remove the stored values no checkpoint refers to any more; how many went."""
+        if not self._rows("SELECT 1 FROM sqlchorus_values LIMIT 1"):
+            return 0
+        referred: set[str] = set()
+        for sql in self.VALUE_SOURCES:
+            referred |= self._referred(sql)
+        orphans = self._orphans(referred)
+        self._delete_values(orphans)
+        return len(orphans)
+
+    def _delete_values(self, digests: list[str]) -> None:
+        for start in range(0, len(digests), _CHUNK):
+            chunk = tuple(digests[start:start + _CHUNK])
+            self._batch([(f"DELETE FROM sqlchorus_values WHERE digest IN ({', '.join('?' * len(chunk))})", chunk)])
+
+    def used_bytes(self) -> int | None:
+        """Bytes the store's rows take, to measure what a prune frees; None when not measurable."""
+        return None
+
+    def compact(self, vacuum: bool = False) -> None:
+        """Give the space of removed rows back (``vacuum``: all of it, rewriting the store)."""
+
     def statuses(self, limit: int = 100) -> list[dict[str, Any]]:
         """The newest ``limit`` runs any server started, newest first (without results)."""
         rows = self._rows(
@@ -326,6 +405,34 @@ class RunRecords:
                  "database": r[5], "kind": r[6], "parent": r[7]} for r in rows]
 
 
+class CheckpointDamagedError(CheckpointFileError):
+    """The checkpoint file is damaged (SQLite reads a malformed page or log): what it kept cannot
+    be read, and nothing more is written to it."""
+
+    kind = "checkpoints_damaged"
+    http_status = 409
+
+
+_DAMAGE = ("malformed", "not a database", "disk i/o error", "database corrupt")
+
+
+@contextlib.contextmanager
+def _undamaged(path: Path) -> Iterator[None]:
+    """Turn SQLite's report of a damaged file (a page or a write-ahead log another program
+    overwrote) into one clear error that names the file and says how to recover it, instead of
+    a bare ``sqlite3.DatabaseError`` deep in a request."""
+    try:
+        yield
+    except sqlite3.DatabaseError as e:
+        if not any(m in str(e).lower() for m in _DAMAGE):  # a lock, a full disk: not damage
+            raise
+        raise CheckpointDamagedError(
+            f"The checkpoint file {path} is damaged ({e}); its runs cannot be read. Stop the programs "
+            f"using it, keep a copy, and recover what it holds with: sqlite3 {path} .recover | sqlite3 "
+            f"{path.with_name(path.stem + '-recovered.sqlite')}"
+        ) from e
+
+
 class RunCheckpoints(RunRecords, SqliteSaver):
     """LangGraph's SQLite checkpointer over ``path``, storing each large state value once.
 
@@ -334,6 +441,8 @@ class RunCheckpoints(RunRecords, SqliteSaver):
     """
 
     db_errors = (sqlite3.Error,)
+    CHECKPOINT_TABLES = ("checkpoints", "writes")
+    VALUE_SOURCES = ("SELECT checkpoint FROM checkpoints",)
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -369,12 +478,18 @@ class RunCheckpoints(RunRecords, SqliteSaver):
     def put(self, config, checkpoint, metadata, new_versions):
         def write() -> Any:
             values = dict(checkpoint.get("channel_values") or {})
+            stored: dict[str, tuple[str, bytes]] = {}
             for key, value in values.items():
                 kind, data = self.serde.dumps_typed(value)
                 if len(data) >= VALUE_MIN_BYTES:
-                    values[key] = {_REF: self._store(kind, data)}
-            return super(RunCheckpoints, self).put(config, {**checkpoint, "channel_values": values}, metadata,
-                                                   new_versions)
+                    digest = self._store(kind, data)
+                    stored[digest] = (kind, data)
+                    values[key] = {_REF: digest}
+            written = super(RunCheckpoints, self).put(config, {**checkpoint, "channel_values": values}, metadata,
+                                                      new_versions)
+            if stored:
+                self._keep_stored(stored)
+            return written
 
         return self._going_on(write, config, checkpoint)
 
@@ -382,7 +497,7 @@ class RunCheckpoints(RunRecords, SqliteSaver):
         self._going_on(lambda: super(RunCheckpoints, self).put_writes(config, writes, task_id, task_path), config)
 
     def _rows(self, sql: str, params: tuple = ()) -> list[tuple]:
-        with self.lock:
+        with self.lock, _undamaged(self.path):
             return self.conn.execute(sql, params).fetchall()
 
     def _write(self, sql: str, params: tuple = ()) -> None:
@@ -405,16 +520,105 @@ class RunCheckpoints(RunRecords, SqliteSaver):
             self.conn.commit()
         return digest
 
+    def _keep_stored(self, stored: dict[str, tuple[str, bytes]]) -> None:
+        """Store again any value of a checkpoint just written that a prune's collection (another
+        thread's or program's) removed between :meth:`_store` and the checkpoint's write: the
+        collection could not see the checkpoint yet, and the checkpoint must not lose it."""
+        digests = tuple(stored)
+        with self.lock:
+            present = {row[0] for row in self.conn.execute(
+                f"SELECT digest FROM sqlchorus_values WHERE digest IN ({', '.join('?' * len(digests))})", digests)}
+        for digest in set(digests) - present:
+            self._store(*stored[digest])
+
+    # -- retention --------------------------------------------------------------------------
+
+    def _batch(self, statements: list[tuple[str, tuple]]) -> None:
+        with self.lock:
+            try:
+                for sql, params in statements:
+                    self.conn.execute(sql, params)
+                self.conn.commit()
+            except BaseException:
+                self.conn.rollback()
+                raise
+
+    def collect_values(self) -> int:
+        """Remove the stored values no checkpoint refers to any more; how many went.
+
+        The checkpoints are read a page at a time, so that the runs writing meanwhile wait for a
+        page, not for the whole file; the removal itself then looks again, in the transaction
+        that removes, at the checkpoints written since (they come after the last row read), and
+        :meth:`put` stores again a value removed under a checkpoint it was writing.
+        """
+        if not self._rows("SELECT 1 FROM sqlchorus_values LIMIT 1"):
+            return 0
+        referred: set[str] = set()
+        last = 0
+        while True:
+            with self.lock:
+                page = self.conn.execute(
+                    "SELECT rowid, checkpoint FROM checkpoints WHERE rowid > ? ORDER BY rowid LIMIT 200", (last,)
+                ).fetchall()
+            if not page:
+                break
+            for rowid, data in page:
+                referred.update(m.decode() for m in _DIGEST.findall(bytes(data)))
+                last = rowid
+        orphans = self._orphans(referred)
+        if not orphans:
+            return 0
+        with self.lock:
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+                for (data,) in self.conn.execute("SELECT checkpoint FROM checkpoints WHERE rowid > ?", (last,)):
+                    referred.update(m.decode() for m in _DIGEST.findall(bytes(data)))
+                orphans = [digest for digest in orphans if digest not in referred]
+                for start in range(0, len(orphans), _CHUNK):
+                    chunk = orphans[start:start + _CHUNK]
+                    self.conn.execute(f"DELETE FROM sqlchorus_values WHERE digest IN ({', '.join('?' * len(chunk))})",
+                                      chunk)
+                self.conn.commit()
+            except BaseException:
+                self.conn.rollback()
+                raise
+        return len(orphans)
+
+    def used_bytes(self) -> int | None:
+        with self.lock:
+            size = self.conn.execute("PRAGMA page_size").fetchone()[0]
+            pages = self.conn.execute("PRAGMA page_count").fetchone()[0]
+            free = self.conn.execute("PRAGMA freelist_count").fetchone()[0]
+        return int((pages - free) * size)
+
+    def compact(self, vacuum: bool = False) -> None:
+        """Without ``vacuum``, pages freed by removed rows are reused by the next runs (and, in a
+        file a vacuum made incremental, given back at once); with it, the file is rewritten at
+        its new size, and made incremental so that later prunes give space back without one."""
+        with self.lock:
+            self.conn.commit()
+            if vacuum:
+                self.conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                self.conn.execute("VACUUM")
+            else:
+                self.conn.execute("PRAGMA incremental_vacuum").fetchall()
+            self.conn.commit()
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
     # -- reading ----------------------------------------------------------------------------
 
     def get_tuple(self, config) -> CheckpointTuple | None:
-        return self._restore(super().get_tuple(config))
+        with _undamaged(self.path):
+            return self._restore(super().get_tuple(config))
 
     def list(self, config, *, filter=None, before=None, limit=None) -> Iterator[CheckpointTuple]:
         # The saver holds its lock while its own listing runs: read it all, then restore.
-        items = list(super().list(config, filter=filter, before=before, limit=limit))
+        with _undamaged(self.path):
+            items = list(super().list(config, filter=filter, before=before, limit=limit))
         for item in items:
-            yield self._restore(item)
+            with _undamaged(self.path):
+                restored = self._restore(item)
+            yield restored
 
     def _restore(self, item: CheckpointTuple | None) -> CheckpointTuple | None:
         if item is None:

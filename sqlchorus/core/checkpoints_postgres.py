@@ -64,6 +64,10 @@ class PostgresRunCheckpoints(RunRecords, PostgresSaver):
     """
 
     db_errors = (psycopg.Error,) if psycopg is not None else ()
+    CHECKPOINT_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+    # The Postgres saver keeps values in its blobs, never as references; a store's values table
+    # is read for references all the same, should a value ever be kept there.
+    VALUE_SOURCES = ("SELECT checkpoint::text FROM checkpoints",)
 
     def __init__(self, url: str):
         self.url = url
@@ -127,6 +131,25 @@ class PostgresRunCheckpoints(RunRecords, PostgresSaver):
     def _update(self, sql: str, params: tuple = ()) -> int:
         with self.conn.connection() as conn:
             return conn.execute(sql.replace("?", "%s"), params).rowcount
+
+    def _batch(self, statements: list[tuple[str, tuple]]) -> None:
+        with self.conn.connection() as conn, conn.transaction():
+            for sql, params in statements:
+                conn.execute(sql.replace("?", "%s"), params)
+
+    def used_bytes(self) -> int | None:
+        tables = (*self.CHECKPOINT_TABLES, *self.RECORD_TABLES, "sqlchorus_values")
+        # The rows' own sizes: a table's size on disk stays until a vacuum, the rows' goes at once.
+        return int(sum(self._rows(f"SELECT COALESCE(SUM(pg_column_size(t.*)), 0) FROM {table} t")[0][0]
+                       for table in tables))
+
+    def compact(self, vacuum: bool = False) -> None:
+        """PostgreSQL's autovacuum reuses the space of removed rows; ``vacuum`` runs a plain
+        ``VACUUM`` of the tables now (not ``VACUUM FULL``, which would lock out every server)."""
+        if vacuum:
+            with self.conn.connection() as conn:
+                for table in (*self.CHECKPOINT_TABLES, *self.RECORD_TABLES, "sqlchorus_values"):
+                    conn.execute(f"VACUUM {table}")
 
     def put(self, config, checkpoint, metadata, new_versions):
         return self._going_on(lambda: super(PostgresRunCheckpoints, self).put(config, checkpoint, metadata, new_versions),

@@ -134,8 +134,12 @@ def _options_of(name: str, aliases: tuple[str, ...] = ()) -> list[Any]:
     return options
 
 
-RUN_OPTIONS: tuple[str, ...] = tuple(name for name, field in OPTIONS.items() if field["option"])
-"""Every settings field the command line offers, in the order of ``Settings``."""
+SERVER_ONLY: tuple[str, ...] = ("run_heartbeat_s", "max_pending_runs", "keep_runs", "keep_days")
+"""Settings fields that only a server (``serve``, ``mcp``, ``ui``) uses (and ``prune``, the last two)."""
+SERVER_OPTIONS: tuple[str, ...] = tuple(name for name, field in OPTIONS.items() if field["option"])
+"""Every settings field the command line offers, in the order of ``Settings``: a server's options."""
+RUN_OPTIONS: tuple[str, ...] = tuple(name for name in SERVER_OPTIONS if name not in SERVER_ONLY)
+"""The settings fields of a command that runs questions itself (``ask``, ``demo``, ``debug``, ``eval``)."""
 
 
 def settings_options(*names: str, aliases: dict[str, tuple[str, ...]] | None = None) -> Any:
@@ -597,7 +601,8 @@ def index(db: str, max_values: int | None, rebuild: bool, as_json: bool, **optio
     with _reported():
         # The folder typed, else the environment's, where `ask` looks for the index too.
         value_cache_dir = typed_settings(options, names=("value_cache_dir",)).value_cache_dir
-        database = GuardedDatabase(db)
+        # The index reads through sqlchorus's own lookups, which need no statement worker.
+        database = GuardedDatabase(db, prestart=False)
     with database, Progress(
         TextColumn("indexing values"), BarColumn(), MofNCompleteColumn(), TextColumn("columns"),
         TimeElapsedColumn(), console=Console(stderr=True), disable=as_json, transient=True,
@@ -653,6 +658,30 @@ def trace_show(run: str, trace_dir: str | None) -> None:
         roots = load_spans(find_trace(run, folder))
     for line in render_tree(roots):
         click.echo(line)
+
+
+PRUNE_OPTIONS: tuple[str, ...] = ("keep_runs", "keep_days", "trace_dir", "checkpoints")
+
+
+@cli.command("prune")
+@settings_options(*PRUNE_OPTIONS)
+@click.option("--dry-run", is_flag=True, help="Remove nothing; print what would go.")
+@click.option("--vacuum", is_flag=True,
+              help="Also rewrite a SQLite checkpoint file at its new size (slow; the file is locked meanwhile).")
+def prune_command(dry_run: bool, vacuum: bool, **options: Any) -> None:
+    """Remove old runs: their trace files and checkpoints, keeping the newest --keep-runs runs
+    and those younger than --keep-days (a run goes only when past every limit given). Queued or
+    running runs, and runs a kept run resumes from, stay."""
+    from sqlchorus.runs.retention import prune
+
+    with _reported():
+        settings = typed_settings(options, names=PRUNE_OPTIONS)
+        report = prune(settings.checkpoint_file, settings.trace_folder, keep_runs=settings.keep_runs,
+                       keep_days=settings.keep_days, dry_run=dry_run, vacuum=vacuum)
+    verb = "would remove" if dry_run else "removed"
+    for run_id in report.runs_removed:
+        click.echo(f"{verb} {run_id}")
+    click.echo(report.summary())
 
 
 EVAL_OPTIONS: tuple[str, ...] = tuple(name for name in RUN_OPTIONS if name != "trace_dir")
@@ -830,7 +859,7 @@ def _service(dbs: tuple[str, ...], workers: int, options: dict[str, Any], host: 
         _fail(f"This command needs the {extra} extra: pip install 'sqlchorus[{extra}]' ({e}).")
     with _reported():
         token = server_token(host)
-        settings = typed_settings(options)
+        settings = typed_settings(options, names=SERVER_OPTIONS)
         databases = RunService.database_ids(list(dbs)) if dbs else None
         if model is not None and not settings.model and not settings.models:
             return RunService(databases, settings, workers=workers, model=model), token
@@ -860,7 +889,7 @@ def _uvicorn(app: Any, host: str, port: int, what: str, url: str, token: str | N
 @_WORKERS
 @click.option("--max-body-bytes", type=click.IntRange(1024), default=64 * 1024, show_default=True,
               help="Largest request body taken (larger ones get 413).")
-@settings_options(*RUN_OPTIONS)
+@settings_options(*SERVER_OPTIONS)
 def serve(dbs: tuple[str, ...], host: str, port: int, workers: int, max_body_bytes: int, **options: Any) -> None:
     """Serve the REST API: POST /v1/ask, /v1/ask/stream (server-sent events), /v1/runs.
 
@@ -888,7 +917,7 @@ def serve(dbs: tuple[str, ...], host: str, port: int, workers: int, max_body_byt
 @_HOST
 @click.option("--port", type=click.IntRange(1, 65535), default=8001, show_default=True, help="Port to listen on (http).")
 @_WORKERS
-@settings_options(*RUN_OPTIONS)
+@settings_options(*SERVER_OPTIONS)
 def mcp_command(dbs: tuple[str, ...], transport: str, host: str, port: int, workers: int, **options: Any) -> None:
     """Serve the databases over MCP: ask, list_databases, search_schema, describe_table,
     execute_sql and validate_sql (all read-only), and each schema and run trace as a resource."""
@@ -918,7 +947,7 @@ def mcp_command(dbs: tuple[str, ...], transport: str, host: str, port: int, work
 @click.option("--evals-dir", default="evals", show_default=True, type=click.Path(file_okay=False),
               help="Folder of evaluation runs, whose traces are listed by evaluation.")
 @_WORKERS
-@settings_options(*RUN_OPTIONS)
+@settings_options(*SERVER_OPTIONS)
 def ui_command(dbs: tuple[str, ...], host: str, port: int, evals_dir: str, workers: int, **options: Any) -> None:
     """Open the viewer: every run on disk (its path through the graph, spans, model calls,
     candidates, cost), step-through from the page, live runs, plots across runs.

@@ -18,6 +18,7 @@ token, ``SQLCHORUS_TOKEN``, is required to bind anywhere else). Needs the ``mcp`
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -90,7 +91,7 @@ def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
         database, runs it (read only) and returns the SQL with its rows. `database` may be left
         out when there is one; `evidence` is a hint that defines the question's terms."""
         try:
-            live = await asyncio.to_thread(service.start, question, database, evidence)
+            live = await asyncio.to_thread(partial(service.start, question, database, evidence, client=_client(ctx)))
         except SqlchorusError as e:
             return _failed(AskOutput(sql=None), e.kind, str(e))
         finished = 0
@@ -139,12 +140,14 @@ def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
             raise ToolError(f"{e.kind}: {e}") from None
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
-    async def execute_sql(sql: str, database: str | None = None, max_rows: int = EXECUTE_ROWS) -> QueryOutput:
+    async def execute_sql(sql: str, ctx: Context, database: str | None = None,
+                          max_rows: int = EXECUTE_ROWS) -> QueryOutput:
         """Run one read query (SQLite) through the guard and return its rows, at most `max_rows`
         (1000 at most). Anything but a single read query is refused; errors come with a code:
         not_a_query, forbidden, timeout, resource, execution, too_long, too_deep."""
         try:
-            return QueryOutput(**await asyncio.to_thread(service.query, sql, database, max_rows))
+            return QueryOutput(**await asyncio.to_thread(partial(service.query, sql, database, max_rows,
+                                                                 client=_client(ctx))))
         except SqlchorusError as e:
             return _failed(QueryOutput(), e.kind, str(e))
 
@@ -174,6 +177,14 @@ def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
             raise ResourceNotFoundError(str(e)) from None
 
     return server
+
+
+def _client(ctx: Context) -> str | None:
+    """Who sent the request, for the per-client share of each database's statement workers: its
+    remote address over HTTP; nobody in particular over stdio (one client)."""
+    request = ctx.request_context.request
+    client = getattr(request, "client", None)
+    return client.host if client else None
 
 
 async def _schema(service: RunService, database: str | None) -> DatabaseSchema:

@@ -250,6 +250,43 @@ OPTIONS: dict[str, dict[str, Any]] = (
                  'choices': None,
                  'range': None,
                  'whole': False},
+ 'run_heartbeat_s': {'option': {'flag': '--run-heartbeat', 'metavar': 'SECONDS'},
+                     'help': 'Servers: how often a server renews, in the checkpoint store, the '
+                             'lease of each run it runs; a run whose lease three heartbeats old '
+                             'has run out lost its server, and any server may cancel or resume '
+                             'it.',
+                     'default': 5.0,
+                     'env': 'SQLCHORUS_RUN_HEARTBEAT_S',
+                     'choices': None,
+                     'range': (0.0, 3600.0, True, False),
+                     'whole': False},
+ 'max_pending_runs': {'option': {'flag': '--max-pending-runs'},
+                      'help': 'Servers: runs one server takes at most, running and queued (0: '
+                              'eight per worker); more get 429.',
+                      'default': 0,
+                      'env': 'SQLCHORUS_MAX_PENDING_RUNS',
+                      'choices': None,
+                      'range': (0, 1000000, False, False),
+                      'whole': True},
+ 'keep_runs': {'option': {'flag': '--keep-runs', 'metavar': 'N'},
+               'help': "Servers and sqlchorus prune: keep the newest N runs' traces and "
+                       'checkpoints, removing older ones (0: keep all; with --keep-days, a run '
+                       'goes only when past both). Queued or running runs, and the runs kept runs '
+                       'resume from, are never removed.',
+               'default': 0,
+               'env': 'SQLCHORUS_KEEP_RUNS',
+               'choices': None,
+               'range': (0, 100000000, False, False),
+               'whole': True},
+ 'keep_days': {'option': {'flag': '--keep-days', 'metavar': 'D'},
+               'help': 'Servers and sqlchorus prune: keep the runs younger than D days, removing '
+                       'older ones (0: no age limit; with --keep-runs, a run goes only when past '
+                       'both).',
+               'default': 0.0,
+               'env': 'SQLCHORUS_KEEP_DAYS',
+               'choices': None,
+               'range': (0.0, 36500.0, False, False),
+               'whole': False},
  'otlp_endpoint': {'option': {'flag': '--otlp-endpoint'},
                    'help': 'Also send spans to this OTLP/HTTP traces endpoint (default: '
                            '$OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or $OTEL_EXPORTER_OTLP_ENDPOINT '

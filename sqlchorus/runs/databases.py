@@ -98,14 +98,18 @@ class Databases:
                                     + (f" Close names: {', '.join(near)}." if near else ""))
         return table_detail(found, "full")
 
-    def query(self, sql: str, database: str | None = None, max_rows: int = EXECUTE_ROWS) -> dict[str, Any]:
+    def query(self, sql: str, database: str | None = None, max_rows: int = EXECUTE_ROWS, *,
+              client: str | None = None) -> dict[str, Any]:
         """One read query through the guard: its columns, rows (``max_rows``, within 1 and
         :data:`MAX_EXECUTE_ROWS`) as JSON values, row count, whether rows were cut, milliseconds.
+        ``client`` (a server passes the remote address) holds at most its share of the
+        database's statement workers.
 
         Raises:
             sqlchorus.tools.sql_errors.SqlError: the guard refused the query, or it failed.
         """
-        result = self.guarded(database).execute(sql, max_rows=max(1, min(int(max_rows), MAX_EXECUTE_ROWS)))
+        result = self.guarded(database).execute(sql, max_rows=max(1, min(int(max_rows), MAX_EXECUTE_ROWS)),
+                                                client=client)
         return {"columns": result.columns, "rows": [[json_value(v) for v in row] for row in result.rows],
                 "row_count": result.row_count, "truncated": result.truncated,
                 "elapsed_ms": round(result.elapsed_ms, 3)}

@@ -138,7 +138,20 @@ class GraphOutput(TypedDict, total=False):
     errors: list[ErrorRecord]
 
 
-def graph_for(db: str | Path | None = None, *, model: Any = None, settings: Settings | None = None) -> Any:
+class HostedRunError(SqlchorusError, ValueError):
+    """A run a host started (LangGraph Studio, ``langgraph dev``) could not be made: the question,
+    the database or the settings were refused. It is a ``ValueError`` because a LangGraph server
+    shows only such errors' messages to its client (any other reads "An internal error
+    occurred"); ``kind`` and ``http_status`` are those of the refusal, which is its cause."""
+
+    def __init__(self, error: SqlchorusError):
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.kind = error.kind
+        self.http_status = getattr(error, "http_status", 400)
+
+
+def graph_for(db: str | Path | None = None, *, model: Any = None, settings: Settings | None = None,
+              hosted_errors: bool = False) -> Any:
     """The graph with declared input and output, for hosts that pass input only.
 
     Its one node, ``sqlchorus``, runs the pipeline through the same preparation as
@@ -151,6 +164,8 @@ def graph_for(db: str | Path | None = None, *, model: Any = None, settings: Sett
     Raises (from ``invoke``):
         EmptyQuestionError, QuestionTooLongError: the question cannot be asked.
         sqlchorus.tools.database.DatabaseOpenError: the database is missing or not SQLite.
+        HostedRunError: any of these, with ``hosted_errors``, for a LangGraph server to show its
+            client (the cause is its ``__cause__``).
     """
     settings = settings or Settings()
     if model is not None:
@@ -162,8 +177,13 @@ def graph_for(db: str | Path | None = None, *, model: Any = None, settings: Sett
         with lock:
             if not made:
                 made.append(Session(settings))
-        result = made[0].run(state.get("question"), state.get("database") or db,
-                             evidence=state.get("evidence") or "", hosted=True)
+        try:
+            result = made[0].run(state.get("question"), state.get("database") or db,
+                                 evidence=state.get("evidence") or "", hosted=True)
+        except SqlchorusError as e:
+            if hosted_errors:
+                raise HostedRunError(e) from e
+            raise
         found = result.state.get("answer") or {"sql": None, "columns": [], "rows": [], "error": result.error}
         return {"answer": found, "selection": result.selection, "errors": result.errors}
 

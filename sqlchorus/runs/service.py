@@ -46,6 +46,7 @@ from sqlchorus.runs.databases import Databases, database_ids
 from sqlchorus.runs.demo import demo_db_path
 from sqlchorus.runs.integrations import tool_result
 from sqlchorus.runs.result import Result
+from sqlchorus.runs.retention import Retention
 from sqlchorus.runs.session import Session, checked_question
 
 DEFAULT_WORKERS = 8
@@ -267,6 +268,11 @@ class RunService(Databases):
         if self.store is not None:
             self._keeper = threading.Thread(target=self._keep, name="sqlchorus-store", daemon=True)
             self._keeper.start()
+        # Old runs go (settings.keep_runs / keep_days) now and after every few finished runs,
+        # in a thread of their own: no request waits for a prune.
+        self.retention = Retention(self.store, self.settings.trace_folder, keep_runs=self.settings.keep_runs,
+                                   keep_days=self.settings.keep_days)
+        self.retention.start()
 
     database_ids = staticmethod(database_ids)
 
@@ -481,6 +487,7 @@ class RunService(Databases):
         self._wake.set()
         if self._keeper is not None:
             self._keeper.join(max(0.0, deadline - time.monotonic()))
+        self.retention.wait(max(0.0, deadline - time.monotonic()))
         if self.store is not None:
             self._flush(force=True)  # one last try for ends the store has not taken
             if self._unsaved:
@@ -568,6 +575,7 @@ class RunService(Databases):
         self._save_end(live, status, result, trace_text)
         live.emit("done", status=status)
         live.done.set()
+        self.retention.finished()
 
     def _store_status(self, live: LiveRun, status: str) -> None:
         if self.store is None or self._down_at is not None:  # a store that is away costs no wait
