@@ -64,6 +64,35 @@ def render(name: str, **values: Any) -> Prompt:
     return Prompt(_VARIABLE.sub(lambda m: str(values[m.group(1)]), load(name)), name)
 
 
+DIALECT_NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL", "duckdb": "DuckDB"}
+"""How a prompt names each engine's SQL, by sqlglot's dialect name."""
+
+_DIALECT_ADVICE = {
+    "postgres": [
+        ("use only SQLite functions; use STRFTIME() for dates (for example STRFTIME('%Y', date) for the year)",
+         "use only PostgreSQL functions; use EXTRACT() for parts of dates (for example EXTRACT(YEAR FROM date) "
+         "for the year); compare text case-sensitively, or with ILIKE"),
+        (" Be aware that SQLite has limited built-in date/time functions compared to other sql dialects.", ""),
+    ],
+    "duckdb": [
+        ("use only SQLite functions; use STRFTIME() for dates (for example STRFTIME('%Y', date) for the year)",
+         "use only DuckDB functions; use EXTRACT() or strftime(date, '%Y') for parts of dates"),
+        (" Be aware that SQLite has limited built-in date/time functions compared to other sql dialects.", ""),
+    ],
+}
+"""Advice the templates give for SQLite's SQL, and what each other engine's prompts say instead."""
+
+
+def for_dialect(text: str, dialect: str) -> str:
+    """A prompt's text for a database of ``dialect`` (sqlglot's name): the templates are written
+    for SQLite; another engine's prompts name it instead, with its own advice on dates."""
+    if dialect == "sqlite" or dialect not in DIALECT_NAMES:
+        return text
+    for old, new in _DIALECT_ADVICE.get(dialect, []):
+        text = text.replace(old, new)
+    return text.replace("SQLite", DIALECT_NAMES[dialect])
+
+
 def names() -> list[str]:
     """All shipped template names."""
     return sorted(

@@ -103,7 +103,7 @@ def test_python_api_errors_are_typed(tmp_path):
 
     with pytest.raises(DatabaseOpenError):
         sqlchorus.ask("How many?", db=tmp_path / "missing.sqlite", model=model)
-    with pytest.raises(DatabaseOpenError, match="must be a path or an open GuardedDatabase, not int"):
+    with pytest.raises(DatabaseOpenError, match="must be a path, a URL or an open Database, not int"):
         sqlchorus.ask("How many?", db=5, model=model)
     with pytest.raises(sqlchorus.EmptyQuestionError, match="must be text, not int"):
         sqlchorus.ask(5, model=model)

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import uuid
+from datetime import date, datetime, time, timedelta, timezone
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
 from sqlchorus.tools.compare import (
     bird_result_eq,
+    normalise_rows,
+    normalise_value,
     spider_order_matters,
     spider_postprocess,
     spider_remove_distinct,
@@ -70,3 +75,38 @@ def test_spider_column_permutation_search_is_not_fooled_by_shared_values():
     assert spider_result_eq(gold, shifted, order_matters=False)
     assert spider_result_eq(gold, scrambled, order_matters=False)
     assert not spider_result_eq(gold, [(1, 1, 1, 1)] * 4, order_matters=False)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (None, None), (7, 7), (2.5, 2.5), ("a", "a"), (b"\x00", b"\x00"),
+        (True, 1), (False, 0),
+        (Decimal("10"), 10), (Decimal("3.0000"), 3), (Decimal("2.5"), 2.5),
+        (Decimal("-0.125"), -0.125), (Decimal("NaN"), None),
+        (datetime(2018, 3, 9, 19, 3, 21), "2018-03-09 19:03:21"),
+        (datetime(2018, 3, 9, 19, 3, 21, 500000), "2018-03-09 19:03:21.500000"),
+        (datetime(2018, 3, 9, 19, 3, 21, tzinfo=timezone.utc), "2018-03-09 19:03:21+00:00"),
+        (date(2018, 3, 9), "2018-03-09"), (time(7, 5), "07:05:00"),
+        (memoryview(b"ab"), b"ab"), (bytearray(b"ab"), b"ab"),
+        (uuid.UUID(int=1), "00000000-0000-0000-0000-000000000001"),
+        (timedelta(days=2), "2 days, 0:00:00"),
+        ([1, Decimal("2"), [True]], (1, 2, (1,))), ({"b": 1, "a": 2}, '{"a": 2, "b": 1}'),
+    ],
+    ids=repr,
+)
+def test_normalise_value(value, expected):
+    got = normalise_value(value)
+    if expected is None and value is not None:
+        assert got != got  # NaN stays a float NaN
+    else:
+        assert got == expected and type(got) is type(expected)
+
+
+def test_normalised_engine_rows_compare_like_sqlite_rows():
+    sqlite_rows = [(1, "2018-03-09 19:03:21", 2.5, 3)]
+    engine_rows = [(True, datetime(2018, 3, 9, 19, 3, 21), Decimal("2.50"), Decimal("3"))]
+    assert not spider_result_eq(sqlite_rows, engine_rows, order_matters=False)
+    assert normalise_rows(engine_rows) == sqlite_rows
+    assert spider_result_eq(sqlite_rows, normalise_rows(engine_rows), order_matters=True)
+    assert bird_result_eq(sqlite_rows, normalise_rows(engine_rows))

@@ -73,7 +73,7 @@ def test_ask_answers_with_its_sql_rows_cost_and_a_trace_and_history(server):
 def test_databases_schema_and_openapi(server):
     base, _ = server
     assert http.get(f"{base}/v1/databases").json()["databases"] == [
-        {"id": "demo", "file": "demo.sqlite", "tables": 7, "columns": 39}]
+        {"id": "demo", "file": "demo.sqlite", "engine": "sqlite", "tables": 7, "columns": 39}]
     schema = http.get(f"{base}/v1/databases/demo/schema").json()
     customers = next(t for t in schema["tables"] if t["name"] == "customers")
     assert customers["rows"] == 62 and customers["columns"][0] == {

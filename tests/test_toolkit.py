@@ -44,7 +44,7 @@ def test_six_typed_tools_that_read_and_never_write(shop):
     assert list(tools) == NAMES
     assert set(tools["execute_sql"].args) == {"sql", "database", "max_rows"}
     assert set(tools["search_schema"].args) == {"pattern", "database", "detail"}
-    assert tools["list_databases"].invoke({}) == {"databases": [{"id": "shop", "file": "shop.sqlite", "tables": 7,
+    assert tools["list_databases"].invoke({}) == {"databases": [{"id": "shop", "file": "shop.sqlite", "engine": "sqlite", "tables": 7,
                                                                  "columns": 39}]}
     found = tools["search_schema"].invoke({"pattern": "cust*"})
     assert [t["table"] for t in found["tables"]] == ["customers", "orders"]  # orders by its customer_id

@@ -27,6 +27,8 @@ SQL_ELAPSED_MS = "sql.elapsed_ms"
 
 DB_SYSTEM = "db.system.name"
 DB_NAMESPACE = "db.namespace"
+SQLCHORUS_DATABASE = "sqlchorus.database"
+"""Where a run's database is: a file's path, or a PostgreSQL URL without its password."""
 DB_QUERY_TEXT = "db.query.text"
 DB_RETURNED_ROWS = "db.response.returned_rows"
 ERROR_TYPE = "error.type"

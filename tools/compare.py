@@ -34,6 +34,25 @@ Spider test-suite evaluation (``result_eq`` in ``exec_eval.py`` of test-suite-sq
     same verdict deterministically, and the backtracking search avoids enumerating the full
     product of candidate columns.
 
+Results of other engines (PostgreSQL through psycopg, DuckDB) are first put into those terms by
+:func:`normalise_rows`, value by value (:func:`normalise_value`), as SQLite would have returned
+the same data, so that both comparators keep their meaning:
+
+* ``bool`` -> ``int`` 0/1 (SQLite stores booleans as integers);
+* ``Decimal`` -> ``int`` when integral, else ``float`` (SQLite has no exact decimals: its
+  ``SUM`` of integers is an integer, its ``AVG`` a float; ``1 == 1.0`` keeps the two equal);
+  NaN and infinities -> ``float``;
+* ``datetime`` -> ``'YYYY-MM-DD HH:MM:SS'`` (``.ffffff`` only when there are microseconds),
+  ``date`` -> ``'YYYY-MM-DD'``, ``time`` -> ``'HH:MM:SS'``: the ISO text Spider's databases hold
+  in their DATETIME columns; a time zone, when there is one, stays in the text (``+00:00``);
+* ``memoryview`` / ``bytearray`` -> ``bytes``;
+* ``UUID``, ``timedelta`` (intervals) and anything else unknown -> its ``str``;
+* lists and tuples (arrays) -> tuples of normalised values, dicts (JSON) -> their JSON text, so
+  every value stays hashable for the bag and set comparisons.
+
+``None``, ``int``, ``float``, ``str`` and ``bytes`` pass unchanged, so SQLite's own rows are left
+as they are.
+
 The text conventions of the Spider scorer (DISTINCT removal, ``> =`` repair, ``YEAR(CURDATE())``,
 the ``order by`` test) are here too, as functions on SQL text, so :mod:`sqlchorus.evaluation.scoring` applies
 them exactly where the official pipeline does.
@@ -41,9 +60,12 @@ them exactly where the official pipeline does.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from datetime import date, datetime, time
+from decimal import Decimal
 from typing import Any
 
 Row = tuple[Any, ...]
@@ -55,7 +77,42 @@ __all__ = [
     "spider_remove_distinct",
     "spider_postprocess",
     "spider_replace_cur_year",
+    "normalise_value",
+    "normalise_rows",
 ]
+
+
+# -- other engines' values -------------------------------------------------------------------
+
+_PLAIN = (type(None), int, float, str, bytes)
+
+
+def normalise_value(value: Any) -> Any:
+    """One value of PostgreSQL or DuckDB as SQLite would hold it (rules in the module docstring)."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, _PLAIN):
+        return value
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            return float(value)
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, (date, time)):
+        return value.isoformat()
+    if isinstance(value, (memoryview, bytearray)):
+        return bytes(value)
+    if isinstance(value, (list, tuple)):
+        return tuple(normalise_value(v) for v in value)
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True, default=str)
+    return str(value)
+
+
+def normalise_rows(rows: Sequence[Sequence[Any]]) -> list[Row]:
+    """Every value of every row through :func:`normalise_value`; rows become tuples."""
+    return [tuple(normalise_value(v) for v in row) for row in rows]
 
 
 # -- BIRD ------------------------------------------------------------------------------------

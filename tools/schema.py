@@ -53,7 +53,7 @@ from typing import Any
 
 import sqlite_utils
 
-from sqlchorus.tools.database import GuardedDatabase, SqlError
+from sqlchorus.tools.database import Database, GuardedDatabase, SqlError
 from sqlchorus.tools.json_values import BLOB_TYPES, blob_text
 
 DESCRIPTION_FOLDER = "database_description"
@@ -159,7 +159,7 @@ def quote_identifier(name: str) -> str:
 
 
 def introspect(
-    db: GuardedDatabase,
+    db: Database,
     *,
     sample_values: int = 3,
     descriptions_dir: str | os.PathLike[str] | None = None,
@@ -192,12 +192,14 @@ def introspect(
         if not Path(descriptions_dir).is_dir():
             raise FileNotFoundError(f"No descriptions folder at {descriptions_dir}.")
         apply_descriptions(tables, descriptions_dir)
-    elif (db.path.parent / DESCRIPTION_FOLDER).is_dir():
+    elif db.path is not None and (db.path.parent / DESCRIPTION_FOLDER).is_dir():
         apply_descriptions(tables, db.path.parent / DESCRIPTION_FOLDER)
     return DatabaseSchema(name=db.name, tables=tables)
 
 
-def _read_structure(db: GuardedDatabase) -> list[Table]:
+def _read_structure(db: Database) -> list[Table]:
+    if not isinstance(db, GuardedDatabase):  # another engine reads its own catalogue
+        return db.read_structure()
     with db.locked():
         su = sqlite_utils.Database(
             db.introspection_connection(), recursive_triggers=False, execute_plugins=False
@@ -283,7 +285,7 @@ def _read_foreign_keys(
     return result
 
 
-def _row_count(db: GuardedDatabase, table: str) -> int | None:
+def _row_count(db: Database, table: str) -> int | None:
     try:
         result = db.lookup(
             f"SELECT count(*) FROM {quote_identifier(table)}", timeout_s=_COUNT_TIMEOUT_S
@@ -294,7 +296,7 @@ def _row_count(db: GuardedDatabase, table: str) -> int | None:
 
 
 def _fill_samples(
-    db: GuardedDatabase, table: Table, n: int, max_chars: int, deadline: float
+    db: Database, table: Table, n: int, max_chars: int, deadline: float
 ) -> None:
     if not table.columns:
         return
@@ -325,7 +327,7 @@ def _fill_samples(
 
 
 def _distinct_samples(
-    db: GuardedDatabase,
+    db: Database,
     table: str,
     column: str,
     values: dict[tuple[str, Any], Any],
@@ -333,9 +335,11 @@ def _distinct_samples(
     max_chars: int,
 ) -> None:
     col = quote_identifier(column)
+    # SQLite compares any value with ''; a typed engine compares text only with text.
+    empty = f"{col} <> ''" if db.engine == "sqlite" else f"CAST({col} AS TEXT) <> ''"
     sql = (
         f"SELECT DISTINCT {col} FROM {quote_identifier(table)} "
-        f"WHERE {col} IS NOT NULL AND {col} <> '' LIMIT {n + len(values)}"
+        f"WHERE {col} IS NOT NULL AND {empty} LIMIT {n + len(values)}"
     )
     try:
         result = db.lookup(sql, timeout_s=_DISTINCT_TIMEOUT_S, max_bytes=_SCAN_MAX_BYTES)

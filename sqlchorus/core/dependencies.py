@@ -30,7 +30,9 @@ from sqlchorus.core.context import Context
 from sqlchorus.core.models import ModelConfigError, rate_limiter, resolve_roles
 from sqlchorus.tools import attributes as attrs
 from sqlchorus.tools.cache import ResponseCache
-from sqlchorus.tools.database import GuardedDatabase, SqlError
+from sqlchorus.tools.database import Database, SqlError
+from sqlchorus.tools.engines import database_key as engine_key
+from sqlchorus.tools.engines import is_server_url, open_database
 from sqlchorus.tools.pricing import PriceFileError, PriceTable
 from sqlchorus.tools.schema import DatabaseSchema, introspect
 from sqlchorus.tools.value_index import ValueIndex
@@ -130,7 +132,7 @@ class DatabaseResources:
             one run's trace records it; None when it was reused or given.
     """
 
-    db: GuardedDatabase
+    db: Database
     schema: DatabaseSchema
     value_index: Any = None
     value_index_error: str | None = None
@@ -141,15 +143,15 @@ class DatabaseResources:
 
     @classmethod
     def open(
-        cls, db: str | os.PathLike[str] | GuardedDatabase, settings: Settings, *, value_index: Any = None,
+        cls, db: str | os.PathLike[str] | Database, settings: Settings, *, value_index: Any = None,
     ) -> DatabaseResources:
         """Open ``db`` (unless it is open already), introspect it, load or build its value index.
 
         Raises:
             sqlchorus.tools.database.DatabaseOpenError: the file is missing or not SQLite.
         """
-        owned = not isinstance(db, GuardedDatabase)
-        database = db if isinstance(db, GuardedDatabase) else GuardedDatabase(
+        owned = not isinstance(db, Database)
+        database = db if isinstance(db, Database) else open_database(
             db, timeout_s=settings.sql_timeout_s, max_rows=settings.max_rows, max_bytes=settings.max_bytes,
             workers=settings.statement_workers,
         )
@@ -189,7 +191,7 @@ class DatabaseResources:
             self.db.close()
 
 
-def _load_or_build_index(database: GuardedDatabase, settings: Settings) -> tuple[Any, str | None, dict | None]:
+def _load_or_build_index(database: Database, settings: Settings) -> tuple[Any, str | None, dict | None]:
     """The database's value index (any already built for its content, whatever number of values
     per column built it, else a new one), why there is none, and how it was built when it was
     built now."""
@@ -215,10 +217,18 @@ def _load_or_build_index(database: GuardedDatabase, settings: Settings) -> tuple
     }}
 
 
-def database_key(path: str | os.PathLike[str] | GuardedDatabase) -> tuple[str, int, int]:
-    """A database file's identity and version: its path, modification time and size, so that a
-    file changed on disk gets fresh resources."""
-    file = path.path if isinstance(path, GuardedDatabase) else Path(path).expanduser().resolve()
+def database_key(path: str | os.PathLike[str] | Database) -> tuple[str, int, int]:
+    """A database's identity and version: a file's path, modification time and size, so that a
+    file changed on disk gets fresh resources; a database on a server, its URL without secrets
+    (its resources are kept while the session lasts)."""
+    if isinstance(path, Database):
+        if path.path is None:
+            return (path.location, 0, 0)
+        file = path.path
+    elif is_server_url(path):
+        return (engine_key(path), 0, 0)
+    else:
+        file = Path(engine_key(path))
     try:
         stat = file.stat()
     except OSError:

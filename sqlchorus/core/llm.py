@@ -36,6 +36,7 @@ from langchain_core.runnables import RunnableLambda
 from langchain_core.runnables.config import ensure_config, merge_configs
 from opentelemetry import trace
 
+from sqlchorus import prompts
 from sqlchorus.core.budget import PromptBudgetError, check_prompt
 from sqlchorus.core.context import Context
 from sqlchorus.core.deadline import Overran, run_within
@@ -179,6 +180,10 @@ def call_model(
         messages = list(prompt)
     if system:
         messages.insert(0, SystemMessage(system))
+    dialect = getattr(context.db, "dialect", "sqlite")
+    if dialect != "sqlite":  # the templates speak SQLite: another engine's calls name it instead
+        messages = [m.model_copy(update={"content": prompts.for_dialect(m.content, dialect)})
+                    if isinstance(m.content, str) else m for m in messages]
     kwargs: dict[str, Any] = {}
     fixed = fixed_sampling(model)
     if temperature is not None and temperature != settings.temperature and not fixed:

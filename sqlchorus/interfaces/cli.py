@@ -198,7 +198,10 @@ def _explain_preset(ctx: click.Context, param: click.Parameter, value: str | Non
     ctx.exit(0)
 
 
-_DB = click.option("--db", "db", type=click.Path(dir_okay=False), help="SQLite database file (default: the bundled demo database).")
+_DB = click.option("--db", "db", type=click.Path(dir_okay=False),
+                   help="The database: a SQLite file, a DuckDB file (.duckdb, or duckdb:///path) or a PostgreSQL URL "
+                        "(postgresql://user@host/name; password from PGPASSWORD or ~/.pgpass) (default: the bundled "
+                        "demo database).")
 _EVIDENCE = click.option("--evidence", default="", help="A hint that defines terms used in the question.")
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 _VERBOSE = click.option("--verbose", "-v", is_flag=True,
@@ -577,7 +580,8 @@ def select_command(candidates_file: str, model: str | None, out_file: str | None
 
 
 @cli.command()
-@click.option("--db", "db", required=True, type=click.Path(dir_okay=False), help="SQLite database file to index.")
+@click.option("--db", "db", required=True, type=click.Path(dir_okay=False),
+              help="Database to index: a SQLite or DuckDB file, or a postgresql:// URL.")
 @settings_options("value_cache_dir", aliases={"value_cache_dir": ("--cache-dir",)})
 @click.option("--max-values", type=click.IntRange(1), default=None,
               help="Distinct values read per column at most (default 100000). An index of this database "
@@ -595,14 +599,14 @@ def index(db: str, max_values: int | None, rebuild: bool, as_json: bool, **optio
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from sqlchorus.tools.database import GuardedDatabase
+    from sqlchorus.tools.engines import open_database
     from sqlchorus.tools.value_index import DEFAULT_MAX_VALUES, ValueIndex
 
     with _reported():
         # The folder typed, else the environment's, where `ask` looks for the index too.
         value_cache_dir = typed_settings(options, names=("value_cache_dir",)).value_cache_dir
         # The index reads through sqlchorus's own lookups, which need no statement worker.
-        database = GuardedDatabase(db, prestart=False)
+        database = open_database(db, prestart=False, workers=1)
     with database, Progress(
         TextColumn("indexing values"), BarColumn(), MofNCompleteColumn(), TextColumn("columns"),
         TimeElapsedColumn(), console=Console(stderr=True), disable=as_json, transient=True,
@@ -840,8 +844,9 @@ def _print_wrong(out: Console, run: Any) -> None:
 # -- servers -----------------------------------------------------------------------------------
 
 _DBS = click.option("--db", "dbs", multiple=True, type=click.Path(dir_okay=False),
-                    help="SQLite database to answer over, known by its file name without extension "
-                         "(repeatable; default: the bundled demo database).")
+                    help="Database to answer over (a SQLite or DuckDB file, or a postgresql:// URL), known by its "
+                         "file name without extension or its PostgreSQL name (repeatable; default: the bundled demo "
+                         "database).")
 _HOST = click.option("--host", default="127.0.0.1", show_default=True,
                      help="Address to listen on; any but loopback needs a token in SQLCHORUS_TOKEN.")
 _WORKERS = click.option("--workers", type=click.IntRange(1, 256), default=8, show_default=True,

@@ -1,34 +1,46 @@
-"""The databases a server or a toolkit answers over, each known by an id (its file's stem), opened
-once in one session."""
+"""The databases a server or a toolkit answers over, each known by an id (its file's stem, or a
+PostgreSQL database's name), opened once in one session."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from sqlchorus.config.errors import ServiceError, UnknownDatabaseError, UnknownTableError
 from sqlchorus.runs.session import Session
-from sqlchorus.tools.database import GuardedDatabase
+from sqlchorus.tools.database import Database
+from sqlchorus.tools.engines import display_name, duckdb_path, engine_of, is_server_url
 from sqlchorus.tools.json_values import json_value
 from sqlchorus.tools.schema import DatabaseSchema
 from sqlchorus.tools.schema_search import close_tables, table_detail
 
 
-def database_ids(paths: Sequence[str | Path]) -> dict[str, Path]:
-    """Ids for ``paths``: each file's name without its extension.
+def database_ids(paths: Sequence[str | Path]) -> dict[str, str | Path]:
+    """Ids for ``paths`` (database names: files or URLs): each file's name without its
+    extension, each PostgreSQL database's name.
 
     Raises:
-        ServiceError: two files would share an id.
+        ServiceError: two databases would share an id.
     """
-    ids: dict[str, Path] = {}
+    ids: dict[str, str | Path] = {}
     for path in paths:
-        db_id = Path(path).stem
+        db_id = _id_of(path)
         if db_id in ids:
-            raise ServiceError(f"Two databases would both be called {db_id!r}: {ids[db_id]} and {path}. "
-                               "Give files of different names.")
-        ids[db_id] = Path(path)
+            raise ServiceError(f"Two databases would both be called {db_id!r}: {display_name(ids[db_id])} and "
+                               f"{display_name(path)}. Give databases of different names.")
+        ids[db_id] = path if is_server_url(path) else Path(path)
     return ids
+
+
+def _id_of(name: str | Path) -> str:
+    if is_server_url(name):
+        database = urlsplit(str(name)).path.strip("/")
+        return database or "postgres"
+    if engine_of(name) == "duckdb":
+        return duckdb_path(name).stem
+    return Path(name).stem
 
 
 EXECUTE_ROWS = 100
@@ -46,12 +58,12 @@ class Databases:
     """
 
     def __init__(self, paths: Mapping[str, str | Path], session: Session):
-        self.paths: dict[str, Path] = {k: Path(v) for k, v in paths.items()}
+        self.paths: dict[str, str | Path] = {k: v if is_server_url(v) else Path(v) for k, v in paths.items()}
         self.session = session
         for path in self.paths.values():
             session.database(path)
 
-    def resolve(self, database: str | None) -> tuple[str, Path]:
+    def resolve(self, database: str | None) -> tuple[str, str | Path]:
         """The id and file of ``database``; None names the only one there is.
 
         Raises:
@@ -70,7 +82,8 @@ class Databases:
         rows = []
         for db_id, path in self.paths.items():
             schema = self.schema(db_id)
-            rows.append({"id": db_id, "file": path.name, "tables": len(schema.tables),
+            shown = display_name(path) if is_server_url(path) else Path(path).name
+            rows.append({"id": db_id, "file": shown, "engine": engine_of(path), "tables": len(schema.tables),
                          "columns": sum(len(t.columns) for t in schema.tables)})
         return rows
 
@@ -78,7 +91,7 @@ class Databases:
         """The introspected schema of ``database``."""
         return self.session.database(self.resolve(database)[1]).schema
 
-    def guarded(self, database: str | None) -> GuardedDatabase:
+    def guarded(self, database: str | None) -> Database:
         """The guarded database of ``database``: the only way a request reaches its data."""
         return self.session.database(self.resolve(database)[1]).db
 

@@ -48,6 +48,7 @@ from sqlchorus.runs.integrations import tool_result
 from sqlchorus.runs.result import Result
 from sqlchorus.runs.retention import Retention
 from sqlchorus.runs.session import Session, checked_question
+from sqlchorus.tools.engines import database_key as engine_key
 
 DEFAULT_WORKERS = 8
 """Runs one server answers at once; more wait (``queued``) for a worker."""
@@ -324,8 +325,8 @@ class RunService(Databases):
             info = self._reading(self.store.run, thread)
         except UnknownRunError:
             raise UnknownRunIdError(f"No run {run_id!r} in {self.store.path}.") from None
-        served = {str(Path(p).resolve()): k for k, p in self.paths.items()}
-        db_id = served.get(str(Path(info["db_path"] or "").resolve()))
+        served = {engine_key(p): k for k, p in self.paths.items()}
+        db_id = served.get(engine_key(info["db_path"])) if info["db_path"] else None
         if db_id is None:
             raise UnknownDatabaseError(f"Run {run_id} was asked over a database this server does not serve.")
         if not self._reading(lambda: list(self.store.list({"configurable": {"thread_id": thread}}, limit=1))):

@@ -41,10 +41,11 @@ from sqlchorus.graph.build import build_graph
 from sqlchorus.runs.demo import demo_db_path
 from sqlchorus.runs.result import Result, failure_kind, result_from_state
 from sqlchorus.tools import attributes as attrs
-from sqlchorus.tools.database import GuardedDatabase
+from sqlchorus.tools.database import Database
+from sqlchorus.tools.engines import database_name, duckdb_path, engine_of
 from sqlchorus.tools.sql_errors import DatabaseOpenError
 from sqlchorus.tools.trace_content import ALL, NONE, rows_preview, set_value
-from sqlchorus.tools.value_index import database_fingerprint
+from sqlchorus.tools.value_index import content_fingerprint, database_fingerprint
 
 _LONE_SURROGATES = re.compile("[\ud800-\udc7f\udd00-\udfff]")
 """Surrogates that stand for no byte (a JSON string may hold them as ``\\ud800``)."""
@@ -115,7 +116,7 @@ class Session:
 
     # -- what runs share ----------------------------------------------------------------------
 
-    def database(self, db: str | Path | GuardedDatabase | None, settings: Settings | None = None) -> DatabaseResources:
+    def database(self, db: str | Path | Database | None, settings: Settings | None = None) -> DatabaseResources:
         """The resources of ``db`` (the demo database when None), opened on first use and again
         when the file has changed on disk. Each is built once, while questions on other
         databases go on.
@@ -124,10 +125,10 @@ class Session:
             sqlchorus.tools.database.DatabaseOpenError: the file is missing or not SQLite.
         """
         settings = settings or self.settings
-        if db is not None and not isinstance(db, (str, Path, GuardedDatabase)):
-            raise DatabaseOpenError(f"The database must be a path or an open GuardedDatabase, not {type(db).__name__}.")
+        if db is not None and not isinstance(db, (str, Path, Database)):
+            raise DatabaseOpenError(f"The database must be a path, a URL or an open Database, not {type(db).__name__}.")
         target = db if db is not None else demo_db_path()
-        key = (*database_key(target), id(target) if isinstance(target, GuardedDatabase) else None,
+        key = (*database_key(target), id(target) if isinstance(target, Database) else None,
                settings.sample_values, settings.value_cache_dir)
         with self._lock:
             if key in self._databases:
@@ -163,8 +164,8 @@ class Session:
         in this run)."""
         try:
             store.save_run(
-                run_id, question=question, evidence=evidence, db_path=str(resources.db.path),
-                db_fingerprint=database_fingerprint(resources.db.path), settings=settings.record(),
+                run_id, question=question, evidence=evidence, db_path=database_name(resources.db),
+                db_fingerprint=content_fingerprint(resources.db), settings=settings.record(),
             )
         except store.db_errors as e:
             store.lost(e)
@@ -191,7 +192,7 @@ class Session:
     def open_run(
         self,
         question: str,
-        db: str | Path | GuardedDatabase | None = None,
+        db: str | Path | Database | None = None,
         *,
         evidence: str = "",
         settings: Settings | None = None,
@@ -259,7 +260,8 @@ class Session:
                     "Checkpoints are off (--no-checkpoints, or no trace folder): this needs them; give --checkpoints PATH.")
         # An unknown generator is refused before the run is kept.
         graph = self.graph(settings, store, steppable=steppable)
-        attributes = {attrs.SQLCHORUS_QUESTION: question, attrs.DB_NAMESPACE: resources.db.name}
+        attributes = {attrs.SQLCHORUS_QUESTION: question, attrs.DB_NAMESPACE: resources.db.name,
+                      attrs.DB_SYSTEM: resources.db.engine, attrs.SQLCHORUS_DATABASE: resources.db.location}
         if replay_of is not None:
             attributes[attrs.SQLCHORUS_REPLAY_OF] = replay_of
         run_id = run_id or new_run_id()
@@ -302,7 +304,7 @@ class Session:
                                             calls=calls, client=client)
         return context, calls
 
-    def run(self, question: str, db: str | Path | GuardedDatabase | None = None, *,
+    def run(self, question: str, db: str | Path | Database | None = None, *,
             updates: Callable[[dict[str, Any]], None] | None = None, **prepare: Any) -> Result:
         """Prepare a run (:meth:`open_run`, which takes ``prepare``), run it to its end, close it.
 
@@ -322,7 +324,7 @@ class Session:
     def ask(
         self,
         question: str,
-        db: str | Path | GuardedDatabase | None = None,
+        db: str | Path | Database | None = None,
         *,
         evidence: str = "",
         settings: Settings | None = None,
@@ -337,7 +339,8 @@ class Session:
 
         Args:
             question: the question in plain language.
-            db: path of a SQLite file, or an open :class:`GuardedDatabase`.
+            db: a database name (a SQLite path, a ``postgresql://`` URL, a DuckDB file; see
+                :mod:`sqlchorus.tools.engines`), or an open :class:`Database`.
             evidence: a hint that defines terms of the question (BIRD's "evidence").
             settings: this run's settings, when not the session's (generators, fixing,
                 selection, tracing); the models, cache and prices stay the session's.
@@ -384,7 +387,8 @@ class Session:
         info = store.run(run_id)
         db_path = info["db_path"]
         changed = None
-        if db_path and Path(db_path).exists() and database_fingerprint(db_path) != info["db_fingerprint"]:
+        if (db_path and engine_of(db_path) != "postgresql" and Path(duckdb_path(db_path)).exists()
+                and database_fingerprint(duckdb_path(db_path)) != info["db_fingerprint"]):
             changed = (f"{db_path} has changed since run {run_id}: the SQL run again (retrieved values, the "
                        "candidates' rows and the answer) may give other results than the run's.")
         return store, info, _replayable(settings, info["settings"]), changed
@@ -444,7 +448,7 @@ class Session:
 
 def ask(
     question: str,
-    db: str | Path | GuardedDatabase | None = None,
+    db: str | Path | Database | None = None,
     model: Any = None,
     *,
     evidence: str = "",

@@ -99,7 +99,11 @@ from sqlchorus.tools.value_index.scoring import (
     load_local_embedder,
     score_value,
 )
-from sqlchorus.tools.value_index.storage import database_fingerprint, default_cache_dir
+from sqlchorus.tools.value_index.storage import (
+    content_fingerprint,
+    database_fingerprint,
+    default_cache_dir,
+)
 
 # Each module binds the settings it reads when it is imported: a setting changed at run time
 # is changed on the module that reads it (lookup.EDIT_CANDIDATES, building.SPILL_POSTINGS,
@@ -134,6 +138,7 @@ __all__ = [
     "ValueIndex",
     "acronym",
     "band_keys",
+    "content_fingerprint",
     "database_fingerprint",
     "default_cache_dir",
     "half_keys",

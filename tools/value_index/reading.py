@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlchorus.tools.database import GuardedDatabase
+from sqlchorus.tools.database import Database, GuardedDatabase
 from sqlchorus.tools.value_index.parameters import (
     FREE_TEXT_AVG_CHARS,
     MAX_VALUE_CHARS,
@@ -38,7 +38,37 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _text_columns(db: GuardedDatabase) -> tuple[list[_ColumnPlan], list[dict[str, str]]]:
+_TEXT_TYPES = ("char", "text", "string", "clob")
+"""Declared types of a typed engine's (PostgreSQL's, DuckDB's) columns that hold text."""
+
+
+def _typed_text_columns(db: Database) -> tuple[list[_ColumnPlan], list[dict[str, str]]]:
+    """The text columns of a typed engine's tables, from its catalogue: other columns hold no
+    text (a number, a date) and are not indexed."""
+    plans: list[_ColumnPlan] = []
+    for table in db.read_structure():
+        if table.is_view:
+            continue
+        for column in table.columns:
+            if any(t in (column.type or "").lower() for t in _TEXT_TYPES):
+                plans.append(_ColumnPlan(table.name, column.name))
+    return plans, []
+
+
+def _is_text(db: Database, col: str) -> str:
+    """The condition that a value of ``col`` is text: SQLite's values have their own types; a
+    typed engine's column has one type for all of them."""
+    return f"typeof({col}) = 'text'" if db.engine == "sqlite" else f"{col} IS NOT NULL"
+
+
+def _literal(value: str) -> str:
+    """A text value as a SQL literal (standard quoting, which PostgreSQL and DuckDB share)."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _text_columns(db: Database) -> tuple[list[_ColumnPlan], list[dict[str, str]]]:
+    if not isinstance(db, GuardedDatabase):
+        return _typed_text_columns(db)
     plans: list[_ColumnPlan] = []
     skipped: list[dict[str, str]] = []
     tables = db.lookup(
@@ -60,7 +90,7 @@ def _text_columns(db: GuardedDatabase) -> tuple[list[_ColumnPlan], list[dict[str
     return plans, skipped
 
 
-def _column_pages(db: GuardedDatabase, plan: _ColumnPlan, limit: int, timeout_s: float
+def _column_pages(db: Database, plan: _ColumnPlan, limit: int, timeout_s: float
                   ) -> tuple[str | None, Iterable[list[str]]]:
     """Why a column is not indexed (None when it is), and its pages of distinct text values.
 
@@ -71,7 +101,7 @@ def _column_pages(db: GuardedDatabase, plan: _ColumnPlan, limit: int, timeout_s:
     """
     col, tbl = _quote(plan.column), _quote(plan.table)
     sample = db.lookup(
-        f"SELECT {col} FROM {tbl} WHERE typeof({col}) = 'text' LIMIT {SAMPLE_ROWS + 1}",
+        f"SELECT {col} FROM {tbl} WHERE {_is_text(db, col)} LIMIT {SAMPLE_ROWS + 1}",
         timeout_s=timeout_s, max_rows=SAMPLE_ROWS + 1,
     )
     complete = not sample.truncated and len(sample.rows) <= SAMPLE_ROWS
@@ -96,11 +126,11 @@ def _sqlite_length(text: str) -> int:
     return len(text) if nul < 0 else nul
 
 
-def _pages(db: GuardedDatabase, plan: _ColumnPlan, limit: int, timeout_s: float
+def _pages(db: Database, plan: _ColumnPlan, limit: int, timeout_s: float
            ) -> Iterable[list[str]]:
     """Distinct text values of one column, a page at a time, in key order (keyset paging)."""
     col, tbl = _quote(plan.column), _quote(plan.table)
-    base = (f"SELECT DISTINCT {col} FROM {tbl} WHERE typeof({col}) = 'text' "
+    base = (f"SELECT DISTINCT {col} FROM {tbl} WHERE {_is_text(db, col)} "
             f"AND length({col}) BETWEEN 1 AND {MAX_VALUE_CHARS}")
     last: str | None = None
     remaining = limit
@@ -108,8 +138,10 @@ def _pages(db: GuardedDatabase, plan: _ColumnPlan, limit: int, timeout_s: float
         size = min(PAGE_SIZE, remaining)
         if last is None:
             sql, params = f"{base} ORDER BY {col} LIMIT {size}", ()
-        else:
+        elif db.engine == "sqlite":
             sql, params = f"{base} AND {col} > ? ORDER BY {col} LIMIT {size}", (last,)
+        else:  # placeholders differ between engines; the value is the database's own text
+            sql, params = f"{base} AND {col} > {_literal(last)} ORDER BY {col} LIMIT {size}", ()
         rows = db.lookup(sql, parameters=params, timeout_s=timeout_s, max_rows=size,
                           max_bytes=size * MAX_VALUE_CHARS * 4 + 1024).rows
         if not rows:
@@ -122,11 +154,11 @@ def _pages(db: GuardedDatabase, plan: _ColumnPlan, limit: int, timeout_s: float
         last = page[-1]
 
 
-def _count_beyond(db: GuardedDatabase, plan: _ColumnPlan, limit: int, timeout_s: float) -> bool:
+def _count_beyond(db: Database, plan: _ColumnPlan, limit: int, timeout_s: float) -> bool:
     col, tbl = _quote(plan.column), _quote(plan.table)
     rows = db.lookup(
-        f"SELECT 1 FROM (SELECT DISTINCT {col} FROM {tbl} WHERE typeof({col}) = 'text' "
-        f"AND length({col}) BETWEEN 1 AND {MAX_VALUE_CHARS}) LIMIT 1 OFFSET {limit}",
+        f"SELECT 1 FROM (SELECT DISTINCT {col} FROM {tbl} WHERE {_is_text(db, col)} "
+        f"AND length({col}) BETWEEN 1 AND {MAX_VALUE_CHARS}) AS d LIMIT 1 OFFSET {limit}",
         timeout_s=timeout_s, max_rows=1,
     ).rows
     return bool(rows)

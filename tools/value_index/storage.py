@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from sqlchorus.tools.cache import default_cache_dir as cache_root
-from sqlchorus.tools.database import GuardedDatabase
+from sqlchorus.tools.database import Database, SqlError
 from sqlchorus.tools.value_index.hashing import _U64
 from sqlchorus.tools.value_index.parameters import BANDS, FORMAT_VERSION, MAX_VALUE_CHARS, NUM_PERM
 
@@ -61,14 +61,35 @@ def default_cache_dir() -> Path:
     return cache_root() / "values"
 
 
-def _index_path(db: GuardedDatabase, cache_dir: str | os.PathLike[str] | None) -> tuple[Path, str]:
+def content_fingerprint(db: Database) -> str:
+    """A key for the content of ``db``: :func:`database_fingerprint` of its file (SQLite,
+    DuckDB), else, for a database on a server, a digest of where it is (without secrets), its
+    tables' and columns' names and types, and each table's row count. The latter misses an edit
+    that keeps every row count (an UPDATE): rebuild the index after one (``sqlchorus index
+    --rebuild``)."""
+    if db.path is not None:
+        return database_fingerprint(db.path)
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(db.location.encode())
+    for table in db.read_structure():
+        columns = ",".join(f"{c.name} {c.type}" for c in table.columns)
+        try:
+            count = db.lookup(f'SELECT count(*) FROM "{table.name.replace(chr(34), chr(34) * 2)}"',
+                              timeout_s=30.0).rows[0][0]
+        except SqlError:
+            count = None
+        digest.update(f"{table.name}({columns}):{count};".encode())
+    return digest.hexdigest()
+
+
+def _index_path(db: Database, cache_dir: str | os.PathLike[str] | None) -> tuple[Path, str]:
     """The index file of ``db``'s content, and that content's fingerprint.
 
     The name holds what makes two indexes incompatible (the content and the hashing), not how
     many values per column were read: that is a choice of whoever built the index, kept in its
     metadata, so an index built by ``sqlchorus index --max-values N`` is the one ``ask`` finds.
     """
-    fp = database_fingerprint(db.path)
+    fp = content_fingerprint(db)
     settings = f"v{FORMAT_VERSION}:p{NUM_PERM}:b{BANDS}:{MAX_VALUE_CHARS}"
     key = hashlib.blake2b(f"{fp}:{settings}".encode(), digest_size=12).hexdigest()
     folder = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()

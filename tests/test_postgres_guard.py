@@ -1,0 +1,514 @@
+"""The PostgreSQL guard holds as tightly as the SQLite one, on a server the test starts.
+
+Spider's concert_singer is loaded into a database of the test's PostgreSQL server, with its keys
+and a few comments. Most tests connect as a read-only role (LOGIN, SELECT only, no TEMP or
+CREATE, temp_file_limit set on it) whose password comes from a password file, never from the
+URL; a few connect as the superuser the server was made with. Every statement of the attack
+corpus (tests/fixtures/guard_corpus_postgres) must end as the corpus says, and afterwards every
+table is byte-identical (row count and a checksum of its rows), with no new table, role or large
+object. Statements that could hang run in a process of their own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+
+import psycopg
+import pytest
+
+from conftest import FIXTURES, load_pairs, spider_db
+from servers import free_port, halt_postgres, postgres_of_a_test
+from sqlchorus.tools import postgres_database as module
+from sqlchorus.tools.database import QueryResult
+from sqlchorus.tools.postgres_database import (
+    PostgresDatabase,
+    _run,
+    check_postgres_query,
+    redact_url,
+)
+from sqlchorus.tools.sql_errors import (
+    DatabaseOpenError,
+    ExecutionError,
+    ForbiddenError,
+    NotAQueryError,
+    QueryTimeoutError,
+    SqlError,
+)
+
+CORPUS = FIXTURES / "guard_corpus_postgres"
+HANGING_CLASSES = {"time", "memory"}
+"""Classes whose statements run (to their budget, or to a limit): each in a process of its own."""
+GRACE_S = 20.0
+PASSWORD = "s3cret-Reader-pw-7fq"
+READER = "reader"
+
+RUNNER = r"""
+import json, sys, time
+from sqlchorus.tools.postgres_database import PostgresDatabase
+from sqlchorus.tools.sql_errors import SqlError
+url, sql_path, budget, max_bytes = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+sql = open(sql_path, encoding="utf-8").read()
+with PostgresDatabase(url, timeout_s=budget, max_bytes=max_bytes, workers=1, prestart=False) as db:
+    start = time.monotonic()
+    try:
+        result = db.execute(sql)
+        outcome = "ok, truncated" if result.truncated else "ok"
+    except SqlError as e:
+        outcome = e.kind
+    seconds = time.monotonic() - start
+print(json.dumps({"outcome": outcome, "seconds": seconds}))
+"""
+
+
+# -- the server and its database -----------------------------------------------------------------
+
+
+def _pg_type(declared: str) -> str:
+    return "bigint" if "int" in (declared or "").lower() else "text"
+
+
+def load_sqlite(sqlite_path, url: str) -> None:
+    """Copy a SQLite database into the PostgreSQL database at ``url``: names in lower case,
+    primary and foreign keys kept (a referencing column takes its referenced column's type)."""
+    src = sqlite3.connect(f"file:{sqlite_path}?mode=ro", uri=True)
+    tables = [r[0] for r in src.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                        "AND name NOT LIKE 'sqlite_%' ORDER BY rowid")]
+    info = {t: src.execute(f'PRAGMA table_info("{t}")').fetchall() for t in tables}
+    fks = {t: src.execute(f'PRAGMA foreign_key_list("{t}")').fetchall() for t in tables}
+    types = {(t, c[1].lower()): _pg_type(c[2]) for t in tables for c in info[t]}
+    for t in tables:
+        for fk in fks[t]:
+            types[(t, fk[3].lower())] = types[(fk[2].lower(), fk[4].lower())]
+    with psycopg.connect(url, autocommit=True) as conn:
+        for t in tables:
+            cols = [f"{c[1].lower()} {types[(t, c[1].lower())]}" for c in info[t]]
+            pk = [c[1].lower() for c in sorted(info[t], key=lambda c: c[5]) if c[5]]
+            if pk:
+                cols.append(f"PRIMARY KEY ({', '.join(pk)})")
+            for fk in fks[t]:
+                cols.append(f"FOREIGN KEY ({fk[3].lower()}) REFERENCES {fk[2].lower()} ({fk[4].lower()})")
+            conn.execute(f"CREATE TABLE {t.lower()} ({', '.join(cols)})")
+        for t in tables:
+            names = [c[1].lower() for c in info[t]]
+            rows = src.execute(f'SELECT * FROM "{t}"').fetchall()
+            kinds = [types[(t, n)] for n in names]
+            rows = [tuple(None if v is None else (int(v) if k == "bigint" else str(v)) for v, k in zip(r, kinds))
+                    for r in rows]
+            with conn.cursor() as cur:
+                cur.executemany(f"INSERT INTO {t.lower()} ({', '.join(names)}) VALUES "
+                                f"({', '.join(['%s'] * len(names))})", rows)
+    src.close()
+
+
+def table_checksums(url: str) -> dict[str, tuple[int, str]]:
+    """Every table of the public schema: its row count and the md5 of its rows in order."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        tables = [r[0] for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename")]
+        out = {}
+        for t in tables:
+            out[t] = conn.execute(
+                f"SELECT count(*), md5(coalesce(string_agg(x::text, ',' ORDER BY x::text), '')) FROM {t} AS x"
+            ).fetchone()
+        return out
+
+
+def server_state(url: str) -> dict[str, object]:
+    """What a statement might have left behind: every table, its checksum, every relation of a
+    user schema, every role, every large object."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        relations = conn.execute(
+            "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast') ORDER BY 1, 2").fetchall()
+        roles = conn.execute("SELECT rolname, rolsuper FROM pg_roles ORDER BY 1").fetchall()
+        objects = conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone()[0]
+        comments = conn.execute("SELECT count(*), md5(coalesce(string_agg(description, ',' ORDER BY description), ''))"
+                                " FROM pg_description").fetchone()
+    return {"tables": table_checksums(url), "relations": relations, "roles": roles,
+            "large_objects": objects, "comments": comments}
+
+
+@pytest.fixture(scope="module")
+def server():
+    yield from postgres_of_a_test()
+
+
+@pytest.fixture(scope="module")
+def concert(server, tmp_path_factory):
+    """concert_singer in a database of its own, a read-only role with a password in a password
+    file (PGPASSFILE, set for the module), and the URLs: ``admin`` (the superuser) and ``reader``
+    (no password in it)."""
+    source = spider_db("concert_singer")
+    if not source.exists():
+        pytest.skip(f"Spider database concert_singer not found at {source}")
+    admin = server.new_database()
+    dbname = admin.rsplit("/", 1)[1]
+    load_sqlite(source, admin)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("COMMENT ON TABLE singer IS 'People who sing at concerts'")
+        conn.execute("COMMENT ON COLUMN singer.age IS 'Age in years'")
+        # A compound foreign key, and a view.
+        conn.execute("CREATE TABLE performance (concert_id bigint, singer_id bigint, minutes bigint, "
+                     "FOREIGN KEY (concert_id, singer_id) REFERENCES singer_in_concert (concert_id, singer_id))")
+        conn.execute("INSERT INTO performance SELECT concert_id, singer_id, 30 FROM singer_in_concert")
+        conn.execute("CREATE VIEW singer_names AS SELECT name FROM singer")
+        conn.execute(f"CREATE ROLE {READER} LOGIN PASSWORD '{PASSWORD}' NOSUPERUSER NOCREATEDB NOCREATEROLE")
+        for line in (f"REVOKE ALL ON DATABASE {dbname} FROM PUBLIC",
+                     f"GRANT CONNECT ON DATABASE {dbname} TO {READER}",
+                     "REVOKE CREATE ON SCHEMA public FROM PUBLIC",
+                     f"GRANT USAGE ON SCHEMA public TO {READER}",
+                     f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {READER}",
+                     f"ALTER ROLE {READER} SET temp_file_limit = '64MB'"):
+            conn.execute(line)
+    # The reader must give its password (the server trusts everyone else).
+    hba = server.data / "pg_hba.conf"
+    hba.write_text(f"host all {READER} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
+    server._run(str(server.bin / "pg_ctl"), "-D", str(server.data), "reload")
+    time.sleep(0.5)
+    folder = tmp_path_factory.mktemp("pgpass")
+    passfile = folder / "pgpass"
+    passfile.write_text(f"127.0.0.1:{server.port}:{dbname}:{READER}:{PASSWORD}\n")
+    passfile.chmod(0o600)
+    old = os.environ.get("PGPASSFILE")
+    os.environ["PGPASSFILE"] = str(passfile)
+    reader = f"postgresql://{READER}@127.0.0.1:{server.port}/{dbname}"
+    try:
+        yield {"admin": admin, "reader": reader, "dbname": dbname, "passfile": str(passfile), "server": server}
+    finally:
+        if old is None:
+            os.environ.pop("PGPASSFILE", None)
+        else:
+            os.environ["PGPASSFILE"] = old
+
+
+@pytest.fixture(scope="module")
+def reader_db(concert):
+    db = PostgresDatabase(concert["reader"], timeout_s=5, workers=2)
+    yield db
+    db.close()
+
+
+# -- the attack corpus ---------------------------------------------------------------------------
+
+
+def _cases():
+    out = []
+    for path in sorted(CORPUS.glob("*.sql")):
+        for pair in load_pairs(path):
+            marks = [pytest.mark.slow]
+            out.append(pytest.param(path.stem, pair, id=f"{path.stem}-{pair.name}", marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("corpus,pair", _cases())
+def test_the_guard_holds(corpus, pair, concert, reader_db, tmp_path):
+    budget = float(pair.meta.get("budget", 1))
+    max_bytes = int(pair.meta.get("max_bytes", 16 * 1024 * 1024))
+    before = server_state(concert["admin"])
+    if corpus in HANGING_CLASSES:
+        sql_file = tmp_path / "statement.sql"
+        sql_file.write_text(pair.input, encoding="utf-8")
+        out = subprocess.run(
+            [sys.executable, "-c", RUNNER, concert["reader"], str(sql_file), str(budget), str(max_bytes)],
+            capture_output=True, text=True, timeout=budget + 60, cwd=tmp_path,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PGPASSFILE": concert["passfile"]},
+        )
+        assert out.returncode == 0, f"the process died (code {out.returncode}): {out.stderr[-2000:]}"
+        report = json.loads(out.stdout)
+    else:
+        start = time.monotonic()
+        try:
+            result = reader_db.execute(pair.input, timeout_s=budget, max_bytes=max_bytes)
+            outcome = "ok, truncated" if result.truncated else "ok"
+        except SqlError as e:
+            outcome = e.kind
+        report = {"outcome": outcome, "seconds": time.monotonic() - start}
+    assert report["outcome"] == pair.expected
+    if report["outcome"] == "timeout":
+        assert report["seconds"] >= budget, f"stopped after {report['seconds']:.2f} s of a {budget:g} s budget"
+    assert report["seconds"] <= budget + GRACE_S, f"ran {report['seconds']:.2f} s against a {budget:g} s budget"
+    assert server_state(concert["admin"]) == before
+
+
+def test_every_class_has_a_corpus():
+    assert {p.stem for p in CORPUS.glob("*.sql")} == {
+        "writes", "files", "network", "time", "memory", "catalogue", "locks"}
+    assert all(len(load_pairs(p)) >= 6 for p in CORPUS.glob("*.sql"))
+
+
+def test_the_corpus_is_refused_by_the_check_alone_as_well():
+    """Every refused statement is refused before it reaches a server (the check needs none)."""
+    for path in sorted(CORPUS.glob("*.sql")):
+        for pair in load_pairs(path):
+            if pair.expected in ("forbidden", "not_a_query"):
+                with pytest.raises((ForbiddenError, NotAQueryError)):
+                    check_postgres_query(pair.input)
+
+
+# -- the check, without a server -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT lower(name), upper(country), length(name), count(*) FROM singer GROUP BY 1, 2, 3",
+    "SELECT name FROM singer WHERE name ILIKE 'j%' AND age BETWEEN 20 AND 40 OR country IN ('France')",
+    "SELECT date_trunc('month', now()), extract(year FROM current_date), to_char(now(), 'YYYY')",
+    "SELECT avg(age), round(avg(age)::numeric, 2), string_agg(name, ', ' ORDER BY name) FROM singer",
+    "SELECT name, rank() OVER (ORDER BY age DESC), lag(age) OVER (PARTITION BY country ORDER BY age) FROM singer",
+    "SELECT coalesce(nullif(country, ''), 'none'), CASE WHEN age > 30 THEN 'old' ELSE 'young' END FROM singer",
+    "WITH a AS (SELECT * FROM singer) SELECT a.name FROM a JOIN singer_in_concert s ON s.singer_id = a.singer_id",
+    "SELECT substring(name FROM 1 FOR 3), position('a' IN name), split_part(name, ' ', 1) FROM singer",
+    "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY age) FROM singer",
+    "SELECT count(*) FILTER (WHERE age > 30), bool_and(age > 1) FROM singer",
+    "SELECT g FROM generate_series(1, 3) AS g",
+])
+def test_the_questions_a_user_asks_pass_the_check(sql):
+    check_postgres_query(sql)
+
+
+def test_a_function_sqlglot_types_but_the_guard_has_not_reviewed_is_refused():
+    with pytest.raises(ForbiddenError, match="does not allow"):
+        check_postgres_query("SELECT levenshtein(name, 'x') FROM singer")
+    with pytest.raises(ForbiddenError, match="made_up_function"):
+        check_postgres_query("SELECT made_up_function(1)")
+
+
+def test_a_url_loses_its_password():
+    assert redact_url("postgresql://u:pw@h:5/db?sslmode=require&password=pw2") == \
+        "postgresql://u@h:5/db?sslmode=require"
+    assert "pw" not in redact_url("host=h user=u password='p w' dbname=d")
+
+
+def test_without_psycopg_opening_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    with pytest.raises(DatabaseOpenError, match=r"pip install 'sqlchorus\[postgres\]'"):
+        PostgresDatabase("postgresql://u@127.0.0.1:1/db")
+
+
+# -- the database --------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_read_only_role_reads_with_its_password_from_the_password_file(concert, reader_db):
+    assert PASSWORD not in concert["reader"]
+    assert reader_db.write_warnings == [] and reader_db.limit_warnings == []
+    assert reader_db.name == concert["dbname"] and reader_db.engine == "postgresql" and reader_db.path is None
+    result = reader_db.execute("SELECT count(*) FROM singer")
+    assert isinstance(result, QueryResult) and result.rows == [(6,)]
+    for text in (repr(reader_db), reader_db.location, str(reader_db.worker_status())):
+        assert PASSWORD not in text
+    assert reader_db.lookup('SELECT count(*) FROM "singer"').rows == [(6,)]
+
+
+@pytest.mark.slow
+def test_the_structure_comes_from_the_catalogue(reader_db):
+    tables = {t.name: t for t in reader_db.read_structure()}
+    assert set(tables) == {"stadium", "singer", "concert", "singer_in_concert", "performance", "singer_names"}
+    singer = tables["singer"]
+    assert singer.description == "People who sing at concerts"
+    columns = {c.name: c for c in singer.columns}
+    assert columns["singer_id"].primary_key and columns["singer_id"].not_null
+    assert columns["age"].description == "Age in years" and columns["age"].type == "bigint"
+    assert not columns["name"].primary_key and not columns["name"].not_null
+    assert {(f.column, f.ref_table, f.ref_column) for f in tables["concert"].foreign_keys} == {
+        ("stadium_id", "stadium", "stadium_id")}
+    assert [(f.column, f.ref_table, f.ref_column) for f in tables["performance"].foreign_keys] == [
+        ("concert_id", "singer_in_concert", "concert_id"), ("singer_id", "singer_in_concert", "singer_id")]
+    pk = [c.name for c in tables["singer_in_concert"].columns if c.primary_key]
+    assert pk == ["concert_id", "singer_id"]
+    assert tables["singer_names"].is_view and not singer.is_view
+
+
+@pytest.mark.slow
+def test_the_superuser_is_warned_about_and_can_be_refused(concert):
+    with PostgresDatabase(concert["admin"], prestart=False) as db:
+        text = " ".join(db.write_warnings)
+        assert "superuser" in text and "TEMP" in text and "DELETE on" in text
+    with pytest.raises(DatabaseOpenError, match="read-only role") as raised:
+        PostgresDatabase(concert["admin"], require_readonly_role=True)
+    assert "GRANT SELECT ON ALL TABLES" in raised.value.message
+    with PostgresDatabase(concert["reader"], require_readonly_role=True, prestart=False) as db:
+        assert db.write_warnings == []
+
+
+@pytest.mark.slow
+def test_a_statement_is_stopped_at_its_budget_and_the_connection_serves_the_next(reader_db):
+    budget = 1.5
+    start = time.monotonic()
+    with pytest.raises(QueryTimeoutError, match="1.5 s budget"):
+        reader_db.execute("SELECT count(*) FROM (SELECT generate_series(1, 1000000000000) AS g) AS s",
+                          timeout_s=budget)
+    seconds = time.monotonic() - start
+    assert budget <= seconds <= budget + GRACE_S
+    assert reader_db.execute("SELECT count(*) FROM stadium").rows == [(9,)]
+
+
+@pytest.mark.slow
+def test_results_are_capped_in_rows_and_bytes(reader_db):
+    result = reader_db.execute("SELECT g FROM generate_series(1, 1000) AS g", max_rows=5)
+    assert result.truncated and result.rows == [(1,), (2,), (3,), (4,), (5,)]
+    result = reader_db.execute("SELECT md5(g::text) FROM generate_series(1, 1000) AS g", max_bytes=100)
+    assert result.truncated and len(result.rows) == 3
+    result = reader_db.execute("SELECT g FROM generate_series(1, 5) AS g", max_rows=5)
+    assert not result.truncated and len(result.rows) == 5
+
+
+@pytest.mark.slow
+def test_several_statements_are_refused_by_the_server_too(reader_db, concert):
+    """Past the parse check, the extended protocol still runs one statement only."""
+    before = table_checksums(concert["admin"])
+    conn = psycopg.connect(concert["reader"], autocommit=True)
+    try:
+        with pytest.raises(psycopg.Error, match="multiple commands|syntax error"):
+            _run(conn, "SELECT 1; DELETE FROM performance", (), 5.0, 10, 10_000)
+    finally:
+        conn.close()
+    assert table_checksums(concert["admin"]) == before
+
+
+@pytest.mark.slow
+def test_the_server_refuses_a_write_the_check_missed(reader_db):
+    """The session is read-only and the role reads only: a write that got past the check fails."""
+    conn = reader_db._connect()
+    try:
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+            with conn.transaction():
+                conn.execute("CREATE TEMP TABLE x AS SELECT 1")
+    finally:
+        conn.close()
+
+
+@pytest.mark.slow
+def test_the_plan_is_explained_without_running(reader_db):
+    plan = reader_db.explain_query_plan("SELECT name FROM singer WHERE singer_id = 1")
+    assert plan.rows and all(isinstance(r[-1], str) for r in plan.rows)
+    assert "singer" in " ".join(r[-1] for r in plan.rows)
+    with pytest.raises(ForbiddenError):
+        reader_db.explain_query_plan("SELECT pg_read_file('/etc/passwd')")
+    with pytest.raises(NotAQueryError):
+        reader_db.explain_query_plan("DELETE FROM singer")
+
+
+@pytest.mark.slow
+def test_one_client_holds_at_most_its_share_of_connections(reader_db):
+    assert reader_db.workers == 2 and reader_db.client_workers == 1
+    mine = reader_db.for_client("a")
+    errors = []
+
+    def long():
+        try:
+            mine.execute("SELECT count(*) FROM (SELECT generate_series(1, 1000000000000) AS g) AS s", timeout_s=3)
+        except SqlError as e:
+            errors.append(e)
+
+    worker = threading.Thread(target=long)
+    worker.start()
+    time.sleep(0.5)
+    with pytest.raises(QueryTimeoutError, match="its share"):
+        mine.execute("SELECT 1", timeout_s=0.5)
+    assert reader_db.for_client("b").execute("SELECT 1").rows == [(1,)]
+    worker.join()
+    assert [e.kind for e in errors] == ["timeout"]
+
+
+@pytest.mark.slow
+def test_opening_fails_with_one_clear_line(concert, server):
+    port = server.port
+    dbname = concert["dbname"]
+    cases = [
+        ("postgresql://reader@127.0.0.1:notaport/x", "Not a PostgreSQL URL|invalid"),
+        (f"postgresql://{READER}:wrong-pw-9x@127.0.0.1:{port}/{dbname}", "password authentication failed"),
+        (f"postgresql://sqlchorus@127.0.0.1:{free_port()}/{dbname}", "refused"),
+        (f"postgresql://sqlchorus@127.0.0.1:{port}/no_such_database", 'database "no_such_database" does not exist'),
+    ]
+    for url, message in cases:
+        with pytest.raises(DatabaseOpenError, match=message) as raised:
+            PostgresDatabase(url, prestart=False)
+        text = raised.value.message
+        assert "\n" not in text and "wrong-pw-9x" not in text and PASSWORD not in text
+        assert "wrong-pw-9x" not in repr(raised.value)
+
+
+@pytest.mark.slow
+def test_an_empty_database_opens_and_says_a_table_is_missing(server):
+    url = server.new_database()
+    with PostgresDatabase(url, prestart=False) as db:
+        assert db.read_structure() == []
+        with pytest.raises(ExecutionError, match='relation "singer" does not exist'):
+            db.execute("SELECT * FROM singer")
+
+
+@pytest.mark.slow
+def test_a_server_that_stops_mid_statement_is_one_clear_error():
+    servers = postgres_of_a_test()
+    other = next(servers)
+    try:
+        db = PostgresDatabase(other.url(), timeout_s=30, workers=1)
+        errors = []
+
+        def long():
+            try:
+                db.execute("SELECT count(*) FROM (SELECT generate_series(1, 1000000000000) AS g) AS s")
+            except SqlError as e:
+                errors.append(e)
+
+        worker = threading.Thread(target=long)
+        worker.start()
+        time.sleep(1.0)
+        halt_postgres(other)
+        worker.join(timeout=60)
+        assert not worker.is_alive()
+        assert len(errors) == 1 and isinstance(errors[0], ExecutionError)
+        assert "server went away" in errors[0].message
+        with pytest.raises(DatabaseOpenError, match="Cannot open the PostgreSQL database"):
+            db.execute("SELECT 1")
+        db.close()
+    finally:
+        next(servers, None)
+
+
+@pytest.mark.slow
+def test_a_statement_the_server_would_not_stop_is_cancelled_from_outside(concert, monkeypatch):
+    """Without the server's own statement_timeout, the cancel sent at the budget plus the grace
+    stops the statement, and its connection is replaced."""
+    with PostgresDatabase(concert["reader"], timeout_s=60, workers=1) as db:
+        monkeypatch.setattr(module, "_set_timeout", lambda conn, seconds: None)
+        start = time.monotonic()
+        with pytest.raises(QueryTimeoutError):
+            db.execute("SELECT count(*) FROM (SELECT generate_series(1, 1000000000000) AS g) AS s", timeout_s=1)
+        seconds = time.monotonic() - start
+        assert 1 + module.KILL_GRACE_S <= seconds <= 1 + GRACE_S
+        assert db.worker_status()["replaced"] == 1
+        monkeypatch.undo()
+        assert db.execute("SELECT count(*) FROM singer").rows == [(6,)]
+
+
+@pytest.mark.slow
+def test_no_password_reaches_a_span(concert):
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    url = concert["reader"].replace(f"{READER}@", f"{READER}:{PASSWORD}@")
+    with PostgresDatabase(url, prestart=False) as db:
+        assert PASSWORD not in repr(db) and PASSWORD not in db.location
+        traced = db.with_tracer(provider.get_tracer("test"))
+        traced.execute("SELECT count(*) FROM singer")
+        with pytest.raises(ExecutionError):
+            traced.execute("SELECT * FROM no_such_table")
+    spans = exporter.get_finished_spans()
+    assert len(spans) == 2
+    assert all(PASSWORD not in json.dumps(dict(s.attributes), default=str) for s in spans)
+
+
+def test_text_that_breaks_the_parser_is_not_a_query():
+    with pytest.raises(NotAQueryError, match="does not parse"):
+        check_postgres_query("SELECT var_map(1)")

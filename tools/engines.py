@@ -1,0 +1,115 @@
+"""One way to name a database, whatever its engine, and to open it under its engine's guard.
+
+A database is named the same way everywhere sqlchorus takes one (the commands' ``--db``, the
+Python API, the servers, the LangChain tools):
+
+* a SQLite file: its path (``shop.sqlite``, ``~/data/shop.db``);
+* a PostgreSQL database: a libpq URL, ``postgresql://user@host:5432/name`` (or ``postgres://``).
+  What the URL leaves out comes from the usual ``PG*`` environment variables and the password
+  file (``~/.pgpass`` or ``PGPASSFILE``), as for ``psql``; a password is never shown: traces,
+  logs and messages name the database by :func:`display_name`;
+* a DuckDB file: a path ending in ``.duckdb`` or ``.ddb``, or ``duckdb:///path/to/file``.
+
+:func:`open_database` opens any of them as a :class:`~sqlchorus.tools.database.Database`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from sqlchorus.tools.database import Database, GuardedDatabase
+from sqlchorus.tools.duckdb_database import DuckDatabase
+from sqlchorus.tools.postgres_database import PostgresDatabase, redact_url
+
+ENGINES = ("sqlite", "postgresql", "duckdb")
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+DUCKDB_SCHEME = "duckdb://"
+DUCKDB_SUFFIXES = (".duckdb", ".ddb")
+DIALECT_NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL", "duckdb": "DuckDB"}
+"""How a prompt names each engine's SQL, by sqlglot's dialect name."""
+
+
+def engine_of(name: str | os.PathLike[str] | Database) -> str:
+    """The engine a database name (or an open database) is of: ``sqlite``, ``postgresql`` or
+    ``duckdb``."""
+    if isinstance(name, Database):
+        return name.engine
+    text = str(name)
+    lowered = text.lower()
+    if lowered.startswith(POSTGRES_SCHEMES):
+        return "postgresql"
+    if lowered.startswith(DUCKDB_SCHEME) or lowered.endswith(DUCKDB_SUFFIXES):
+        return "duckdb"
+    return "sqlite"
+
+
+def is_server_url(name: str | os.PathLike[str]) -> bool:
+    """Whether ``name`` is a database on a server (not a file)."""
+    return engine_of(name) == "postgresql"
+
+
+def duckdb_path(name: str | os.PathLike[str]) -> Path:
+    """The file a DuckDB name stands for (``duckdb:///abs/path`` or a path)."""
+    text = str(name)
+    if text.lower().startswith(DUCKDB_SCHEME):
+        text = text[len(DUCKDB_SCHEME):]
+        if text.startswith("//"):  # duckdb:///abs → /abs; duckdb://rel → rel
+            text = text[1:]
+    return Path(text).expanduser()
+
+
+def display_name(name: str | os.PathLike[str] | Database) -> str:
+    """The database as messages, traces and logs name it: a file's path, or a URL without its
+    password."""
+    if isinstance(name, Database):
+        return name.location
+    if is_server_url(name):
+        return redact(str(name))
+    return str(name)
+
+
+def redact(url: str) -> str:
+    """A PostgreSQL URL or conninfo without any password in it."""
+    return redact_url(url)
+
+
+def database_key(name: str | os.PathLike[str]) -> str:
+    """A stable key of the database ``name`` stands for: a file's resolved path, or the URL
+    without its password (two spellings of one file are one key)."""
+    if is_server_url(name):
+        return redact(str(name))
+    path = duckdb_path(name) if engine_of(name) == "duckdb" else Path(name).expanduser()
+    return str(path.resolve())
+
+
+def open_database(name: str | os.PathLike[str], **options: Any) -> Database:
+    """Open the database ``name`` under its engine's guard.
+
+    ``options`` are the guard's (``timeout_s``, ``max_rows``, ``max_bytes``, ``tracer``,
+    ``prestart``, ``workers``, ``client_workers``); PostgreSQL also takes
+    ``require_readonly_role``.
+
+    Raises:
+        DatabaseOpenError: the database cannot be opened (missing, unreachable, refused, not of
+            its engine), or its engine's extra is not installed.
+    """
+    engine = engine_of(name)
+    if engine == "postgresql":
+        return PostgresDatabase(str(name), **options)
+    options.pop("require_readonly_role", None)
+    if engine == "duckdb":
+        return DuckDatabase(duckdb_path(name), **options)
+    return GuardedDatabase(name, **options)
+
+
+def database_name(db: Database) -> str:
+    """The name that opens ``db`` again, without secrets: a file's path (``duckdb://`` before a
+    DuckDB file whose name does not say so), or a PostgreSQL URL without its password (the
+    password then comes from the environment or the password file, as the first time should)."""
+    if db.engine == "postgresql" or db.path is None:
+        return db.location
+    if db.engine == "duckdb" and not str(db.path).lower().endswith(DUCKDB_SUFFIXES):
+        return f"{DUCKDB_SCHEME}{db.path}"
+    return str(db.path)
