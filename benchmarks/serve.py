@@ -44,12 +44,14 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from statement_parallelism import BUDGET_S, EXPENSIVE, calibrate  # noqa: E402
+
 from servers import PostgresServer, free_port, postgres_bin, running, server_env  # noqa: E402
 from sqlchorus import Session  # noqa: E402
 from sqlchorus.config.settings import Settings  # noqa: E402
 from sqlchorus.runs.demo import demo_db_path, load_demo_questions  # noqa: E402
 from sqlchorus.testing import oracle_model  # noqa: E402
-from sqlchorus.tools.database import GuardedDatabase  # noqa: E402
 
 CLIENTS = 50
 
@@ -100,26 +102,6 @@ def load(bases: list[str], questions: list[str], total: int) -> tuple[list[float
     return asyncio.run(main())
 
 
-EXPENSIVE = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < {depth}) SELECT count(*) FROM c"
-EXPENSIVE_BUDGET_S = 600.0
-"""The expensive statements' budget: far past their length, so that each ends by itself."""
-
-
-def calibrate(seconds: float) -> tuple[int, float]:
-    """The recursion depth whose statement takes about ``seconds`` alone on the demo database."""
-    with GuardedDatabase(demo_db_path(), timeout_s=EXPENSIVE_BUDGET_S, workers=1) as db:
-        db.execute("SELECT 1")
-        depth, took = 100_000, 0.0
-        for _ in range(12):  # bounded: each round grows the depth towards the target
-            start = time.perf_counter()
-            db.execute(EXPENSIVE.format(depth=depth))
-            took = time.perf_counter() - start
-            if took >= seconds * 0.9:
-                break
-            depth = int(depth * min(10.0, max(1.2, seconds / max(took, 1e-3))))
-        return depth, took
-
-
 def beside_expensive(root: Path, statement_workers: int, depth: int, rounds: int,
                      questions: list[str]) -> dict[str, Any]:
     """Plain asks from one client while another runs four expensive statements, on one MCP server."""
@@ -132,7 +114,7 @@ def beside_expensive(root: Path, statement_workers: int, depth: int, rounds: int
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     args = [*server_args("mcp", folder, port, str(folder / "cp.sqlite")), "--statement-workers", str(statement_workers),
-            "--timeout", str(EXPENSIVE_BUDGET_S)]
+            "--timeout", str(BUDGET_S)]
 
     async def rounds_of_asks() -> tuple[list[float], list[list[float]]]:
         asks: list[float] = []
@@ -140,7 +122,7 @@ def beside_expensive(root: Path, statement_workers: int, depth: int, rounds: int
         # The expensive statements come from another address: a server counts a client's
         # statements by its remote address, and one client holds at most half of the workers.
         other = httpx2.AsyncClient(transport=httpx2.AsyncHTTPTransport(local_address="127.0.0.2"),
-                                   timeout=httpx2.Timeout(EXPENSIVE_BUDGET_S))
+                                   timeout=httpx2.Timeout(BUDGET_S))
         async with other, Client(streamable_http_client(url)) as asker, \
                 Client(streamable_http_client(url, http_client=other)) as heavy:
             assert not (await asker.call_tool("ask", {"question": questions[0]})).is_error
@@ -149,7 +131,7 @@ def beside_expensive(root: Path, statement_workers: int, depth: int, rounds: int
                 ended: list[float] = []
 
                 async def expensive() -> None:
-                    called = await heavy.call_tool("execute_sql", {"sql": EXPENSIVE.format(depth=depth)})
+                    called = await heavy.call_tool("execute_sql", {"sql": EXPENSIVE.replace("?", str(depth))})
                     assert not called.is_error, called.content
                     ended.append(time.perf_counter() - start)
 
@@ -186,7 +168,7 @@ def main() -> None:
     questions = list(gold)
     root = Path(tempfile.mkdtemp(prefix="sqlchorus-bench-serve-"))
     out: dict[str, Any] = {"model": "scripted, zero latency", "database": "demo", "clients": CLIENTS}
-    depth, alone = calibrate(args.expensive_s)
+    depth, alone = calibrate(demo_db_path(), args.expensive_s)
     out["beside_expensive"] = {"expensive_alone_s": round(alone, 2), "cpus": os.cpu_count(), "rounds": args.rounds,
                                **{f"workers_{n}": beside_expensive(root, n, depth, args.rounds, questions)
                                   for n in (1, 4)}}

@@ -302,6 +302,25 @@ class _Pool:
         self._waiting: deque[_Ticket] = deque()
         self._closed = False
 
+    def acquire_within(self, client: Hashable | None, budget: float, sql: str, *,
+                       what: str = "worker", units: str = "statement workers") -> Any:
+        """A free worker for ``client`` within ``budget`` seconds, or the error the statement
+        ``sql`` fails with: :class:`QueryTimeoutError` saying why it waited its whole budget for
+        a ``what`` (the client's share taken, or all the ``units`` busy), or
+        :class:`ExecutionError` when the database was closed."""
+        try:
+            worker = self.acquire(client, budget)
+        except _Closed:
+            raise ExecutionError("The database was closed; the query did not complete.", sql=sql) from None
+        if worker is None:
+            capped = client is not None and self.status()["running_by_client"].get(client, 0) >= self.client_cap
+            why = (f"this client already runs {self.client_cap} statements on the database, its share"
+                   if capped else f"all {self.size} of the database's {units} were busy")
+            raise QueryTimeoutError(
+                f"The query waited its whole {budget:g} s budget for a {what} ({why}) and did not run.", sql=sql
+            )
+        return worker
+
     def prestart(self) -> None:
         """Start one worker ahead, so that the first statement finds it ready."""
         with self._lock:
@@ -575,18 +594,55 @@ class Database:
         row is a line of the plan."""
         raise NotImplementedError
 
+    _pool: _Pool
+    """The engine's bounded pool of workers (processes or connections) that run statements."""
+
     @property
     def workers(self) -> int:
         """Statements that run at once on this database at most."""
-        raise NotImplementedError
+        return self._pool.size
 
     @property
     def client_workers(self) -> int:
         """Statements one client runs at once on this database at most."""
-        raise NotImplementedError
+        return self._pool.client_cap
 
     def worker_status(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """What the workers do now: ``workers`` and ``client_workers`` (the bounds), ``started``
+        (workers made so far), ``running`` and ``waiting`` (statements), ``running_by_client``,
+        ``running_pids`` (the processes running statements), ``pids`` (every live worker
+        process) and ``replaced`` (workers killed at a deadline, or dead, and replaced)."""
+        return self._pool.status()
+
+    def _in_worker(self, sql: str, parameters: Any, row_cap: int, byte_cap: int, budget: float,
+                   client: Hashable | None) -> tuple:
+        """Run ``sql`` in a worker process of the pool, within ``budget`` including the wait for
+        a worker; the worker's ``("ok", columns, rows, truncated, elapsed)`` reply, or its
+        ``("error", message, detail)`` reply for the engine to classify.
+
+        Raises:
+            QueryTimeoutError: no worker within the budget, or the statement ran past it and its
+                worker was killed; ExecutionError: the database was closed, or the statement
+                ended its worker.
+        """
+        client = self.client if client is None else client
+        start = time.monotonic()
+        worker = self._pool.acquire_within(client, budget, sql)
+        try:
+            # What is left of the budget after the wait; the worker's start is not counted.
+            left = max(budget - (time.monotonic() - start), 0.001)
+            reply = worker.run(("run", sql, parameters, left, row_cap, byte_cap), max(left + KILL_GRACE_S, 0.0))
+        except _Closed:
+            raise ExecutionError("The database was closed; the query did not complete.", sql=sql) from None
+        finally:
+            self._pool.release(worker)
+        if reply[0] == "killed":
+            if self._pool.closed:
+                raise ExecutionError("The database was closed; the query did not complete.", sql=sql)
+            if reply[1] == "deadline":
+                raise QueryTimeoutError(f"The query ran longer than its {budget:g} s budget and was stopped.", sql=sql)
+            raise ExecutionError("The query stopped the process that ran it; it was not completed.", sql=sql)
+        return reply
 
     def close(self) -> None:
         raise NotImplementedError
@@ -667,23 +723,6 @@ class GuardedDatabase(Database):
     def _open(self) -> sqlite3.Connection:
         return open_checked(str(self.path), self._state, max_value_bytes=self._max_value_bytes)
 
-    @property
-    def workers(self) -> int:
-        """Worker processes at most: statements that run at once on this database at most."""
-        return self._pool.size
-
-    @property
-    def client_workers(self) -> int:
-        """Statements one client runs at once on this database at most."""
-        return self._pool.client_cap
-
-    def worker_status(self) -> dict[str, Any]:
-        """What the workers do now: ``workers`` and ``client_workers`` (the bounds), ``started``
-        (workers made so far), ``running`` and ``waiting`` (statements), ``running_by_client``,
-        ``running_pids`` (the processes running statements), ``pids`` (every live worker
-        process) and ``replaced`` (processes killed at a deadline, or dead, and replaced)."""
-        return self._pool.status()
-
     # -- executing ---------------------------------------------------------------------------
 
     def lookup(
@@ -726,40 +765,10 @@ class GuardedDatabase(Database):
         client: Hashable | None = None,
     ) -> QueryResult:
         budget, row_cap, byte_cap = self._limits(timeout_s, max_rows, max_bytes)
-        client = self.client if client is None else client
-        closed = ExecutionError("The database was closed; the query did not complete.", sql=sql)
-        start = time.monotonic()
-        try:
-            worker = self._pool.acquire(client, budget)
-        except _Closed:
-            raise closed from None
-        if worker is None:
-            capped = client is not None and self._pool.status()["running_by_client"].get(client, 0) >= (
-                self._pool.client_cap)
-            why = (f"this client already runs {self._pool.client_cap} statements on the database, its share"
-                   if capped else f"all {self._pool.size} of the database's statement workers were busy")
-            raise QueryTimeoutError(
-                f"The query waited its whole {budget:g} s budget for a worker ({why}) and did not run.", sql=sql
-            )
-        try:
-            # What is left of the budget after the wait; the worker's start is not counted.
-            left = max(budget - (time.monotonic() - start), 0.001)
-            reply = worker.run(("run", sql, parameters, left, row_cap, byte_cap), max(left + KILL_GRACE_S, 0.0))
-        except _Closed:
-            raise closed from None
-        finally:
-            self._pool.release(worker)
-        if reply[0] == "killed" and self._pool.closed:
-            raise closed
+        reply = self._in_worker(sql, parameters, row_cap, byte_cap, budget, client)
         if reply[0] == "ok":
             _, columns, rows, truncated, elapsed = reply
             return QueryResult(sql=sql, columns=columns, rows=rows, truncated=truncated, elapsed_ms=elapsed)
-        if reply[0] == "killed":
-            if reply[1] == "deadline":
-                raise QueryTimeoutError(
-                    f"The query ran longer than its {budget:g} s budget and was stopped.", sql=sql
-                )
-            raise ExecutionError("The query stopped the process that ran it; it was not completed.", sql=sql)
         _, message, refused = reply
         raise self._classify(message, refused, sql, tree, budget)
 

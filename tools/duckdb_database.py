@@ -46,7 +46,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import weakref
 from collections.abc import Hashable
 from pathlib import Path
@@ -59,11 +58,9 @@ from sqlchorus.tools.database import (
     DEFAULT_MAX_ROWS,
     DEFAULT_TIMEOUT_S,
     DEFAULT_WORKERS,
-    KILL_GRACE_S,
     MAX_WORKERS,
     Database,
     QueryResult,
-    _Closed,
     _Pool,
     _Worker,
     check_single_query,
@@ -647,22 +644,6 @@ class DuckDatabase(Database):
         self._tables = frozenset(by_name) | self._tables
         return list(by_name.values())
 
-    # -- figures -----------------------------------------------------------------------------
-
-    @property
-    def workers(self) -> int:
-        """Worker processes at most: statements that run at once on this database at most."""
-        return self._pool.size
-
-    @property
-    def client_workers(self) -> int:
-        """Statements one client runs at once on this database at most."""
-        return self._pool.client_cap
-
-    def worker_status(self) -> dict[str, Any]:
-        """As :meth:`GuardedDatabase.worker_status`."""
-        return self._pool.status()
-
     # -- checking and executing --------------------------------------------------------------
 
     def check(self, sql: str) -> exp.Expression:
@@ -684,42 +665,12 @@ class DuckDatabase(Database):
         client: Hashable | None = None,
     ) -> QueryResult:
         budget, row_cap, byte_cap = self._limits(timeout_s, max_rows, max_bytes)
-        client = self.client if client is None else client
-        closed = ExecutionError("The database was closed; the query did not complete.", sql=sql)
-        start = time.monotonic()
-        try:
-            worker = self._pool.acquire(client, budget)
-        except _Closed:
-            raise closed from None
-        if worker is None:
-            capped = client is not None and self._pool.status()["running_by_client"].get(client, 0) >= (
-                self._pool.client_cap)
-            why = (f"this client already runs {self._pool.client_cap} statements on the database, its share"
-                   if capped else f"all {self._pool.size} of the database's statement workers were busy")
-            raise QueryTimeoutError(
-                f"The query waited its whole {budget:g} s budget for a worker ({why}) and did not run.", sql=sql
-            )
         params = dict(parameters) if isinstance(parameters, dict) else tuple(parameters or ())
-        try:
-            # What is left of the budget after the wait; the worker's start is not counted.
-            left = max(budget - (time.monotonic() - start), 0.001)
-            reply = worker.run(("run", sql, params, left, row_cap, byte_cap), max(left + KILL_GRACE_S, 0.0))
-        except _Closed:
-            raise closed from None
-        finally:
-            self._pool.release(worker)
-        if reply[0] == "killed" and self._pool.closed:
-            raise closed
+        reply = self._in_worker(sql, params, row_cap, byte_cap, budget, client)
         if reply[0] == "ok":
             _, columns, rows, truncated, elapsed = reply
             return QueryResult(sql=sql, columns=list(columns), rows=[tuple(r) for r in rows], truncated=truncated,
                                elapsed_ms=elapsed)
-        if reply[0] == "killed":
-            if reply[1] == "deadline":
-                raise QueryTimeoutError(
-                    f"The query ran longer than its {budget:g} s budget and was stopped.", sql=sql
-                )
-            raise ExecutionError("The query stopped the process that ran it; it was not completed.", sql=sql)
         _, message, kind = reply
         raise _classify(kind or "", message, sql, budget)
 

@@ -17,22 +17,32 @@ interrupts it at its budget, and its rows are fetched in batches and capped in r
 converted to plain values (:func:`plain`).
 
 This module imports built-in modules only at its top (``duckdb`` when a connection is opened),
-so that :mod:`sqlchorus.tools.duckdb_database` imports without DuckDB installed; messages are
-``marshal``-ed tuples of plain values.
+so that :mod:`sqlchorus.tools.duckdb_database` imports without DuckDB installed, and it shares
+:mod:`sqlchorus.tools.sqlite_guard`'s (built-in only) message framing and result caps: messages
+are ``marshal``-ed tuples of plain values.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import decimal
-import marshal
 import os
-import struct
 import sys
 import threading
 import time
 import uuid
 from typing import Any, BinaryIO
+
+if __package__:
+    from sqlchorus.tools.sqlite_guard import capped_rows, receive, send
+else:  # run as a worker script, in isolated mode: the same helpers from the file beside this one
+    import importlib.util
+
+    _spec = importlib.util.spec_from_file_location(
+        "sqlite_guard", os.path.join(os.path.dirname(os.path.abspath(__file__)), "sqlite_guard.py"))
+    _shared = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_shared)
+    capped_rows, receive, send = _shared.capped_rows, _shared.receive, _shared.send
 
 MEMORY_LIMIT_BYTES = 512 * 1024 * 1024
 """DuckDB's memory per connection at most (its buffer manager's ``memory_limit``)."""
@@ -117,21 +127,6 @@ def plain(value: Any) -> Any:
     return str(value)
 
 
-def value_size(value: Any) -> int:
-    """A value's approximate size in bytes, for the byte cap (a list or dict: its items')."""
-    if value is None:
-        return 1
-    if isinstance(value, bytes):
-        return len(value)
-    if isinstance(value, str):
-        return len(value.encode("utf-8", "replace"))
-    if isinstance(value, list):
-        return 8 + sum(value_size(v) for v in value)
-    if isinstance(value, dict):
-        return 8 + sum(len(k) + value_size(v) for k, v in value.items())
-    return 8
-
-
 def run(conn, sql: str, parameters: Any, budget: float, row_cap: int, byte_cap: int,
         ) -> tuple[list[str], list[tuple[Any, ...]], bool, float]:
     """Run one statement on a cursor of ``conn``, interrupted at ``budget`` seconds, its rows
@@ -145,26 +140,10 @@ def run(conn, sql: str, parameters: Any, budget: float, row_cap: int, byte_cap: 
     timer = threading.Timer(max(budget, 0.0), cur.interrupt)
     timer.daemon = True
     timer.start()
-    rows: list[tuple[Any, ...]] = []
-    truncated = False
     try:
         cur.execute(sql, parameters or None)
         columns = [d[0] for d in cur.description or ()]
-        size = 0
-        while not truncated:
-            batch = cur.fetchmany(FETCH_BATCH)
-            if not batch:
-                break
-            for row in batch:
-                if len(rows) >= row_cap:
-                    truncated = True
-                    break
-                values = tuple(plain(v) for v in row)
-                size += sum(value_size(v) for v in values)
-                if size > byte_cap:
-                    truncated = True
-                    break
-                rows.append(values)
+        rows, truncated = capped_rows(lambda _: cur.fetchmany(FETCH_BATCH), row_cap, byte_cap, plain)
     finally:
         timer.cancel()
         cur.close()
@@ -178,24 +157,6 @@ def error_kind(exc: BaseException) -> str:
 
 
 # -- the worker ------------------------------------------------------------------------------------
-
-
-def send(stream: BinaryIO, message: Any) -> None:
-    data = marshal.dumps(message)
-    stream.write(struct.pack("!I", len(data)) + data)
-    stream.flush()
-
-
-def receive(stream: BinaryIO) -> Any:
-    """The next message, or None at the end of the stream."""
-    header = stream.read(4)
-    if len(header) < 4:
-        return None
-    (size,) = struct.unpack("!I", header)
-    data = stream.read(size)
-    if len(data) < size:
-        return None
-    return marshal.loads(data)
 
 
 def _limit_address_space(memory_limit: int) -> None:

@@ -27,8 +27,6 @@ ENGINES = ("sqlite", "postgresql", "duckdb")
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 DUCKDB_SCHEME = "duckdb://"
 DUCKDB_SUFFIXES = (".duckdb", ".ddb")
-DIALECT_NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL", "duckdb": "DuckDB"}
-"""How a prompt names each engine's SQL, by sqlglot's dialect name."""
 
 
 def engine_of(name: str | os.PathLike[str] | Database) -> str:
@@ -66,22 +64,23 @@ def display_name(name: str | os.PathLike[str] | Database) -> str:
     if isinstance(name, Database):
         return name.location
     if is_server_url(name):
-        return redact(str(name))
+        return redact_url(str(name))
     return str(name)
 
 
-def redact(url: str) -> str:
-    """A PostgreSQL URL or conninfo without any password in it."""
-    return redact_url(url)
+def file_of(name: str | os.PathLike[str]) -> Path | None:
+    """The file a database name stands for (SQLite, DuckDB), or None for one on a server."""
+    engine = engine_of(name)
+    if engine == "postgresql":
+        return None
+    return duckdb_path(name) if engine == "duckdb" else Path(name).expanduser()
 
 
 def database_key(name: str | os.PathLike[str]) -> str:
     """A stable key of the database ``name`` stands for: a file's resolved path, or the URL
     without its password (two spellings of one file are one key)."""
-    if is_server_url(name):
-        return redact(str(name))
-    path = duckdb_path(name) if engine_of(name) == "duckdb" else Path(name).expanduser()
-    return str(path.resolve())
+    path = file_of(name)
+    return redact_url(str(name)) if path is None else str(path.resolve())
 
 
 def open_database(name: str | os.PathLike[str], **options: Any) -> Database:

@@ -41,14 +41,11 @@ this module imports without it.
 
 from __future__ import annotations
 
-import datetime as _dt
-import decimal
 import itertools
 import os
 import re
 import threading
 import time
-import uuid
 import weakref
 from collections.abc import Hashable
 from typing import Any
@@ -69,6 +66,7 @@ from sqlchorus.tools.database import (
     _Pool,
     check_single_query,
 )
+from sqlchorus.tools.duckdb_guard import plain
 from sqlchorus.tools.schema import Column, ForeignKey, Table
 from sqlchorus.tools.sql_errors import (
     DatabaseOpenError,
@@ -79,7 +77,7 @@ from sqlchorus.tools.sql_errors import (
     ResourceError,
     SqlError,
 )
-from sqlchorus.tools.sqlite_guard import value_size
+from sqlchorus.tools.sqlite_guard import capped_rows
 
 __all__ = [
     "ALLOWED_FUNCTIONS", "ALLOWED_TYPES", "INSTALL_HINT", "PostgresDatabase", "READONLY_ROLE_SQL",
@@ -480,24 +478,6 @@ def _open_error(exc: BaseException, location: str, password: str | None) -> Data
     return DatabaseOpenError(f"Cannot open the PostgreSQL database {location}: {reason}")
 
 
-def _plain(value: Any) -> Any:
-    """A value as the rest of sqlchorus sees SQLite's: numbers as int or float, dates and times as
-    text, bytes as bytes, so that results compare and serialise alike whatever the engine."""
-    if value is None or isinstance(value, (bool, int, float, str, bytes)):
-        return value
-    if isinstance(value, decimal.Decimal):
-        if value.is_finite() and value == value.to_integral_value():
-            return int(value)
-        return float(value)
-    if isinstance(value, (_dt.datetime, _dt.date, _dt.time, _dt.timedelta, uuid.UUID)):
-        return str(value)
-    if isinstance(value, memoryview):
-        return bytes(value)
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
-
 def _psycopg():
     try:
         import psycopg
@@ -645,30 +625,19 @@ def _run(conn, sql: str, parameters: Any, budget: float, row_cap: int, byte_cap:
     start = time.monotonic()
     deadline = start + budget
     watch = _Watch(conn, budget + KILL_GRACE_S)
-    rows: list[tuple[Any, ...]] = []
-    truncated = False
     try:
         with conn.transaction():
             _set_timeout(conn, budget)
             with conn.cursor(name=f"sqlchorus_{next(_cursor_names)}") as cur:
                 cur.execute(sql, parameters or None)
                 columns = [d.name for d in cur.description or ()]
-                size = 0
-                while not truncated:
+
+                def fetch(count: int) -> list[tuple[Any, ...]]:
+                    # What is left of the budget bounds each batch the server sends.
                     _set_timeout(conn, max(deadline - time.monotonic(), 0.001))
-                    batch = cur.fetchmany(min(FETCH_BATCH, row_cap + 1 - len(rows)))
-                    if not batch:
-                        break
-                    for row in batch:
-                        if len(rows) >= row_cap:
-                            truncated = True
-                            break
-                        plain = tuple(_plain(v) for v in row)
-                        size += sum(value_size(v) for v in plain)
-                        if size > byte_cap:
-                            truncated = True
-                            break
-                        rows.append(plain)
+                    return cur.fetchmany(min(FETCH_BATCH, row_cap + 1 - count))
+
+                rows, truncated = capped_rows(fetch, row_cap, byte_cap, plain)
     finally:
         watch.stop()
     return columns, rows, truncated, (time.monotonic() - start) * 1000.0, watch.fired
@@ -941,22 +910,6 @@ class PostgresDatabase(Database):
         self._tables = frozenset(t.name for t in out) | self._tables
         return out
 
-    # -- figures -----------------------------------------------------------------------------
-
-    @property
-    def workers(self) -> int:
-        """Connections at most: statements that run at once on this database at most."""
-        return self._pool.size
-
-    @property
-    def client_workers(self) -> int:
-        return self._pool.client_cap
-
-    def worker_status(self) -> dict[str, Any]:
-        """As :meth:`GuardedDatabase.worker_status`; pids are the server processes (backends) of
-        the connections, and ``replaced`` counts connections replaced after a cancel or a break."""
-        return self._pool.status()
-
     # -- checking and executing --------------------------------------------------------------
 
     def check(self, sql: str) -> exp.Expression:
@@ -981,18 +934,7 @@ class PostgresDatabase(Database):
         client = self.client if client is None else client
         closed = ExecutionError("The database was closed; the query did not complete.", sql=sql)
         start = time.monotonic()
-        try:
-            session = self._pool.acquire(client, budget)
-        except _Closed:
-            raise closed from None
-        if session is None:
-            capped = client is not None and self._pool.status()["running_by_client"].get(client, 0) >= (
-                self._pool.client_cap)
-            why = (f"this client already runs {self._pool.client_cap} statements on the database, its share"
-                   if capped else f"all {self._pool.size} of the database's connections were busy")
-            raise QueryTimeoutError(
-                f"The query waited its whole {budget:g} s budget for a connection ({why}) and did not run.", sql=sql
-            )
+        session = self._pool.acquire_within(client, budget, sql, what="connection", units="connections")
         try:
             conn = session.connection()
             left = max(budget - (time.monotonic() - start), 0.001)

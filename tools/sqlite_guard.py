@@ -219,13 +219,39 @@ def open_guarded(
 
 
 def value_size(value: Any) -> int:
+    """A value's approximate size for the byte cap; lists and maps (other engines' values) count
+    what they hold."""
     if value is None:
         return 1
     if isinstance(value, (bytes, bytearray, memoryview)):
         return len(value)
     if isinstance(value, str):
         return len(value.encode("utf-8", "replace"))
+    if isinstance(value, list):
+        return 8 + sum(value_size(v) for v in value)
+    if isinstance(value, dict):
+        return 8 + sum(len(k) + value_size(v) for k, v in value.items())
     return 8
+
+
+def capped_rows(fetch: Any, row_cap: int, byte_cap: int, convert: Any = None) -> tuple[list[tuple[Any, ...]], bool]:
+    """Rows from ``fetch(rows_so_far)`` (a batch a call, empty at the end), each value passed
+    through ``convert`` when given, until ``row_cap`` rows or ``byte_cap`` bytes:
+    ``(rows, truncated)``. Every engine's statement path caps its results here."""
+    rows: list[tuple[Any, ...]] = []
+    size = 0
+    while True:
+        batch = fetch(len(rows))
+        if not batch:
+            return rows, False
+        for row in batch:
+            if len(rows) >= row_cap:
+                return rows, True
+            values = tuple(convert(v) for v in row) if convert else tuple(row)
+            size += sum(value_size(v) for v in values)
+            if size > byte_cap:
+                return rows, True
+            rows.append(values)
 
 
 def run(
@@ -240,25 +266,10 @@ def run(
     start = time.monotonic()
     state.deadline = start + budget
     state.refused = None
-    rows: list[tuple[Any, ...]] = []
-    truncated = False
     try:
         cur = conn.execute(sql, parameters)
         columns = [d[0] for d in cur.description or ()]
-        size = 0
-        while not truncated:
-            batch = cur.fetchmany(256)
-            if not batch:
-                break
-            for row in batch:
-                if len(rows) >= row_cap:
-                    truncated = True
-                    break
-                size += sum(value_size(v) for v in row)
-                if size > byte_cap:
-                    truncated = True
-                    break
-                rows.append(tuple(row))
+        rows, truncated = capped_rows(lambda _: cur.fetchmany(256), row_cap, byte_cap)
         cur.close()
     finally:
         state.deadline = float("inf")

@@ -19,7 +19,6 @@ import sqlite3
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -32,10 +31,10 @@ from sqlchorus.tools import attributes as attrs
 from sqlchorus.tools.cache import ResponseCache
 from sqlchorus.tools.database import Database, SqlError
 from sqlchorus.tools.engines import database_key as engine_key
-from sqlchorus.tools.engines import is_server_url, open_database
+from sqlchorus.tools.engines import file_of, open_database
 from sqlchorus.tools.pricing import PriceFileError, PriceTable
 from sqlchorus.tools.schema import DatabaseSchema, introspect
-from sqlchorus.tools.value_index import ValueIndex
+from sqlchorus.tools.value_index import ValueIndex, content_fingerprint
 
 
 @dataclass
@@ -139,6 +138,9 @@ class DatabaseResources:
     owned: bool = False
     owns_index: bool = False
     index_build: dict[str, Any] | None = None
+    fingerprint: str = ""
+    """The content's key when opened (:func:`~sqlchorus.tools.value_index.content_fingerprint`),
+    kept with each run; worked out once, since on a server it reads the catalogue."""
     _build_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @classmethod
@@ -165,8 +167,10 @@ class DatabaseResources:
         owns_index = value_index is None
         if value_index is None:
             value_index, error, build = _load_or_build_index(database, settings)
+        fingerprint = getattr(value_index, "stats", {}).get("fingerprint") if value_index is not None else None
         return cls(db=database, schema=schema, value_index=value_index, value_index_error=error,
-                   owned=owned, owns_index=owns_index and value_index is not None, index_build=build)
+                   owned=owned, owns_index=owns_index and value_index is not None, index_build=build,
+                   fingerprint=fingerprint or content_fingerprint(database))
 
     def trace_index_build(self, tracer: Any) -> None:
         """Record the value index build done here as one span of ``tracer``'s current trace,
@@ -221,14 +225,10 @@ def database_key(path: str | os.PathLike[str] | Database) -> tuple[str, int, int
     """A database's identity and version: a file's path, modification time and size, so that a
     file changed on disk gets fresh resources; a database on a server, its URL without secrets
     (its resources are kept while the session lasts)."""
-    if isinstance(path, Database):
-        if path.path is None:
-            return (path.location, 0, 0)
-        file = path.path
-    elif is_server_url(path):
-        return (engine_key(path), 0, 0)
-    else:
-        file = Path(engine_key(path))
+    file = path.path if isinstance(path, Database) else file_of(path)
+    if file is None:
+        return (path.location if isinstance(path, Database) else engine_key(path), 0, 0)
+    file = file.resolve()
     try:
         stat = file.stat()
     except OSError:

@@ -42,10 +42,10 @@ from sqlchorus.runs.demo import demo_db_path
 from sqlchorus.runs.result import Result, failure_kind, result_from_state
 from sqlchorus.tools import attributes as attrs
 from sqlchorus.tools.database import Database
-from sqlchorus.tools.engines import database_name, duckdb_path, engine_of
+from sqlchorus.tools.engines import database_name, file_of
 from sqlchorus.tools.sql_errors import DatabaseOpenError
 from sqlchorus.tools.trace_content import ALL, NONE, rows_preview, set_value
-from sqlchorus.tools.value_index import content_fingerprint, database_fingerprint
+from sqlchorus.tools.value_index import database_fingerprint
 
 _LONE_SURROGATES = re.compile("[\ud800-\udc7f\udd00-\udfff]")
 """Surrogates that stand for no byte (a JSON string may hold them as ``\\ud800``)."""
@@ -165,7 +165,7 @@ class Session:
         try:
             store.save_run(
                 run_id, question=question, evidence=evidence, db_path=database_name(resources.db),
-                db_fingerprint=content_fingerprint(resources.db), settings=settings.record(),
+                db_fingerprint=resources.fingerprint, settings=settings.record(),
             )
         except store.db_errors as e:
             store.lost(e)
@@ -387,8 +387,8 @@ class Session:
         info = store.run(run_id)
         db_path = info["db_path"]
         changed = None
-        if (db_path and engine_of(db_path) != "postgresql" and Path(duckdb_path(db_path)).exists()
-                and database_fingerprint(duckdb_path(db_path)) != info["db_fingerprint"]):
+        file = file_of(db_path) if db_path else None
+        if file is not None and file.exists() and database_fingerprint(file) != info["db_fingerprint"]:
             changed = (f"{db_path} has changed since run {run_id}: the SQL run again (retrieved values, the "
                        "candidates' rows and the answer) may give other results than the run's.")
         return store, info, _replayable(settings, info["settings"]), changed

@@ -16,6 +16,7 @@ import numpy as np
 
 from sqlchorus.tools.cache import default_cache_dir as cache_root
 from sqlchorus.tools.database import Database, SqlError
+from sqlchorus.tools.schema import quote_identifier
 from sqlchorus.tools.value_index.hashing import _U64
 from sqlchorus.tools.value_index.parameters import BANDS, FORMAT_VERSION, MAX_VALUE_CHARS, NUM_PERM
 
@@ -74,8 +75,7 @@ def content_fingerprint(db: Database) -> str:
     for table in db.read_structure():
         columns = ",".join(f"{c.name} {c.type}" for c in table.columns)
         try:
-            count = db.lookup(f'SELECT count(*) FROM "{table.name.replace(chr(34), chr(34) * 2)}"',
-                              timeout_s=30.0).rows[0][0]
+            count = db.lookup(f"SELECT count(*) FROM {quote_identifier(table.name)}", timeout_s=30.0).rows[0][0]
         except SqlError:
             count = None
         digest.update(f"{table.name}({columns}):{count};".encode())
