@@ -468,6 +468,11 @@ class Database:
     def location(self) -> str:
         return str(self.path) if self.path is not None else self.name
 
+    @property
+    def warnings(self) -> list[str]:
+        """What the caller should be told about how this database is opened (one line each)."""
+        return []
+
     def with_tracer(self, tracer: Any) -> Database:
         """A view of this database whose executions are child spans ``sql`` of ``tracer``.
 

@@ -42,6 +42,7 @@ this module imports without it.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import re
 import threading
@@ -83,6 +84,8 @@ __all__ = [
     "ALLOWED_FUNCTIONS", "ALLOWED_TYPES", "INSTALL_HINT", "PostgresDatabase", "READONLY_ROLE_SQL",
     "REFUSED_FUNCTIONS", "check_postgres_query", "postgres_error", "redact_url",
 ]
+
+_log = logging.getLogger(__name__)
 
 INSTALL_HINT = "pip install 'sqlchorus[postgres]'"
 
@@ -777,6 +780,8 @@ class PostgresDatabase(Database):
                 f"({'; '.join(self.write_warnings)}); connect as a read-only role instead, made with: "
                 + " ".join(READONLY_ROLE_SQL.splitlines())
             )
+        for warning in self.warnings:
+            _log.warning("Warning: %s", warning)
         self._pool = _SessionPool(self._connect, workers, client_workers)
         weakref.finalize(self, _close_all, self._pool, self._own_conn)
         if prestart:

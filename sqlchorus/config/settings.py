@@ -387,6 +387,13 @@ class Settings(BaseSettings):
         "workers (rounded up).",
         flag="--statement-workers", ge=1, le=64,
     )
+    require_readonly_role: bool = _field(
+        False,
+        "Refuse to open a PostgreSQL database when the connecting role could write to it (its "
+        "statements run read-only either way); unset, such a role is warned about.",
+        negate=("--require-readonly-role", True,
+                "Refuse to open a PostgreSQL database when the connecting role could write to it."),
+    )
     max_rows: int = _field(10_000, "Rows fetched per statement at most; more are cut and flagged.", ge=1)
     max_bytes: int = _field(16 * 1024 * 1024, "Approximate bytes fetched per statement at most.", ge=1)
     answer_rows: int = _field(

@@ -155,7 +155,7 @@ class DatabaseResources:
         owned = not isinstance(db, Database)
         database = db if isinstance(db, Database) else open_database(
             db, timeout_s=settings.sql_timeout_s, max_rows=settings.max_rows, max_bytes=settings.max_bytes,
-            workers=settings.statement_workers,
+            workers=settings.statement_workers, require_readonly_role=settings.require_readonly_role,
         )
         try:
             schema = introspect(database, sample_values=settings.sample_values)

@@ -185,6 +185,18 @@ OPTIONS: dict[str, dict[str, Any]] = (
                        'choices': None,
                        'range': (1, 64, False, False),
                        'whole': True},
+ 'require_readonly_role': {'option': {'negate': ('--require-readonly-role',
+                                                 True,
+                                                 'Refuse to open a PostgreSQL database when the '
+                                                 'connecting role could write to it.')},
+                           'help': 'Refuse to open a PostgreSQL database when the connecting role '
+                                   'could write to it (its statements run read-only either way); '
+                                   'unset, such a role is warned about.',
+                           'default': False,
+                           'env': 'SQLCHORUS_REQUIRE_READONLY_ROLE',
+                           'choices': None,
+                           'range': None,
+                           'whole': False},
  'answer_rows': {'option': {'flag': '--answer-rows'},
                  'help': 'Rows kept in the final answer.',
                  'default': 1000,
