@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from sqlchorus.tools.database import Database, GuardedDatabase
 from sqlchorus.tools.duckdb_database import DuckDatabase
@@ -101,6 +102,22 @@ def open_database(name: str | os.PathLike[str], **options: Any) -> Database:
     if engine == "duckdb":
         return DuckDatabase(duckdb_path(name), **options)
     return GuardedDatabase(name, **options)
+
+
+def database_url(server_url: str, database: str) -> str:
+    """The URL of database ``database`` on the server of ``server_url`` (a ``postgresql://`` URL
+    whose own database, if any, is replaced; user, host, port and query are kept).
+
+    Raises:
+        ValueError: ``server_url`` is not a ``postgresql://`` URL.
+    """
+    if not is_server_url(server_url):
+        raise ValueError(f"Not a PostgreSQL URL (postgresql://user@host:port/): {display_name(server_url)}")
+    parts = urlsplit(server_url)
+    path = "/" + quote(database, safe="")
+    if not parts.netloc:  # postgresql:///name: urlunsplit would drop the empty authority
+        return f"{parts.scheme}://{path}" + (f"?{parts.query}" if parts.query else "")
+    return urlunsplit(parts._replace(path=path))
 
 
 def database_name(db: Database) -> str:

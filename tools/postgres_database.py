@@ -86,6 +86,7 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
+_WARNED: set[str] = set()
 
 INSTALL_HINT = "pip install 'sqlchorus[postgres]'"
 
@@ -471,11 +472,15 @@ def postgres_error(exc: BaseException, sql: str, budget: float) -> SqlError:
 
 def _open_error(exc: BaseException, location: str, password: str | None) -> DatabaseOpenError:
     """One line saying why a connection could not be opened, with no password in it."""
-    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = " ".join(line if line.endswith((".", "?", "!", ":")) or i == len(lines) - 1 else line + "."
+                    for i, line in enumerate(lines))
     # libpq says "connection to server at "h", port p failed: WHY" for each address it tried;
-    # the last attempt's reason (with libpq's hint) is the one line worth showing.
+    # the last attempt's reason (with libpq's hint) is the one line worth showing, without the
+    # server's severity word ("FATAL:").
     attempts = list(re.finditer(r"connection to server (?:at|on) .*? failed: ", text))
     reason = text[attempts[-1].end():] if attempts else (text or type(exc).__name__)
+    reason = re.sub(r"^(?:FATAL|ERROR):\s+", "", reason)
     if password:
         reason = reason.replace(password, "***")
     return DatabaseOpenError(f"Cannot open the PostgreSQL database {location}: {reason}")
@@ -766,6 +771,7 @@ class PostgresDatabase(Database):
         self._own_conn = [self._connect()]
         conn = self._own_conn[0]
         self.name = conn.info.dbname or self.name
+        self._role = conn.info.user
         try:
             self._tables = self._table_names()
             self.write_warnings = self.role_write_reasons()
@@ -781,7 +787,9 @@ class PostgresDatabase(Database):
                 + " ".join(READONLY_ROLE_SQL.splitlines())
             )
         for warning in self.warnings:
-            _log.warning("Warning: %s", warning)
+            if warning not in _WARNED:  # once per process: an eval opens many databases as one role
+                _WARNED.add(warning)
+                _log.warning("Warning: %s", warning)
         self._pool = _SessionPool(self._connect, workers, client_workers)
         weakref.finalize(self, _close_all, self._pool, self._own_conn)
         if prestart:
@@ -792,6 +800,16 @@ class PostgresDatabase(Database):
     @property
     def location(self) -> str:
         return self._location
+
+    @property
+    def warnings(self) -> list[str]:
+        """One line saying what the role could write (when it could), then the limits it could
+        not set on itself."""
+        said = []
+        if self.write_warnings:
+            said.append(f"the role {self._role} could write to {self._location} ({'; '.join(self.write_warnings)}); "
+                        "connect as a read-only role (--require-readonly-role refuses any other)")
+        return said + self.limit_warnings
 
     def _catalogue(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
         """sqlchorus's own read of the catalogue, on this process's connection, in a read-only

@@ -29,7 +29,7 @@ from sqlchorus.core.context import Context
 from sqlchorus.core.models import ModelConfigError, rate_limiter, resolve_roles
 from sqlchorus.tools import attributes as attrs
 from sqlchorus.tools.cache import ResponseCache
-from sqlchorus.tools.database import Database, SqlError
+from sqlchorus.tools.database import Database, DatabaseOpenError, SqlError
 from sqlchorus.tools.engines import database_key as engine_key
 from sqlchorus.tools.engines import file_of, open_database
 from sqlchorus.tools.pricing import PriceFileError, PriceTable
@@ -159,6 +159,9 @@ class DatabaseResources:
         )
         try:
             schema = introspect(database, sample_values=settings.sample_values)
+            if not schema.tables:
+                raise DatabaseOpenError(f"{database.location} has no tables or views to read; there is nothing "
+                                        "to ask about.")
         except BaseException:
             if owned:
                 database.close()

@@ -66,15 +66,19 @@ class Example:
         evidence: BIRD's external knowledge hint ("" when there is none).
         gold_sql: the reference query.
         difficulty: Spider hardness or BIRD difficulty.
+        sqlite_path: the benchmark's SQLite file when the question is asked of a copy of it on
+            another engine (:func:`sqlchorus.evaluation.engines.on_engine`); ``db_path`` then
+            names the copy (a DuckDB file, a PostgreSQL URL).
     """
 
     question_id: int | str
     db_id: str
-    db_path: Path | None
+    db_path: Path | str | None
     question: str
     evidence: str
     gold_sql: str
     difficulty: str
+    sqlite_path: Path | None = None
 
 
 @dataclass
@@ -86,12 +90,15 @@ class Dataset:
         benchmark: ``spider`` or ``bird``: which official semantics score it.
         examples: the questions, in file order (the order of Spider's prediction file).
         source: the file read.
+        engine: the engine its databases are on: ``sqlite``, or ``postgresql``/``duckdb`` for
+            copies (:func:`sqlchorus.evaluation.engines.on_engine`).
     """
 
     name: str
     benchmark: str
     examples: list[Example]
     source: Path
+    engine: str = "sqlite"
 
     def __len__(self) -> int:
         return len(self.examples)

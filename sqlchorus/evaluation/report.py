@@ -101,6 +101,7 @@ def build_summary(
     summary: dict[str, Any] = {
         "dataset": meta.get("dataset", score_summary.get("dataset")),
         "benchmark": meta.get("benchmark", score_summary.get("benchmark")),
+        "engine": meta.get("engine", "sqlite"),
     }
     for key, value in score_summary.items():
         if key == "elapsed_s":

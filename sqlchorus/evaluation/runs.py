@@ -302,18 +302,19 @@ def _missing_record(index: int, example: Example) -> dict[str, Any]:
     }
 
 
-def _judge(benchmark: str, example: Example, sqls: Sequence[str]) -> dict[str, Any]:
+def _judge(benchmark: str, example: Example, sqls: Sequence[str], engine: str) -> dict[str, Any]:
     """Scorer verdicts for each SQL against ``example``'s gold, by SQL."""
     if not sqls:
         return {}
     one = Dataset(name="question", benchmark=benchmark, examples=[example] * len(sqls),
-                  source=Path("."))
+                  source=Path("."), engine=engine)
     report = score_predictions(one, list(sqls), workers=1)
     return {sql: v for sql, v in zip(sqls, report.verdicts)}
 
 
 def _run_question(
-    index: int, example: Example, benchmark: str, settings: Settings, ask: Callable[..., Any]
+    index: int, example: Example, benchmark: str, settings: Settings, ask: Callable[..., Any],
+    engine: str = "sqlite",
 ) -> dict[str, Any]:
     from sqlchorus.core.models import ModelConfigError
 
@@ -335,7 +336,7 @@ def _run_question(
     distinct = list(dict.fromkeys(
         [s for s in [prediction, *(c.get("sql") for c in candidates)] if s and str(s).strip()]
     ))
-    verdicts = _judge(benchmark, example, distinct)
+    verdicts = _judge(benchmark, example, distinct, engine)
     chosen = result.selection.get("chosen")
     by_id = {c.get("id"): c for c in candidates}
     chosen_generator = (by_id.get(chosen) or {}).get("generator") or (
@@ -422,6 +423,11 @@ def _check_run_folder(out_dir: Path, dataset: Dataset, resume: bool) -> None:
             f"{dataset.name!r}: choose another output folder, or pass resume=False "
             "(--no-resume) to start over there."
         )
+    if meta.get("engine", "sqlite") != dataset.engine:
+        raise EvalError(
+            f"{out_dir} holds a run on {meta.get('engine', 'sqlite')}, not on {dataset.engine}: "
+            "choose another output folder, or pass resume=False (--no-resume) to start over there."
+        )
 
 
 def run_eval(
@@ -489,6 +495,7 @@ def _run(
         "dataset": data.name,
         "benchmark": data.benchmark,
         "source": str(data.source),
+        "engine": data.engine,
         "n_questions": len(data.examples),
         "limit": limit,
         "workers": workers,
@@ -527,7 +534,7 @@ def _run(
     def run_one(i: int) -> None:
         running.add(i)
         try:
-            finish(_run_question(i, data.examples[i], data.benchmark, settings, ask))
+            finish(_run_question(i, data.examples[i], data.benchmark, settings, ask, data.engine))
         finally:
             running.discard(i)
 
@@ -640,6 +647,7 @@ def score_prediction_file(
     workers: int = 1,
     out_dir: str | os.PathLike[str] | None = None,
     progress: bool = False,
+    transpile: bool = False,
 ) -> EvalRun:
     """Score an existing prediction file (either benchmark's format) without running the graph.
 
@@ -650,6 +658,8 @@ def score_prediction_file(
         workers: scoring processes.
         out_dir: when given, write ``records.jsonl``, ``summary.json`` and ``report.html`` there.
         progress: a progress bar on stderr.
+        transpile: the predictions are SQLite's: write them in the dialect of ``dataset``'s
+            engine first (:func:`sqlchorus.evaluation.engines.transpile_predictions`).
 
     Raises:
         EvalError: the file cannot be read, or holds more predictions than there are questions.
@@ -668,6 +678,10 @@ def score_prediction_file(
             f"{path} holds {len(preds)} predictions but {data.name} has {len(data.examples)} "
             "questions: is it the right dataset?"
         )
+    if transpile and data.engine != "sqlite":
+        from sqlchorus.evaluation.engines import transpile_predictions
+
+        preds = transpile_predictions(data, preds)
     try:
         score = score_predictions(data, preds, workers=workers, progress=progress)
     except ValueError as e:
@@ -683,7 +697,7 @@ def score_prediction_file(
         )
         records.append(record)
     meta = {"dataset": data.name, "benchmark": data.benchmark, "source": str(data.source),
-            "n_questions": len(data.examples), "predictions": str(path)}
+            "engine": data.engine, "n_questions": len(data.examples), "predictions": str(path)}
     summary = report.build_summary(records, score.summary, meta=meta)
     run = EvalRun(dataset=data, records=records, score=score, summary=summary)
     if out_dir is not None:

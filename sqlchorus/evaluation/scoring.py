@@ -75,6 +75,7 @@ from sqlchorus.evaluation.datasets import Dataset
 from sqlchorus.evaluation.progress import ExProgress
 from sqlchorus.tools.compare import (
     bird_result_eq,
+    normalise_rows,
     spider_order_matters,
     spider_postprocess,
     spider_remove_distinct,
@@ -363,13 +364,35 @@ def _check_query(sql: str) -> None:
         raise NotAQueryError("Only read queries (SELECT or WITH) may run.", sql=sql)
 
 
-def _database(path: str) -> _Reader:
+class _EngineReader:
+    """A PostgreSQL or DuckDB database under its engine's guard
+    (:func:`~sqlchorus.tools.engines.open_database`: read-only, time-bounded, capped), one
+    connection or worker for the whole file; rows normalised as SQLite would hold them, so that
+    results compare as the official scorers compare SQLite's."""
+
+    def __init__(self, name: str):
+        # Imported here: the engines' guards parse SQL, and scoring SQLite files needs no parser.
+        from sqlchorus.tools.engines import open_database
+
+        self.db = open_database(name, workers=1, max_rows=SCORING_MAX_ROWS, max_bytes=SCORING_MAX_BYTES)
+
+    def rows(self, sql: str, timeout_s: float) -> list[tuple[Any, ...]]:
+        result = self.db.execute(sql, timeout_s=timeout_s)
+        if result.truncated:
+            raise _TooLarge("the result is larger than the scoring caps")
+        return normalise_rows(result.rows)
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def _database(path: str, engine: str = "sqlite") -> _Reader | _EngineReader:
     cache = getattr(_local, "dbs", None)
     if cache is None:
         cache = _local.dbs = {}
     db = cache.get(path)
     if db is None:
-        db = cache[path] = _Reader(path)
+        db = cache[path] = _Reader(path) if engine == "sqlite" else _EngineReader(path)
     return db
 
 
@@ -386,13 +409,16 @@ class _TooLarge(SqlchorusError):
     kind = "result_too_large"
 
 
-def _rows(path: str, sql: str, timeout_s: float) -> list[tuple[Any, ...]]:
-    return _database(path).rows(sql, timeout_s)
+def _rows(path: str, sql: str, timeout_s: float, engine: str) -> list[tuple[Any, ...]]:
+    return _database(path, engine).rows(sql, timeout_s)
 
 
-def _suite(db_path: str) -> list[str]:
+def _suite(db_path: str, engine: str) -> list[str]:
     """The question's database first, then any other ``*.sqlite`` beside it (test suites); the
-    folder is listed once per scoring run (and thread), not once per question."""
+    folder is listed once per scoring run (and thread), not once per question. A database on
+    another engine is one database."""
+    if engine != "sqlite":
+        return [db_path]
     suites = getattr(_local, "suites", None)
     if suites is None:
         suites = _local.suites = {}
@@ -408,14 +434,14 @@ def _suite(db_path: str) -> list[str]:
     return found
 
 
-# A task is plain data so it pickles cheaply: (index, benchmark, db_path, gold, pred, timeout,
-# keep_distinct). A result is (index, status, error, elapsed_ms).
-_Task = tuple[int, str, str, str, str, float, bool]
+# A task is plain data so it pickles cheaply: (index, benchmark, db_path, engine, gold, pred,
+# timeout, keep_distinct). A result is (index, status, error, elapsed_ms).
+_Task = tuple[int, str, str, str, str, str, float, bool]
 _Result = tuple[int, str, str | None, float]
 
 
 def _score_spider(
-    db_path: str, gold: str, pred: str, timeout_s: float, keep: bool
+    db_path: str, engine: str, gold: str, pred: str, timeout_s: float, keep: bool
 ) -> tuple[str, str | None]:
     pred = pred.replace(" value ", " 1 ")
     pred, gold = spider_postprocess(pred), spider_postprocess(gold)
@@ -424,9 +450,9 @@ def _score_spider(
     order_matters = spider_order_matters(gold)
     gold_run, pred_run = spider_replace_cur_year(gold), spider_replace_cur_year(pred)
     try:
-        for path in _suite(db_path):
-            gold_rows = _gold_rows(path, gold_run, timeout_s)
-            pred_rows = _pred_rows(path, pred_run, timeout_s)
+        for path in _suite(db_path, engine):
+            gold_rows = _gold_rows(path, gold_run, timeout_s, engine)
+            pred_rows = _pred_rows(path, pred_run, timeout_s, engine)
             if not _same_rows(gold_rows, pred_rows) and not spider_result_eq(gold_rows, pred_rows, order_matters):
                 return "wrong", None
     except _QueryFailed as e:
@@ -441,14 +467,14 @@ def _same_rows(gold: list[tuple[Any, ...]], pred: list[tuple[Any, ...]]) -> bool
     return gold == pred and repr(gold) == repr(pred)
 
 
-def _score_bird(db_path: str, gold: str, pred: str, timeout_s: float) -> tuple[str, str | None]:
+def _score_bird(db_path: str, engine: str, gold: str, pred: str, timeout_s: float) -> tuple[str, str | None]:
     try:
-        _database(db_path)  # an unreadable database is not the prediction's fault
+        _database(db_path, engine)  # an unreadable database is not the prediction's fault
     except SqlError as e:
-        return "gold_error", e.message
+        return "gold_error", _message(e)
     try:
-        pred_rows = _pred_rows(db_path, pred, timeout_s)
-        gold_rows = _gold_rows(db_path, gold, timeout_s)
+        pred_rows = _pred_rows(db_path, pred, timeout_s, engine)
+        gold_rows = _gold_rows(db_path, gold, timeout_s, engine)
     except _QueryFailed as e:
         return e.status, e.error
     return ("correct" if bird_result_eq(gold_rows, pred_rows) else "wrong"), None
@@ -465,16 +491,16 @@ class _QueryFailed(SqlchorusError):
         self.status, self.error = status, error
 
 
-def _gold_rows(path: str, sql: str, timeout_s: float) -> list[tuple[Any, ...]]:
+def _gold_rows(path: str, sql: str, timeout_s: float, engine: str) -> list[tuple[Any, ...]]:
     try:
-        return _rows(path, sql, timeout_s)
+        return _rows(path, sql, timeout_s, engine)
     except (SqlError, _TooLarge) as e:
         raise _QueryFailed("gold_error", _message(e)) from e
 
 
-def _pred_rows(path: str, sql: str, timeout_s: float) -> list[tuple[Any, ...]]:
+def _pred_rows(path: str, sql: str, timeout_s: float, engine: str) -> list[tuple[Any, ...]]:
     try:
-        return _rows(path, sql, timeout_s)
+        return _rows(path, sql, timeout_s, engine)
     except QueryTimeoutError as e:
         raise _QueryFailed("timeout", e.message) from e
     except (SqlError, _TooLarge) as e:
@@ -486,13 +512,13 @@ def _message(error: Exception) -> str:
 
 
 def _score_task(task: _Task) -> _Result:
-    index, benchmark, db_path, gold, pred, timeout_s, keep = task
+    index, benchmark, db_path, engine, gold, pred, timeout_s, keep = task
     start = time.perf_counter()
     try:
         if benchmark == "bird":
-            status, error = _score_bird(db_path, gold, pred, timeout_s)
+            status, error = _score_bird(db_path, engine, gold, pred, timeout_s)
         else:
-            status, error = _score_spider(db_path, gold, pred, timeout_s, keep)
+            status, error = _score_spider(db_path, engine, gold, pred, timeout_s, keep)
     except Exception as e:  # a broken file must cost one verdict, not the whole run
         status, error = "gold_error", f"{type(e).__name__}: {e}"
     return index, status, error, (time.perf_counter() - start) * 1000.0
@@ -563,8 +589,8 @@ def score_predictions(
             pre_decided.append(_verdict(dataset, i, "missing_prediction", None))
         else:
             tasks.append(
-                (i, dataset.benchmark, str(example.db_path), example.gold_sql, pred, limit,
-                 keep_distinct)
+                (i, dataset.benchmark, str(example.db_path), dataset.engine, example.gold_sql, pred,
+                 limit, keep_distinct)
             )
 
     bar = ExProgress(f"scoring {dataset.name}", len(preds)) if progress else None

@@ -702,9 +702,19 @@ EVAL_OPTIONS: tuple[str, ...] = tuple(name for name in RUN_OPTIONS if name != "t
 @click.option("--predictions", type=click.Path(dir_okay=False), help="Score this prediction file (Spider pred.txt or BIRD JSON) without running the graph.")
 @click.option("--no-trace", is_flag=True, help="Write no per-question trace files (default: <run folder>/traces).")
 @click.option("--export-pairs", "pairs_file", type=click.Path(dir_okay=False), help="Also write selection fine-tuning pairs (JSON Lines) from the run's labelled candidates.")
+@click.option("--engine", type=click.Choice(["sqlite", "postgresql", "duckdb"]), default="sqlite", show_default=True,
+              help="Ask and score on the benchmark's databases loaded into this engine "
+                   "(scripts/load_spider_engines.py); the gold SQL is transpiled from SQLite's dialect.")
+@click.option("--databases", "where", metavar="URL|DIR",
+              help="Where --engine's databases are: a PostgreSQL server URL (each question's database is "
+                   "the one named as its db_id), or the folder of <db_id>.duckdb files.")
+@click.option("--no-transpile", is_flag=True, help="With --engine: run the gold SQL as written, not transpiled.")
+@click.option("--transpile-predictions", is_flag=True,
+              help="With --engine and --predictions: the file's SQL is SQLite's; transpile it as the gold.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 def eval_command(dataset_name: str, limit: int | None, workers: int, out_dir: str | None, run_name: str | None,
                  no_resume: bool, predictions: str | None, no_trace: bool, pairs_file: str | None,
+                 engine: str, where: str | None, no_transpile: bool, transpile_predictions: bool,
                  as_json: bool, **options: Any) -> None:
     """Run the graph on a benchmark's questions and score the predictions.
 
@@ -712,8 +722,9 @@ def eval_command(dataset_name: str, limit: int | None, workers: int, out_dir: st
     the predictions in the benchmark's own submission format, gold.sql, summary.json and
     report.html. Running the same command again with the same --out or --run-name resumes
     without redoing finished questions. With --predictions, scores that file instead
-    (written to --out only when given). Exits 0 when scored, 2 on bad input, 130 when
-    interrupted.
+    (written to --out only when given). With --engine postgresql|duckdb, questions are asked
+    of, and scored on, the benchmark's databases loaded into that engine. Exits 0 when scored,
+    2 on bad input, 130 when interrupted.
     """
     from datetime import datetime
     from pathlib import Path
@@ -732,14 +743,25 @@ def eval_command(dataset_name: str, limit: int | None, workers: int, out_dir: st
     if predictions and pairs_file:
         _fail("--export-pairs needs the candidates of a run; it cannot be used with --predictions.")
         return
+    if engine == "sqlite" and (where or no_transpile or transpile_predictions):
+        _fail("--databases, --no-transpile and --transpile-predictions go with --engine postgresql or duckdb.")
+        return
+    if transpile_predictions and not predictions:
+        _fail("--transpile-predictions goes with --predictions (a run's own SQL is already the engine's).")
+        return
     # Ctrl-C while the questions run keeps the finished ones and says how to go on.
     interrupted = {"message": "Interrupted."}
     with _reported(lambda: interrupted["message"]):
         try:
             dataset = open_dataset(dataset_name)
+            if engine != "sqlite":
+                from sqlchorus.evaluation.engines import on_engine
+                from sqlchorus.evaluation.runs import subset
+
+                dataset = on_engine(subset(dataset, limit), engine, where, transpile_gold=not no_transpile)
             if predictions:
                 run = score_prediction_file(dataset, predictions, limit=limit, workers=workers,
-                                            out_dir=out_dir, progress=progress)
+                                            out_dir=out_dir, progress=progress, transpile=transpile_predictions)
             else:
                 stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
                 folder = Path(out_dir or Path("evals") / (run_name or f"{dataset.name}-{stamp}"))
@@ -786,7 +808,8 @@ def _print_eval(run: Any) -> None:
     s = run.summary
     out = Console(highlight=False)
     ex = "n/a" if s["ex"] is None else f"{s['ex']:g}%"
-    out.print(f"[bold]{s['dataset']}[/] ({s['benchmark']} semantics): EX {ex} on {s['n_scored']} question(s) scored, "
+    on = f", on {s['engine']}" if s.get("engine", "sqlite") != "sqlite" else ""
+    out.print(f"[bold]{s['dataset']}[/] ({s['benchmark']} semantics{on}): EX {ex} on {s['n_scored']} question(s) scored, "
               f"{s['n_correct']} correct")
     if s["n_missing_db"]:
         out.print(f"[yellow]{s['n_missing_db']} question(s) not scored: their database is missing[/]")
