@@ -127,7 +127,7 @@ def fix_candidates(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
             errors.append({"node": NODE, "kind": "parse", "message": f"{candidate['id']}: the fixer's answer contained no SQL."})
             changed.append(updated(candidate, meta={**meta, "fix": {**fix, "no_sql": fix["no_sql"] + 1}}))
             continue
-        if tried(candidate, sql):
+        if tried(candidate, sql, context.db.dialect):
             # The model repeated a query that already failed: another round would only repeat it.
             fix["stopped"] = f"round {round_} answered with a query already tried"
             changed.append(updated(candidate, meta={**meta, "fix": fix}))

@@ -32,7 +32,8 @@ def list_verify_step(state: dict, runtime: Runtime[Context]) -> dict:
     sql = attempt.get("sql")
     written = list(state.get("written") or [])
     update: dict[str, Any] = {}
-    if sql and not any(same_query(sql, w) for w in written):
+    dialect = context.db.dialect
+    if sql and not any(same_query(sql, w, dialect) for w in written):
         update["written"] = [*written, sql]
     check = verify_sql(
         sql,
@@ -46,7 +47,7 @@ def list_verify_step(state: dict, runtime: Runtime[Context]) -> dict:
         check["kind"] in SOFT_KINDS
         and attempt.get("kind") == "reprompt"
         and previous.get("kind") == check["kind"]
-        and same_query(previous.get("sql"), check["sql"])
+        and same_query(previous.get("sql"), check["sql"], dialect)
     ):
         # The model saw the warning and kept its query: accept it as intended.
         accepted.add(check["failing"])

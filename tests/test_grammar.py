@@ -128,3 +128,25 @@ def test_the_scoped_grammar_admits_only_columns_of_the_tables_in_from():
     only_orders = scoped_grammar(schema, ["orders"])
     assert matches(only_orders, "SELECT COUNT(*) FROM orders")
     assert not matches(only_orders, "SELECT COUNT(*) FROM customers")
+
+
+SPIDER_CASE = DatabaseSchema("concert", [
+    Table("singer", [Column("Singer_ID", "int"), Column("Name", "text"), Column("Country", "text"),
+                     Column("user", "text")]),
+])
+
+
+@pytest.mark.parametrize("sql,sqlite,postgres", [
+    # SQLite and DuckDB: a plain name bare, in the schema's spelling or lower case.
+    ('SELECT "Name" FROM singer WHERE "Country" = \'France\'', False, True),
+    ("SELECT Name FROM singer WHERE Country = 'France'", True, False),  # PostgreSQL reads name, country
+    ("SELECT name FROM singer", True, False),
+    ('SELECT "user" FROM singer', False, True),
+    ("SELECT user FROM singer", True, False),  # PostgreSQL's user is the role, not the column
+    ('SELECT count(*) FROM singer AS T1 WHERE T1."Singer_ID" > 3', False, True),
+    ("SELECT count(*) FROM singer AS T1 WHERE T1.singer_id > 3", True, False),
+])
+def test_each_dialect_admits_the_names_it_would_resolve(sql, sqlite, postgres):
+    assert matches(schema_grammar(SPIDER_CASE), sql) is sqlite
+    assert matches(schema_grammar(SPIDER_CASE, dialect="duckdb"), sql) is sqlite  # case-insensitive too
+    assert matches(schema_grammar(SPIDER_CASE, dialect="postgres"), sql) is postgres

@@ -27,6 +27,10 @@ Design choices:
 * Keywords are accepted in upper or lower case, as small models write either.
 * Names that are not plain identifiers, or are SQL keywords, are double-quoted. Each name is
   admitted as the schema spells it and in lower case.
+* Per dialect (``dialect``, sqlglot's name of the engine): SQLite and DuckDB match names
+  case-insensitively, so the above holds. PostgreSQL folds an unquoted name to lower case, so
+  there a name with a capital letter is admitted only double-quoted as the schema spells it
+  (``"Country"``), and its reserved words are quoted as well (``"user"``).
 
 :func:`matches` is a small recogniser for the GBNF subset written here (literals, character
 classes, rule references, groups, alternatives and ``* + ?``). It lets tests check, without
@@ -35,6 +39,7 @@ llama.cpp, which queries a grammar admits.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -57,6 +62,16 @@ _KEYWORDS = frozenset(
     rename replace restrict right rollback row savepoint select set table temp temporary then to
     transaction trigger union unique update using vacuum values view virtual when where with
     without
+    """.split()
+)
+
+# PostgreSQL's reserved words (its documentation's appendix C), quoted there as names besides
+# the SQLite keywords above.
+_POSTGRES_KEYWORDS = _KEYWORDS | frozenset(
+    """
+    analyse any array asymmetric both current_catalog current_role current_schema current_user
+    do false fetch grant lateral leading localtime localtimestamp only placing returning
+    session_user some symmetric trailing true user variadic window
     """.split()
 )
 
@@ -104,8 +119,9 @@ limit ::= kw-limit " " [1-9] ([0-9] ([0-9] [0-9]?)?)?
 """
 
 
-def schema_grammar(schema: DatabaseSchema) -> str:
-    """A GBNF grammar whose sentences are single SELECT queries over ``schema``'s names.
+def schema_grammar(schema: DatabaseSchema, dialect: str = "sqlite") -> str:
+    """A GBNF grammar whose sentences are single SELECT queries over ``schema``'s names, as
+    ``dialect`` (``sqlite``, ``duckdb``, ``postgres``) reads them.
 
     The result is deterministic: the same schema always gives the same text.
 
@@ -114,11 +130,11 @@ def schema_grammar(schema: DatabaseSchema) -> str:
     """
     if not schema.tables:
         raise ValueError(f"Schema {schema.name!r} has no tables to build a grammar from.")
-    tables = _unique(t.name for t in schema.tables)
-    columns = _unique(c.name for t in schema.tables for c in t.columns)
+    tables = _unique((t.name for t in schema.tables), dialect)
+    columns = _unique((c.name for t in schema.tables for c in t.columns), dialect)
     lines = [_BODY.strip()]
-    lines.append("table ::= " + " | ".join(_name_literal(n) for n in tables))
-    lines.append("column ::= " + " | ".join(_name_literal(n) for n in columns) if columns else 'column ::= "rowid"')
+    lines.append("table ::= " + " | ".join(_name_literal(n, dialect) for n in tables))
+    lines.append("column ::= " + " | ".join(_name_literal(n, dialect) for n in columns) if columns else 'column ::= "rowid"')
     lines.append("fn ::= " + " | ".join(_either_case(f) for f in _FUNCTIONS))
     for word in _KEYWORD_RULES:
         lines.append(f"kw-{word} ::= {_either_case(word)}")
@@ -152,7 +168,7 @@ order{s} ::= kw-order " " kw-by " " (call{s} | col{s}) (" " dir)?
 """
 
 
-def scoped_grammar(schema: DatabaseSchema, tables: list[str] | None = None) -> str:
+def scoped_grammar(schema: DatabaseSchema, tables: list[str] | None = None, dialect: str = "sqlite") -> str:
     """A GBNF grammar of simpler queries in which every column belongs to a table in FROM.
 
     FROM is one table, or two tables joined on a foreign key between them (columns then
@@ -165,6 +181,7 @@ def scoped_grammar(schema: DatabaseSchema, tables: list[str] | None = None) -> s
     Args:
         schema: the database's schema.
         tables: the tables queries may read (linked tables, say); every table when None.
+        dialect: as for :func:`schema_grammar`.
 
     Raises:
         ValueError: none of ``tables`` is in the schema.
@@ -178,8 +195,9 @@ def scoped_grammar(schema: DatabaseSchema, tables: list[str] | None = None) -> s
     alternatives = []
     for i, table in enumerate(chosen):
         suffix = f"-t{i}"
-        cols = " | ".join(_name_literal(n) for n in _unique(c.name for c in table.columns)) or '"rowid"'
-        lines.append(_SCOPED_QUERY.format(s=suffix, col=cols, source=_name_literal(table.name)).strip())
+        cols = " | ".join(_name_literal(n, dialect) for n in _unique((c.name for c in table.columns), dialect))
+        lines.append(_SCOPED_QUERY.format(s=suffix, col=cols or '"rowid"',
+                                          source=_name_literal(table.name, dialect)).strip())
         alternatives.append(f"q{suffix}")
     pair = 0
     for table in chosen:
@@ -189,12 +207,11 @@ def scoped_grammar(schema: DatabaseSchema, tables: list[str] | None = None) -> s
             other = schema.table(fk.ref_table)
             suffix = f"-j{pair}"
             pair += 1
-            qualified = [
-                _gbnf_string(f"{_quoted(t.name)}.{_quoted(c.name)}") for t in (table, other) for c in t.columns
-            ]
+            q = functools.partial(_quoted, dialect=dialect)
+            qualified = [_gbnf_string(f"{q(t.name)}.{q(c.name)}") for t in (table, other) for c in t.columns]
             source = _gbnf_string(
-                f"{_quoted(table.name)} JOIN {_quoted(other.name)} ON "
-                f"{_quoted(table.name)}.{_quoted(fk.column)} = {_quoted(other.name)}.{_quoted(fk.ref_column)}"
+                f"{q(table.name)} JOIN {q(other.name)} ON "
+                f"{q(table.name)}.{q(fk.column)} = {q(other.name)}.{q(fk.ref_column)}"
             )
             lines.append(_SCOPED_QUERY.format(s=suffix, col=" | ".join(qualified), source=source).strip())
             alternatives.append(f"q{suffix}")
@@ -205,22 +222,31 @@ def scoped_grammar(schema: DatabaseSchema, tables: list[str] | None = None) -> s
     return "\n".join(lines) + "\n"
 
 
-def _quoted(name: str) -> str:
-    return name if _PLAIN.match(name) and name.lower() not in _KEYWORDS else '"' + name.replace('"', '""') + '"'
+def _bare(name: str, dialect: str) -> bool:
+    """Whether ``name`` may be written without quotes in ``dialect`` and still mean itself."""
+    if dialect == "postgres":  # unquoted names fold to lower case there
+        return bool(_PLAIN.match(name)) and name == name.lower() and name not in _POSTGRES_KEYWORDS
+    return bool(_PLAIN.match(name)) and name.lower() not in _KEYWORDS
 
 
-def _unique(names) -> list[str]:
-    # Each name as the schema spells it and in lower case (SQLite names are case-insensitive and
-    # small models tend to write them in lower case). Longest first, then alphabetical: a stable
-    # order in which a name comes before any name that is a prefix of it.
-    spellings = {spelling for name in names for spelling in (name, name.lower())}
+def _quoted(name: str, dialect: str = "sqlite") -> str:
+    return name if _bare(name, dialect) else '"' + name.replace('"', '""') + '"'
+
+
+def _unique(names, dialect: str = "sqlite") -> list[str]:
+    # Each name as the schema spells it and in lower case (SQLite and DuckDB names are
+    # case-insensitive and small models tend to write them in lower case; PostgreSQL's quoted
+    # names are not, so there only the schema's spelling). Longest first, then alphabetical: a
+    # stable order in which a name comes before any name that is a prefix of it.
+    if dialect == "postgres":
+        spellings = set(names)
+    else:
+        spellings = {spelling for name in names for spelling in (name, name.lower())}
     return sorted(spellings, key=lambda n: (-len(n), n))
 
 
-def _name_literal(name: str) -> str:
-    if _PLAIN.match(name) and name.lower() not in _KEYWORDS:
-        return _gbnf_string(name)
-    return _gbnf_string('"' + name.replace('"', '""') + '"')
+def _name_literal(name: str, dialect: str = "sqlite") -> str:
+    return _gbnf_string(_quoted(name, dialect))
 
 
 def _either_case(word: str) -> str:

@@ -45,7 +45,11 @@ def explain(db: GuardedDatabase, sql: str) -> list[PlanStep]:
 
     Raises:
         sqlchorus.tools.database.SqlError: the query is refused or does not prepare.
+        ValueError: ``db`` is not SQLite: plans are worded from SQLite's ``EXPLAIN QUERY PLAN``
+            (the query-plan generator's examples are planned on SQLite whatever the engine).
     """
+    if db.engine != "sqlite":
+        raise ValueError(f"Query plans are worded from SQLite's EXPLAIN QUERY PLAN, not {db.engine}'s.")
     result = db.explain_query_plan(sql)
     return [PlanStep(int(r[0]), int(r[1]), str(r[3])) for r in result.rows]
 

@@ -225,15 +225,16 @@ def pairwise_scores(
     return scores
 
 
-def tables_and_columns(sql: str, schema: DatabaseSchema) -> dict[str, list[str]]:
-    """The tables and columns ``sql`` uses, as schema links (``{table: [columns]}``).
+def tables_and_columns(sql: str, schema: DatabaseSchema, dialect: str = "sqlite") -> dict[str, list[str]]:
+    """The tables and columns ``sql`` (in sqlglot's ``dialect``) uses, as schema links
+    (``{table: [columns]}``).
 
     A qualified column belongs to its table or alias; an unqualified one to every table of the
     query that has a column of that name. Names the schema does not know are dropped later by
     :func:`sqlchorus.tools.views.resolve_links`. SQL that does not parse uses nothing.
     """
     try:
-        tree = sql_text.parse_one(sql)
+        tree = sql_text.parse_one(sql, dialect=dialect)
     except SqlError:
         return {}
     if tree is None:
@@ -259,11 +260,11 @@ def tables_and_columns(sql: str, schema: DatabaseSchema) -> dict[str, list[str]]
     return {t: sorted(cols) for t, cols in used.items()}
 
 
-def schema_union(sql_a: str, sql_b: str, schema: DatabaseSchema) -> dict[str, list[str]]:
+def schema_union(sql_a: str, sql_b: str, schema: DatabaseSchema, dialect: str = "sqlite") -> dict[str, list[str]]:
     """The union of the tables and columns two queries use, as schema links."""
     union: dict[str, set[str]] = {}
     for sql in (sql_a, sql_b):
-        for table, columns in tables_and_columns(sql, schema).items():
+        for table, columns in tables_and_columns(sql, schema, dialect).items():
             union.setdefault(table, set()).update(columns)
     return {t: sorted(cols) for t, cols in union.items()}
 

@@ -72,7 +72,7 @@ def verify_sql(
     if verifier == "weak":
         return _weak(sql, db, accepted, timeout_s)
     try:
-        steps = decompose(sql, schema=schema)
+        steps = decompose(sql, schema=schema, dialect=db.dialect)
     except (DecomposeError, SqlglotError, RecursionError) as e:
         return _verdict(sql, "syntax", str(e).strip().splitlines()[0] if str(e).strip() else "does not parse", failing=sql)
     checks = execute_steps(steps, db, timeout_s=timeout_s, max_rows=1)
@@ -141,7 +141,8 @@ def _before(runnable: list[str], failing: str) -> list[str]:
 
 
 def _count(db: GuardedDatabase, query: str, timeout_s: float | None) -> int:
-    result = db.execute(f"SELECT COUNT(*) FROM ({query})", timeout_s=timeout_s, max_rows=1)
+    # An alias: PostgreSQL (before 16) refuses a subquery in FROM without one.
+    result = db.execute(f"SELECT COUNT(*) FROM ({query}) AS counted", timeout_s=timeout_s, max_rows=1)
     return int(result.rows[0][0])
 
 
@@ -164,11 +165,11 @@ def _growth(
                 return "growth", step.sql, problem
         if step.operation != "JOIN":
             continue
-        parts = _join_parts(step.sql)
+        parts = _join_parts(step.sql, db.dialect)
         if parts is None:
             continue
         left_sql, right_sql, join = parts
-        target = join.this.sql(dialect="sqlite")
+        target = join.this.sql(dialect=db.dialect)
         try:
             left = _count(db, left_sql, timeout_s)
             right = _count(db, right_sql, timeout_s)
@@ -196,7 +197,7 @@ def _growth(
             return "growth", step.sql, f"counting the rows of the join of {target} ran out of time: the join explodes"
         except SqlError:
             continue
-        how = f"ON {condition.sql(dialect='sqlite')}" if related else "its condition"
+        how = f"ON {condition.sql(dialect=db.dialect)}" if related else "its condition"
         if left > 1 and right > 1 and rows == left * right:
             return "growth", step.sql, (
                 f"the join of {target} pairs every row with every row: {how} holds for all "
@@ -234,10 +235,10 @@ def _judge_where(
     return None
 
 
-def _join_parts(sql: str) -> tuple[str, str, exp.Join] | None:
+def _join_parts(sql: str, dialect: str = "sqlite") -> tuple[str, str, exp.Join] | None:
     """The query before its last join, the joined source alone, and the join."""
     try:
-        tree = sql_text.parse_one(sql)
+        tree = sql_text.parse_one(sql, dialect=dialect)
     except SqlError:
         return None
     if not isinstance(tree, exp.Select) or not tree.args.get("joins"):
@@ -249,22 +250,23 @@ def _join_parts(sql: str) -> tuple[str, str, exp.Join] | None:
     right = exp.select("*").from_(join.this.copy())
     if tree.args.get("with") is not None:
         right.set("with", tree.args["with"].copy())
-    return left.sql(dialect="sqlite"), right.sql(dialect="sqlite"), join
+    return left.sql(dialect=dialect), right.sql(dialect=dialect), join
 
 
 def _factor(factor: float) -> str:
     return str(int(factor)) if math.isclose(factor, round(factor)) else f"{factor:g}"
 
 
-def same_query(a: str | None, b: str | None) -> bool:
-    """Whether two answers are the same query, up to spacing, case of keywords and a semicolon."""
+def same_query(a: str | None, b: str | None, dialect: str = "sqlite") -> bool:
+    """Whether two answers are the same query, up to spacing, case of keywords and a semicolon
+    (read in ``dialect``, sqlglot's name of the database's engine)."""
     if not a or not b:
         return False
-    return _canonical(a) == _canonical(b)
+    return _canonical(a, dialect) == _canonical(b, dialect)
 
 
-def _canonical(sql: str) -> str:
+def _canonical(sql: str, dialect: str) -> str:
     try:
-        return sql_text.parse_one(sql.strip().rstrip(";")).sql(dialect="sqlite")
+        return sql_text.parse_one(sql.strip().rstrip(";"), dialect=dialect).sql(dialect=dialect)
     except SqlError:
         return " ".join(sql.split()).rstrip(";")

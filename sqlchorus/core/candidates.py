@@ -63,7 +63,7 @@ def can_fix(candidate: Candidate, beta: int) -> bool:
     return is_broken(candidate) and record["rounds"] < beta and not record["stopped"]
 
 
-def tried(candidate: Candidate, sql: str | None) -> bool:
+def tried(candidate: Candidate, sql: str | None, dialect: str = "sqlite") -> bool:
     """Whether ``sql`` is the candidate's query or one of its earlier ones (up to spacing, case
-    of keywords and a semicolon)."""
-    return any(same_query(sql, q) for q in [candidate["sql"], *(h.get("sql") for h in candidate["history"])])
+    of keywords and a semicolon, as sqlglot's ``dialect`` reads them)."""
+    return any(same_query(sql, q, dialect) for q in [candidate["sql"], *(h.get("sql") for h in candidate["history"])])

@@ -455,8 +455,9 @@ def _grammar_for(
         return None
     if context.settings.grammar_scope == "from":
         known = {t.name.lower() for t in context.schema.tables}
-        return scoped_grammar(context.schema, [t for t in tables or () if t.lower() in known] or None)
-    return schema_grammar(context.schema)
+        return scoped_grammar(context.schema, [t for t in tables or () if t.lower() in known] or None,
+                              dialect=getattr(context.db, "dialect", "sqlite"))
+    return schema_grammar(context.schema, dialect=getattr(context.db, "dialect", "sqlite"))
 
 
 # -- retries and time budget ---------------------------------------------------------------------

@@ -78,7 +78,7 @@ PREVIEW_ROWS = 10
 def pair_schema(context: Context, sql_a: str, sql_b: str, question: str = "", evidence: str = "") -> str:
     """The schema view of the union of what the two queries use (the full view, narrowed to the
     schema budget for ``question``, if nothing)."""
-    links = sel.schema_union(sql_a, sql_b, context.schema)
+    links = sel.schema_union(sql_a, sql_b, context.schema, getattr(context.db, "dialect", "sqlite"))
     state = {"question": question, "evidence": evidence, "links": links}
     if not links:
         return schema_view(context, state)

@@ -8,7 +8,7 @@ Tools, each read-only and non-destructive:
 * ``list_databases``; ``search_schema`` (a pattern, and a detail level ``names``, ``summary`` or
   ``full``, so that an agent can discover a large schema a little at a time); ``describe_table``.
 * ``execute_sql``: one read query through the guard, rows capped, errors with a stable ``code``.
-* ``validate_sql``: parse a query and plan it (SQLite's ``EXPLAIN QUERY PLAN``) without running it.
+* ``validate_sql``: parse a query and have its engine plan it (``EXPLAIN``, never a run) without running it.
 
 Resources: each database's schema (``sqlchorus://databases/{database}/schema``) and a run's
 trace (``sqlchorus://runs/{run_id}/trace``). Over stdio, or streamable HTTP on loopback (a
@@ -61,7 +61,7 @@ class QueryOutput(BaseModel):
 
 class ValidateOutput(BaseModel):
     valid: bool
-    plan: list[str] = Field(default_factory=list, description="SQLite's query plan, one step a line.")
+    plan: list[str] = Field(default_factory=list, description="The engine's query plan, one step a line.")
     error: dict[str, str] | None = Field(None, description="{code, message} when the query would not run.")
 
 
@@ -78,7 +78,8 @@ def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
     server = MCPServer(
         "sqlchorus",
         instructions=(
-            "Answers questions about SQLite databases with checked SQL. Call list_databases first; "
+            "Answers questions about databases (SQLite, PostgreSQL, DuckDB) with checked SQL. Call "
+            "list_databases first: it says each database's engine, whose SQL dialect queries must use; "
             "ask answers a question in plain language; search_schema and describe_table show the "
             "schema a little at a time; execute_sql and validate_sql run or plan a read query. "
             "Nothing here can change a database."
@@ -118,7 +119,8 @@ def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
     async def list_databases() -> dict[str, Any]:
-        """The databases this server answers over: id, file name, number of tables and columns."""
+        """The databases this server answers over: id, file name (or URL without password), engine
+        (sqlite, postgresql, duckdb: the SQL dialect to write), number of tables and columns."""
         return {"databases": await asyncio.to_thread(service.databases)}
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
@@ -142,7 +144,8 @@ def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
     @server.tool(annotations=READ_ONLY, structured_output=True)
     async def execute_sql(sql: str, ctx: Context, database: str | None = None,
                           max_rows: int = EXECUTE_ROWS) -> QueryOutput:
-        """Run one read query (SQLite) through the guard and return its rows, at most `max_rows`
+        """Run one read query, in the database's dialect (its `engine` in list_databases), through
+        the guard and return its rows, at most `max_rows`
         (1000 at most). Anything but a single read query is refused; errors come with a code:
         not_a_query, forbidden, timeout, resource, execution, too_long, too_deep."""
         try:
@@ -153,7 +156,7 @@ def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
     async def validate_sql(sql: str, database: str | None = None) -> ValidateOutput:
-        """Check one read query without running it: parse it, and have SQLite plan it (unknown
+        """Check one read query without running it: parse it, and have its engine plan it (unknown
         tables or columns, syntax errors and refused statements are found). Returns the plan."""
         try:
             return ValidateOutput(valid=True, plan=await asyncio.to_thread(service.plan, sql, database))

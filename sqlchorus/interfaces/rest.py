@@ -72,7 +72,7 @@ def create_app(service: RunService, *, token: str | None = None, max_body_bytes:
     ``host``: the address it listens on, whose names it answers)."""
     app = FastAPI(
         title="sqlchorus", version="1",
-        description="Ask questions about SQLite databases; get checked SQL and its answer.",
+        description="Ask questions about SQLite, PostgreSQL and DuckDB databases; get checked SQL and its answer.",
         docs_url=None, redoc_url=None,
     )
     app.state.service = service

@@ -78,7 +78,7 @@ class Databases:
         return database, self.paths[database]
 
     def databases(self) -> list[dict[str, Any]]:
-        """Each database: id, file name, tables and columns."""
+        """Each database: id, file name (a URL without password), engine, tables and columns."""
         rows = []
         for db_id, path in self.paths.items():
             schema = self.schema(db_id)
@@ -128,7 +128,7 @@ class Databases:
                 "elapsed_ms": round(result.elapsed_ms, 3)}
 
     def plan(self, sql: str, database: str | None = None) -> list[str]:
-        """SQLite's plan of one read query, a step a line, without running it.
+        """The engine's plan of one read query, a step a line, without running it.
 
         Raises:
             sqlchorus.tools.sql_errors.SqlError: the query would not run.

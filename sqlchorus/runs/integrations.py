@@ -27,6 +27,7 @@ from sqlchorus.core.models import ModelConfigError
 from sqlchorus.core.state import Answer, ErrorRecord, Selection
 from sqlchorus.runs.result import Result
 from sqlchorus.runs.session import Session, ask
+from sqlchorus.tools.engines import display_name, file_of
 from sqlchorus.tools.json_values import json_value
 
 TOOL_ROWS = 50
@@ -105,7 +106,8 @@ def as_tool(db: str | Path | None = None, *, model: Any = None, settings: Settin
     raises, as a configuration error should. :func:`sqlchorus.as_tools` gives the whole toolkit.
     """
     session = Session(settings, model=model)
-    where = Path(db).name if db is not None else "the demo shop database"
+    # A file by its name; a database on a server by its URL, never with its password.
+    where = "the demo shop database" if db is None else Path(db).name if file_of(db) is not None else display_name(db)
 
     def run(question: str, evidence: str = "") -> dict[str, Any]:
         return ask_tool(session, db, question, evidence, max_rows)
@@ -126,7 +128,7 @@ class GraphInput(TypedDict):
     """What :func:`graph_for`'s graph takes."""
 
     question: str
-    database: NotRequired[str]  # a SQLite file; the graph's own database when left out
+    database: NotRequired[str]  # any database name (a file, a URL); the graph's own when left out
     evidence: NotRequired[str]
 
 
@@ -163,7 +165,7 @@ def graph_for(db: str | Path | None = None, *, model: Any = None, settings: Sett
 
     Raises (from ``invoke``):
         EmptyQuestionError, QuestionTooLongError: the question cannot be asked.
-        sqlchorus.tools.database.DatabaseOpenError: the database is missing or not SQLite.
+        sqlchorus.tools.database.DatabaseOpenError: the database is missing or cannot be opened.
         HostedRunError: any of these, with ``hosted_errors``, for a LangGraph server to show its
             client (the cause is its ``__cause__``).
     """

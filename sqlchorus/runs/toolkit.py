@@ -1,7 +1,7 @@
 """A guarded SQL toolkit for any LangChain agent: the MCP server's six tools as typed tools.
 
 :func:`as_tools` gives ``list_databases``, ``search_schema``, ``describe_table``,
-``execute_sql``, ``validate_sql`` and ``ask_database`` over one or more SQLite files — what
+``execute_sql``, ``validate_sql`` and ``ask_database`` over one or more databases (SQLite files, DuckDB files, PostgreSQL URLs) — what
 LangChain's ``SQLDatabaseToolkit`` gives (list tables, schema, query, check), with every
 statement through sqlchorus's guard (read only, time and row limits) and a question answered
 by the whole pipeline. A tool that cannot do what it was asked raises ``ToolException`` with the
@@ -45,12 +45,12 @@ class _TableArgs(_DatabaseArg):
 
 
 class _ExecuteArgs(_DatabaseArg):
-    sql: str = Field(description="One read query in SQLite's dialect.")
+    sql: str = Field(description="One read query in the database's dialect (see list_databases).")
     max_rows: int = Field(EXECUTE_ROWS, ge=1, le=MAX_EXECUTE_ROWS, description="Rows to return at most.")
 
 
 class _ValidateArgs(_DatabaseArg):
-    sql: str = Field(description="One read query in SQLite's dialect.")
+    sql: str = Field(description="One read query in the database's dialect (see list_databases).")
 
 
 def _failing(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -78,14 +78,14 @@ def _tool(func: Callable[..., Any], name: str, args: type[BaseModel], descriptio
 
 def as_tools(*dbs: str | Path, model: Any = None, settings: Settings | None = None,
              max_rows: int = TOOL_ROWS) -> list[BaseTool]:
-    """Six typed LangChain tools over ``dbs`` (SQLite files; the demo database when none):
+    """Six typed LangChain tools over ``dbs`` (any database name, :mod:`sqlchorus.tools.engines`; the demo database when none):
     ``list_databases``, ``search_schema``, ``describe_table``, ``execute_sql``, ``validate_sql``
     and ``ask_database`` (the pipeline; needs ``model``, or the settings' model). Nothing they
     run can change a database. A failed call raises ``ToolException`` with its cause, which the
     tools hand to the agent as an error result (``handle_tool_error``).
 
     Raises:
-        sqlchorus.tools.sql_errors.DatabaseOpenError: a file is missing or not SQLite.
+        sqlchorus.tools.sql_errors.DatabaseOpenError: a database is missing or cannot be opened.
         ServiceError: two files would have the same id (the same file name).
     """
     session = Session(settings, model=model)
@@ -124,10 +124,10 @@ def as_tools(*dbs: str | Path, model: Any = None, settings: Settings | None = No
               "Everything about one table: columns with types, keys, descriptions and sample values, foreign keys "
               "and row count."),
         _tool(execute_sql, "execute_sql", _ExecuteArgs,
-              "Run one read query (SQLite) and return its rows. Anything but a single read query is refused; an "
+              "Run one read query, in the database's dialect, and return its rows. Anything but a single read query is refused; an "
               "error names its kind (not_a_query, forbidden, timeout, resource, execution, ...)."),
         _tool(validate_sql, "validate_sql", _ValidateArgs,
-              "Check one read query without running it: SQLite plans it, so unknown tables or columns and syntax "
+              "Check one read query without running it: its engine plans it, so unknown tables or columns and syntax "
               "errors are found. Returns the plan."),
         _tool(ask_database, "ask_database", _AskArgs,
               "Answer a question about a database in plain language: writes SQL, checks it against the database "
