@@ -2,8 +2,8 @@
 to build a value index, and how each engine's guard ends its attack corpus.
 
 1. Statements. Every Spider dev gold query whose SQLite database is present (the others are
-   counted as ``questions_without_database``) runs on each engine,
-   on the same queries: on SQLite as written, on PostgreSQL and DuckDB transpiled by
+   counted as ``questions_without_database``) runs on each engine, on the same queries: on
+   SQLite as written, on PostgreSQL and DuckDB transpiled by
    :func:`sqlchorus.tools.transpile.transpile` with the database's names. Each runs twice per
    engine: through the guard (``GuardedDatabase`` / ``PostgresDatabase`` / ``DuckDatabase``
    ``.execute``, a 10 s budget) and raw (a plain ``sqlite3`` read-only connection, a plain psycopg
@@ -12,14 +12,14 @@ to build a value index, and how each engine's guard ends its attack corpus.
    reused for all its queries; each query runs once as a warm-up, then once timed
    (``time.perf_counter``). A query that fails to transpile, fails guarded, or fails raw is
    skipped on that engine and counted by where it failed (guarded failures also by error kind:
-   mostly SQL that SQLite accepts and the engine does not, as engine_fidelity.py reports). Per engine: ``statements``,
-   ``guarded_ms``, ``raw_ms`` and ``overhead_ms`` (guarded minus raw, per statement), each as
-   median and p95, and ``ratio_to_sqlite``: the engine's guarded median over SQLite's guarded
-   median on the statements both ran.
+   mostly SQL that SQLite accepts and the engine does not, as engine_fidelity.py reports). Per
+   engine: ``statements``, ``guarded_ms``, ``raw_ms`` and ``overhead_ms`` (guarded minus raw, per
+   statement), each as median and p95, and ``ratio_to_sqlite``: the engine's guarded median over
+   SQLite's guarded median on the statements both ran.
 2. Value index. The largest Spider dev database present (by total rows over its tables) is indexed
    on each engine as ``sqlchorus index --rebuild`` does (:meth:`ValueIndex.build` on the database
-   opened as :func:`open_database` opens it, with one worker and none started), into a temporary cache folder; seconds and
-   values per engine.
+   opened as :func:`open_database` opens it, one worker, none started), into a temporary cache
+   folder; seconds and values per engine.
 3. Attack corpus (``--corpus``). The test suite's corpora (``tests/fixtures/guard_corpus``,
    ``guard_corpus_postgres``, ``guard_corpus_duckdb``) run through each engine's guard, on
    concert_singer as the tests build it (PostgreSQL: the test's loader, extra tables and a
@@ -69,7 +69,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from conftest import FIXTURES, load_pairs  # noqa: E402  the suite's one fixture reader
+from conftest import FIXTURES, load_pairs  # the suite's one fixture reader
 
 ENGINES = ("sqlite", "postgres", "duckdb")
 DIALECT = {"postgres": "postgresql", "duckdb": "duckdb"}
@@ -228,7 +228,7 @@ def statement_costs(targets: Targets, by_db: dict[str, tuple[Path, list[tuple[in
                     continue
                 try:
                     sqls[qid] = transpile(gold, DIALECT[engine], names)
-                except Exception:  # sqlglot raises ParseError, TokenError, UnsupportedError...
+                except Exception:  # noqa: BLE001  sqlglot raises ParseError, TokenError, UnsupportedError...
                     failed[engine]["transpile"] += 1
             done: dict[int, float] = {}
             with targets.guarded(engine, db_id, path) as db:
@@ -244,7 +244,7 @@ def statement_costs(targets: Targets, by_db: dict[str, tuple[Path, list[tuple[in
                     try:
                         raw[engine][qid] = time_raw(conn, sqls[qid])
                         guarded[engine][qid] = ms
-                    except Exception:  # any driver error: the statement is skipped on this engine
+                    except Exception:  # noqa: BLE001  any driver error: skipped on this engine
                         failed[engine]["raw"] += 1
             finally:
                 conn.close()
@@ -401,8 +401,9 @@ def corpora(targets: Targets, source: Path) -> dict:
                 out[engine] = postgres_corpus(targets, source)
             else:
                 out[engine] = duckdb_corpus(source)
-        except Exception as e:  # report a corpus that could not be set up; the others still run
-            out[engine] = {"error": f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"}
+        except Exception as e:  # noqa: BLE001  a corpus that could not be set up; the others run
+            first = (str(e).strip().splitlines() or [""])[0]
+            out[engine] = {"error": f"{type(e).__name__}: {first}"}
     return out
 
 

@@ -82,3 +82,14 @@ def _schema_of_students():
     from sqlchorus.tools.schema import Column, DatabaseSchema, Table
 
     return DatabaseSchema("pets", [Table("Student", [Column("StuID", "int"), Column("Fname", "text")])])
+
+
+def test_hardness_and_class_of_an_engines_sql():
+    from sqlchorus.tools.classify import classify_sql
+    from sqlchorus.tools.hardness import spider_hardness
+
+    sql = """SELECT "Fname" FROM "Student" WHERE "Fname" ~ '^L' AND "Age" = ANY(ARRAY[18, 19])"""
+    assert spider_hardness(sql, "postgres") == "medium"
+    with pytest.raises(ValueError):
+        spider_hardness(sql)  # not SQLite's
+    assert classify_sql(sql, "postgres") == "EASY"

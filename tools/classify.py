@@ -18,10 +18,11 @@ FALLBACK_CLASS = "NON-NESTED"
 prompt suits the most questions."""
 
 
-def classify_sql(sql: str) -> str:
-    """DIN-SQL's class of ``sql``; a query sqlglot cannot parse is the general case."""
+def classify_sql(sql: str, dialect: str = "sqlite") -> str:
+    """DIN-SQL's class of ``sql`` (in sqlglot's ``dialect``); a query sqlglot cannot parse is the
+    general case."""
     try:
-        tree = sql_text.parse_one(sql)
+        tree = sql_text.parse_one(sql, dialect=dialect)
     except Exception:  # any parse failure, whatever sqlglot raises
         return FALLBACK_CLASS
     if tree.find(exp.Subquery, exp.Union, exp.Intersect, exp.Except) is not None:

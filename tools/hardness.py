@@ -154,14 +154,14 @@ def _top_select(tree: exp.Expression) -> exp.Select | None:
     return node if isinstance(node, exp.Select) else None
 
 
-def hardness_counts(sql: str) -> HardnessCounts:
-    """The three Spider component counts of ``sql``.
+def hardness_counts(sql: str, dialect: str = "sqlite") -> HardnessCounts:
+    """The three Spider component counts of ``sql``, read in sqlglot's ``dialect``.
 
     Raises:
-        ValueError: the text does not parse as one SQLite query.
+        ValueError: the text does not parse as one query of ``dialect``.
     """
     try:
-        tree = sql_text.parse_one(sql)
+        tree = sql_text.parse_one(sql, dialect=dialect)
     except SqlError as e:
         raise ValueError(f"cannot parse SQL for hardness: {e}") from e
     select = _top_select(tree)
@@ -227,10 +227,10 @@ def _strip_alias(node: exp.Expression) -> exp.Expression:
     return node.this if isinstance(node, exp.Alias) else node
 
 
-def spider_hardness(sql: str) -> str:
+def spider_hardness(sql: str, dialect: str = "sqlite") -> str:
     """Spider hardness of a query given as text: ``easy``, ``medium``, ``hard`` or ``extra``.
 
     Raises:
-        ValueError: the text does not parse as one SQLite SELECT query.
+        ValueError: the text does not parse as one SELECT query of ``dialect``.
     """
-    return hardness_counts(sql).hardness
+    return hardness_counts(sql, dialect).hardness
