@@ -32,6 +32,10 @@ _HEADING = re.compile(
     r"(?im)^[ \t>*#_-]*(?:" + "|".join(re.escape(h) for h in _HEADINGS) + r")[ \t*_]*:[ \t*_]*"
 )
 _QUERY_START = re.compile(r"(?is)\b(SELECT|WITH)\b")
+# What precedes a SELECT that is part of a larger query rather than the start of one: a set
+# operation (``... INTERSECT SELECT``), a parenthesis (a subquery, or the body of a CTE
+# ``WITH c AS (...) SELECT``), or ``AS`` of a CTE.
+_INSIDE_QUERY = re.compile(r"(?is)(?:\b(?:UNION|INTERSECT|EXCEPT|ALL|DISTINCT|AS)|[()])\s*$")
 
 
 def extract_sql(text: str | None) -> str | None:
@@ -69,7 +73,7 @@ def _candidates(text: str) -> list[str]:
         rest = text[match.end():]
         fenced = _FENCE.match(rest.lstrip())
         found.append(fenced.group(1) if fenced else rest)
-    starts = [m.start() for m in _QUERY_START.finditer(text)]
+    starts = [m.start() for m in _QUERY_START.finditer(text) if not _INSIDE_QUERY.search(text, 0, m.start())]
     for start in reversed(starts):
         found.append(text[start:])
     return found
