@@ -327,3 +327,74 @@ def test_the_server_going_away_during_a_run(env, spider, tmp_path):
         assert state_of(server.url("concert_singer")) == before
     finally:
         next(servers, None)
+
+
+# -- debug and ui over the new engines -----------------------------------------------------------
+
+STEPS = "next\nbreak check_candidates\ncontinue\nstate candidates\ncontinue\nsql SELECT count(*) FROM singer\nquit\n"
+
+
+def debug(env, tmp_path: Path, db: str) -> subprocess.CompletedProcess:
+    folder, environ = env
+    commands = tmp_path / "commands.txt"
+    commands.write_text(STEPS, encoding="utf-8")
+    return subprocess.run(
+        [str(BIN), "debug", QUESTION, "--db", db, "--model", "python:engine_factories:oracle", "--no-cache",
+         "--trace-dir", str(tmp_path / "traces"), "--commands", str(commands)],
+        capture_output=True, text=True, env=environ, timeout=300, cwd=tmp_path,
+    )
+
+
+def stepped_through(out: subprocess.CompletedProcess) -> None:
+    assert out.returncode == 0, (out.stdout, out.stderr)
+    text = out.stdout
+    assert "paused before extract_keywords" in text and "ran extract_keywords" in text
+    assert "paused before check_candidates" in text and "unchecked" in text
+    assert """ended at checkpoint""" in text and """answer SELECT count(*) FROM singer WHERE "Country" = 'France'""" in text
+    assert "│ 6 " in text.split("(sqlchorus) sql SELECT count(*) FROM singer", 1)[1]  # the sql command's result
+
+
+def test_debug_steps_through_a_run_over_duckdb(env, duck, tmp_path):
+    db = tmp_path / "concert_singer.duckdb"
+    db.write_bytes(duck.read_bytes())
+    before = sha256(db)
+    out = debug(env, tmp_path, str(db))
+    assert stderr_lines(out) == [], out.stderr
+    stepped_through(out)
+    assert sha256(db) == before
+
+
+@pytest.mark.slow
+def test_debug_steps_through_a_run_over_postgresql(env, pg, tmp_path):
+    before = state_of(pg.url("concert_singer"))
+    out = debug(env, tmp_path, url_of(pg, "concert_singer", READER))
+    assert stderr_lines(out) == [], out.stderr
+    stepped_through(out)
+    assert state_of(pg.url("concert_singer")) == before
+
+
+def test_the_ui_answers_a_question_over_duckdb(env, duck, tmp_path):
+    import httpx
+
+    from servers import running
+
+    folder, environ = env
+    db = tmp_path / "concert_singer.duckdb"
+    db.write_bytes(duck.read_bytes())
+    before = sha256(db)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    args = ["ui", "--port", str(port), "--db", str(db), "--model", "python:engine_factories:oracle", "--no-cache",
+            "--trace-dir", str(tmp_path / "traces")]
+    with running(args, tmp_path, environ, base + "/api/runs"):
+        (listed,) = httpx.get(base + "/api/databases", timeout=60).json()["databases"]
+        assert "concert_singer" in json.dumps(listed)
+        run_id = httpx.post(base + "/api/live", json={"question": QUESTION}, timeout=60).json()["run_id"]
+        with httpx.stream("GET", f"{base}/api/live/{run_id}/events", timeout=120) as events:
+            said = [json.loads(line[5:]) for line in events.iter_lines() if line.startswith("data:")]
+        assert said[-1]["event"] == "done", said
+        (answer,) = [e["answer"] for e in said if e["event"] == "answer"]
+        assert answer["rows"] == [[4]] and answer["ok"], answer
+        run = httpx.get(f"{base}/api/runs/{run_id}", timeout=60).json()
+        assert run["summary"]["question"] == QUESTION and "concert_singer" in json.dumps(run["summary"])
+    assert sha256(db) == before

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from sqlchorus.interfaces.cli import cli
@@ -106,3 +107,81 @@ def test_select_weighs_each_system_by_its_agreement_over_the_whole_file(spider, 
     # With too short a record (under 10 lines) every vote weighs 1: two votes beat one.
     unweighed = chosen([*filler[:3], target])
     assert unweighed["sql"] == WRONG and unweighed["chosen"] == 0
+
+
+def _duckdb_of(spider, folder):
+    """concert_singer as a DuckDB file in ``folder`` (loaded as the engine tests load it)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("duckdb")
+    script = Path(__file__).resolve().parents[1] / "scripts" / "load_spider_engines.py"
+    spec = importlib.util.spec_from_file_location("load_spider_engines", script)
+    loader = importlib.util.module_from_spec(spec)
+    sys.modules["load_spider_engines"] = loader
+    spec.loader.exec_module(loader)
+    loader.load_database(spider("concert_singer"), duckdb_path=folder)
+    return folder / "concert_singer.duckdb"
+
+
+def test_select_over_duckdb_names_a_file_beside_the_lines_or_by_url(spider, tmp_path, monkeypatch):
+    db = _duckdb_of(spider, tmp_path / "dbs")
+    before = db.read_bytes()
+    q = "How many singers do we have?"
+    file = write_lines(tmp_path / "in.jsonl", [
+        {"db": "dbs/concert_singer.duckdb", "question": q, "candidates": [GOLD, WRONG, GOLD]},  # beside the file
+        {"db": f"duckdb://{db}", "question": q, "candidates": [WRONG, WRONG, GOLD]},
+        {"db": "duckdb://dbs/concert_singer.duckdb", "question": q, "candidates": [GOLD]},  # a URL: not beside the file
+    ])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    result = CliRunner().invoke(cli, ["select", "--candidates", str(file)], env={"SQLCHORUS_SELECTION_MODEL": ""})
+    beside, by_url, relative_url = [json.loads(l) for l in result.output.splitlines()]
+    assert (beside["sql"], beside["cluster"], beside["candidates"][0]["row_count"]) == (GOLD, [0, 2], 1)
+    assert (by_url["sql"], by_url["cluster"]) == (WRONG, [0, 1])
+    assert "does not exist" in relative_url["error"] and str(elsewhere) in relative_url["error"]
+    assert result.exit_code == 1  # one line had no answer
+    assert db.read_bytes() == before and not list(elsewhere.iterdir())
+
+
+def test_select_takes_an_open_database_of_any_engine(spider, tmp_path):
+    from sqlchorus.runs.standalone_selection import select
+    from sqlchorus.tools.engines import open_database
+
+    db = _duckdb_of(spider, tmp_path)
+    with open_database(db) as database:
+        chosen = select(database, "How many singers do we have?", [WRONG, GOLD, GOLD])
+        assert database.execute("SELECT 1").rows  # still open: the caller's to close
+    assert (chosen["sql"], chosen["cluster"]) == (GOLD, [1, 2])
+    assert select(str(db), "How many singers do we have?", [GOLD])["sql"] == GOLD
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    from servers import postgres_of_a_test
+
+    pytest.importorskip("psycopg")
+    yield from postgres_of_a_test()
+
+
+@pytest.mark.slow
+def test_select_over_postgresql_takes_the_url_as_it_is(spider, postgres, tmp_path):
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "load_spider_engines.py"
+    spec = importlib.util.spec_from_file_location("load_spider_engines", script)
+    loader = importlib.util.module_from_spec(spec)
+    sys.modules["load_spider_engines"] = loader
+    spec.loader.exec_module(loader)
+    loader.load_database(spider("concert_singer"), postgres_url=postgres.url())
+    file = write_lines(tmp_path / "in.jsonl", [
+        {"db": postgres.url("concert_singer"), "question": "How many singers?", "candidates": [WRONG, GOLD, GOLD]},
+    ])
+    result = CliRunner().invoke(cli, ["select", "--candidates", str(file)], env={"SQLCHORUS_SELECTION_MODEL": ""})
+    assert result.exit_code == 0, result.output
+    (line,) = [json.loads(l) for l in result.output.splitlines()]
+    assert (line["sql"], line["cluster"], line["db"]) == (GOLD, [1, 2], postgres.url("concert_singer"))

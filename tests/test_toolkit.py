@@ -113,3 +113,38 @@ def test_an_agent_explores_the_schema_queries_and_recovers_from_a_refusal(shop):
     assert "[[62]]" in replies["t4"].content
     assert state["messages"][-1].content == "There are 62 customers."
     assert _sha(shop) == before
+
+
+def test_the_tools_answer_over_duckdb(spider, tmp_path):
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("duckdb")
+    script = Path(__file__).resolve().parents[1] / "scripts" / "load_spider_engines.py"
+    spec = importlib.util.spec_from_file_location("load_spider_engines", script)
+    loader = importlib.util.module_from_spec(spec)
+    sys.modules["load_spider_engines"] = loader
+    spec.loader.exec_module(loader)
+    loader.load_database(spider("concert_singer"), duckdb_path=tmp_path)
+    db = tmp_path / "concert_singer.duckdb"
+    before = _sha(db)
+    question = "How many singers are from France?"
+    model = oracle_model({question: """SELECT count(*) FROM singer WHERE "Country" = 'France'"""}.get)
+    tool = sqlchorus.as_tool(db, model=model, settings=sqlchorus.Settings(trace_dir=None))
+    assert "concert_singer.duckdb" in tool.description
+    assert tool.invoke({"question": question})["rows"] == [[4]]
+    tools = _tools(db, model=model)
+    (listed,) = tools["list_databases"].invoke({})["databases"]
+    assert (listed["id"], listed["engine"]) == ("concert_singer", "duckdb")
+    assert tools["execute_sql"].invoke({"sql": "SELECT count(*) FROM singer"})["rows"] == [[6]]
+    refused = _call(tools["execute_sql"], sql="DELETE FROM singer")
+    assert refused.status == "error" and refused.content.startswith("not_a_query"), refused.content
+    ok = _call(tools["ask_database"], question=question)
+    assert ok.status == "success" and '"rows": [[4]]' in ok.content.replace("'", '"'), ok.content
+    assert _sha(db) == before and sorted(p.name for p in tmp_path.glob("concert_singer.duckdb*")) == [db.name]
+
+
+def test_a_tool_over_a_server_names_it_without_its_password():
+    tool = sqlchorus.as_tool("postgresql://me:s3cret@db.example:5432", model=oracle_model(GOLD.get))
+    assert "s3cret" not in tool.description and "db.example" in tool.description

@@ -7,6 +7,8 @@ it for a JSON Lines file, one question a line::
 
     {"db": "path.sqlite", "question": "...", "evidence": "...", "candidates": ["SELECT ...", ...]}
 
+where ``db`` names a database of any engine (a SQLite or DuckDB file, a PostgreSQL URL).
+
 :func:`export_pairs` writes the pairs CHASE-SQL trains its selection model on, from runs over a
 labelled set: for each question with a correct and an incorrect result cluster, one example per
 (correct, incorrect) pair of clusters, in the selection prompt the graph uses, in the chat
@@ -44,7 +46,8 @@ from sqlchorus.core.dependencies import DatabaseResources, Dependencies
 from sqlchorus.core.llm import ModelAuthError
 from sqlchorus.core.models import ModelConfigError
 from sqlchorus.core.selection import PREVIEW_ROWS, choose, pair_schema, selection_prompt
-from sqlchorus.tools.database import GuardedDatabase, SqlError
+from sqlchorus.tools.database import Database, SqlError
+from sqlchorus.tools.engines import open_database
 from sqlchorus.tools.results import check_sql, preview
 from sqlchorus.tools.schema import DatabaseSchema, introspect
 
@@ -55,13 +58,13 @@ MIN_HISTORY = 10
 """Questions a run needs before per-system weights are estimated; with fewer, votes weigh 1."""
 
 
-def _open(db: str | os.PathLike[str] | GuardedDatabase, settings: Settings) -> tuple[GuardedDatabase, bool]:
-    if isinstance(db, GuardedDatabase):
+def _open(db: str | os.PathLike[str] | Database, settings: Settings) -> tuple[Database, bool]:
+    if isinstance(db, Database):
         return db, False
     return _open_path(db, settings), True
 
 
-def check(db: GuardedDatabase, sqls: Sequence[str]) -> list[dict[str, Any]]:
+def check(db: Database, sqls: Sequence[str]) -> list[dict[str, Any]]:
     """Run each query through the guard: ``{id, sql, status, error, fingerprint, row_count}``."""
     checked = []
     for i, sql in enumerate(sqls):
@@ -177,7 +180,7 @@ def selector(model: Any = None, settings: Settings | None = None) -> Dependencie
 
 
 def select(
-    db: str | os.PathLike[str] | GuardedDatabase,
+    db: str | os.PathLike[str] | Database,
     question: str,
     candidates: Sequence[str],
     evidence: str = "",
@@ -193,7 +196,8 @@ def select(
     """Choose one of ``candidates`` (SQL strings) as the answer to ``question`` over ``db``.
 
     Args:
-        db: a SQLite file or an open :class:`GuardedDatabase`.
+        db: a database's name (a SQLite or DuckDB file, a PostgreSQL URL: see
+            :mod:`sqlchorus.tools.engines`) or an open :class:`~sqlchorus.tools.database.Database`.
         question, evidence: what the candidates answer.
         candidates: SQL queries, in a meaningful order (ties go to the earlier one).
         model: the selection model (a ``provider:model`` name or a ``BaseChatModel``); None uses
@@ -286,7 +290,11 @@ def _vote_without_model(selection: dict[str, Any], checked: Sequence[Mapping[str
     selection["weights"] = list(weights) if weights is not None else None
 
 
-def _db_path(raw: str, base: Path) -> Path:
+def _db_path(raw: str, base: Path) -> str | Path:
+    """The database a line names: a URL as it is, a relative file path looked up from the
+    working directory, then beside the file."""
+    if "://" in raw:  # postgresql://..., duckdb:///...: a URL is never a path beside the file
+        return raw
     path = Path(raw).expanduser()
     if path.is_absolute() or path.exists():
         return path
@@ -301,7 +309,8 @@ def select_file(
     Without a selection model every line is run first, and each candidate position (one system
     per position, the same on every line) is weighed by :func:`agreement_weights` over all the
     lines with that many candidates; with fewer than :data:`MIN_HISTORY` such lines, votes
-    weigh 1. A relative ``db`` is looked up from the working directory, then beside the file. A line that
+    weigh 1. A relative ``db`` is looked up from the working directory, then beside the file (a URL is
+    taken as it is). A line that
     cannot be used (bad JSON, missing fields, a database that does not open) yields
     ``{"line": n, "error": ...}`` and the run goes on. The selection model is resolved once,
     before the first line, so an unusable one stops the run at once.
@@ -326,9 +335,9 @@ class _OpenDatabases:
 
     def __init__(self, settings: Settings):
         self.settings = settings
-        self.dbs: dict[Path, tuple[GuardedDatabase, DatabaseSchema]] = {}
+        self.dbs: dict[str | Path, tuple[Database, DatabaseSchema]] = {}
 
-    def get(self, db_path: Path) -> tuple[GuardedDatabase, DatabaseSchema]:
+    def get(self, db_path: str | Path) -> tuple[Database, DatabaseSchema]:
         if db_path not in self.dbs:
             db = _open_path(db_path, self.settings)
             try:
@@ -370,10 +379,11 @@ def _read_lines(path, base, opened, checks) -> Iterator[tuple[int, dict[str, Any
             yield n, item, (db_path, checked)
 
 
-def _open_path(db_path: str | os.PathLike[str], settings: Settings) -> GuardedDatabase:
-    """A database under the guard, with the settings' limits and statement workers."""
-    return GuardedDatabase(db_path, timeout_s=settings.sql_timeout_s, max_rows=settings.max_rows,
-                           max_bytes=settings.max_bytes, workers=settings.statement_workers)
+def _open_path(db_path: str | os.PathLike[str], settings: Settings) -> Database:
+    """A database of any engine under its guard, with the settings' limits and statement workers."""
+    return open_database(db_path, timeout_s=settings.sql_timeout_s, max_rows=settings.max_rows,
+                         max_bytes=settings.max_bytes, workers=settings.statement_workers,
+                         require_readonly_role=settings.require_readonly_role)
 
 
 def _select_lines(path, base, deps, opened) -> Iterator[dict[str, Any]]:
@@ -489,7 +499,7 @@ def _write_pairs(db, record, labelled, settings, schemas, rng, out, limit) -> in
     return written
 
 
-def _result(db: GuardedDatabase, item: Mapping[str, Any]) -> str:
+def _result(db: Database, item: Mapping[str, Any]) -> str:
     if item["status"] == "error":
         return f"Error: {item['error']}"
     try:
