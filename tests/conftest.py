@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import signal
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -51,6 +52,23 @@ def interruptible() -> None:
 
 def data_dir() -> Path:
     return Path(os.environ.get("SQLCHORUS_DATA", REPO.parent / "shared" / "data")).resolve()
+
+
+def repo_module(relative: str) -> Any:
+    """A script of the repository (``scripts/load_spider_engines.py``, a benchmark) as a module,
+    loaded once; scripts are not part of the package."""
+    path = REPO / relative
+    if path.stem not in sys.modules:
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[path.stem] = module
+        spec.loader.exec_module(module)
+    return sys.modules[path.stem]
+
+
+def spider_loader() -> Any:
+    """``scripts/load_spider_engines.py``: loads Spider databases into PostgreSQL and DuckDB."""
+    return repo_module("scripts/load_spider_engines.py")
 
 
 def spider_db(name: str) -> Path:

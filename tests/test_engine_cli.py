@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import subprocess
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import spider_loader
 from servers import free_port, postgres_of_a_test, restart_postgres
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,14 +55,6 @@ def halting():
     return ScriptedChatModel(respond, name="halting")
 '''
 
-
-def _loader():
-    path = ROOT / "scripts" / "load_spider_engines.py"
-    spec = importlib.util.spec_from_file_location("load_spider_engines", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["load_spider_engines"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +105,7 @@ def sha256(path: Path) -> str:
 def duck(spider, tmp_path_factory):
     pytest.importorskip("duckdb")
     folder = tmp_path_factory.mktemp("duck")
-    _loader().load_database(spider("concert_singer"), duckdb_path=folder)
+    spider_loader().load_database(spider("concert_singer"), duckdb_path=folder)
     return folder / "concert_singer.duckdb"
 
 
@@ -242,7 +234,7 @@ def pg(spider):
     import psycopg
 
     for server in postgres_of_a_test():
-        _loader().load_database(spider("concert_singer"), postgres_url=server.url())
+        spider_loader().load_database(spider("concert_singer"), postgres_url=server.url())
         with psycopg.connect(server.url(), autocommit=True) as conn:
             conn.execute("CREATE DATABASE empty_one")
         _readonly_role(server, "concert_singer")
@@ -311,7 +303,7 @@ def test_the_server_going_away_during_a_run(env, spider, tmp_path):
     servers = postgres_of_a_test()
     server = next(servers)
     try:
-        _loader().load_database(spider("concert_singer"), postgres_url=server.url())
+        spider_loader().load_database(spider("concert_singer"), postgres_url=server.url())
         _readonly_role(server, "concert_singer")
         before = state_of(server.url("concert_singer"))
         halt = [*server.as_user, str(server.bin / "pg_ctl"), "-D", str(server.data), "-m", "immediate", "-w", "stop"]

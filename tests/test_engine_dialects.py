@@ -5,9 +5,8 @@ links; checked on DuckDB in process and on a PostgreSQL server of the test's own
 from __future__ import annotations
 
 import pytest
-from test_engines import _loader
 
-from conftest import spider_db
+from conftest import spider_db, spider_loader
 from servers import postgres_of_a_test
 from sqlchorus.tools.duckdb_database import DuckDatabase
 from sqlchorus.tools.postgres_database import PostgresDatabase
@@ -31,7 +30,7 @@ def _pets() -> str:
 @pytest.fixture(scope="module")
 def duck(tmp_path_factory):
     target = tmp_path_factory.mktemp("duck") / "pets_1.duckdb"
-    _loader().load_database(_pets(), duckdb_path=target)
+    spider_loader().load_database(_pets(), duckdb_path=target)
     with DuckDatabase(target) as db:
         yield db
 
@@ -43,7 +42,7 @@ def postgres():
 
 @pytest.fixture(scope="module")
 def pg(postgres):
-    _loader().load_database(_pets(), postgres_url=postgres.url())
+    spider_loader().load_database(_pets(), postgres_url=postgres.url())
     with PostgresDatabase(postgres.url("pets_1")) as db:
         yield db
 

@@ -4,14 +4,12 @@ queries, transpiled, giving SQLite's results once normalised."""
 
 from __future__ import annotations
 
-import importlib.util
 import sqlite3
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import spider_examples
+from conftest import repo_module, spider_examples, spider_loader
 from servers import postgres_of_a_test
 from sqlchorus.tools.compare import normalise_rows, spider_order_matters, spider_result_eq
 
@@ -22,17 +20,8 @@ GOLD_PER_DATABASE = 8
 engines (text columns compared with numbers, SQLite's bare columns beside GROUP BY)."""
 
 
-def _module(relative: str):
-    path = ROOT / relative
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-loader = _module("scripts/load_spider_engines.py")
-fidelity = _module("benchmarks/engine_fidelity.py")
+loader = spider_loader()
+fidelity = repo_module("benchmarks/engine_fidelity.py")
 
 
 def _sqlite_facts(path: Path) -> tuple[dict[str, int], dict[str, list[str]], dict[str, int]]:

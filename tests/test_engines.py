@@ -5,13 +5,12 @@ engine and which database, never a password, and the database is as it was."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import spider_loader
 from servers import postgres_of_a_test
 from sqlchorus import Session
 from sqlchorus.config.settings import Settings
@@ -27,14 +26,6 @@ GOLD_POSTGRES = {QUESTION: """SELECT count(*) FROM singer WHERE "Country" = 'Fra
 """PostgreSQL folds unquoted names to lower case: Spider's capitalised columns are quoted."""
 SECRET = "s3cret-pass"
 
-
-def _loader():
-    path = ROOT / "scripts" / "load_spider_engines.py"
-    spec = importlib.util.spec_from_file_location("load_spider_engines", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["load_spider_engines"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize("name,engine", [
@@ -70,7 +61,7 @@ def _everything_written(folder: Path) -> str:
 
 
 def test_a_question_over_duckdb(spider, tmp_path):
-    _loader().load_database(spider("concert_singer"), duckdb_path=tmp_path / "db")
+    spider_loader().load_database(spider("concert_singer"), duckdb_path=tmp_path / "db")
     db = tmp_path / "db" / "concert_singer.duckdb"
     before = hashlib.sha256(db.read_bytes()).hexdigest()
     result, spans = _ask(str(db), tmp_path / "run")
@@ -92,7 +83,7 @@ def postgres():
 
 @pytest.mark.slow
 def test_a_question_over_postgresql_names_it_without_its_password(spider, postgres, tmp_path):
-    _loader().load_database(spider("concert_singer"), postgres_url=postgres.url())
+    spider_loader().load_database(spider("concert_singer"), postgres_url=postgres.url())
     # The server trusts local users: the password is taken and ignored, and must show nowhere.
     url = postgres.url("concert_singer").replace("sqlchorus@", f"sqlchorus:{SECRET}@")
     result, spans = _ask(url, tmp_path / "run", GOLD_POSTGRES)

@@ -7,10 +7,9 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from test_engines import _loader
 from test_evaluate import WRONG
 
-from conftest import spider_db
+from conftest import spider_db, spider_loader
 from servers import postgres_of_a_test
 from sqlchorus.evaluation.engines import EngineTargetError, on_engine
 from sqlchorus.evaluation.runs import open_dataset, read_records, subset
@@ -48,7 +47,7 @@ def duckdb_dir(tmp_path_factory):
     for name in DBS:
         if not spider_db(name).exists():
             pytest.skip(f"Spider database {name} is not there")
-        _loader().load_database(spider_db(name), duckdb_path=folder / f"{name}.duckdb")
+        spider_loader().load_database(spider_db(name), duckdb_path=folder / f"{name}.duckdb")
     return folder
 
 
@@ -128,7 +127,7 @@ def postgres():
 @pytest.mark.slow
 def test_gold_and_the_pipeline_on_postgresql(postgres, spider, tmp_path, monkeypatch):
     for name in DBS:
-        _loader().load_database(spider(name), postgres_url=postgres.url())
+        spider_loader().load_database(spider(name), postgres_url=postgres.url())
     dataset = _spider()
     out = _eval("--engine", "postgresql", "--databases", postgres.url(), "--predictions",
                 _gold_file(tmp_path, dataset), "--transpile-predictions")

@@ -7,6 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from conftest import spider_loader
 from sqlchorus.interfaces.cli import cli
 from sqlchorus.runs.standalone_selection import export_pairs
 
@@ -111,17 +112,8 @@ def test_select_weighs_each_system_by_its_agreement_over_the_whole_file(spider, 
 
 def _duckdb_of(spider, folder):
     """concert_singer as a DuckDB file in ``folder`` (loaded as the engine tests load it)."""
-    import importlib.util
-    import sys
-    from pathlib import Path
-
     pytest.importorskip("duckdb")
-    script = Path(__file__).resolve().parents[1] / "scripts" / "load_spider_engines.py"
-    spec = importlib.util.spec_from_file_location("load_spider_engines", script)
-    loader = importlib.util.module_from_spec(spec)
-    sys.modules["load_spider_engines"] = loader
-    spec.loader.exec_module(loader)
-    loader.load_database(spider("concert_singer"), duckdb_path=folder)
+    spider_loader().load_database(spider("concert_singer"), duckdb_path=folder)
     return folder / "concert_singer.duckdb"
 
 
@@ -168,16 +160,7 @@ def postgres():
 
 @pytest.mark.slow
 def test_select_over_postgresql_takes_the_url_as_it_is(spider, postgres, tmp_path):
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    script = Path(__file__).resolve().parents[1] / "scripts" / "load_spider_engines.py"
-    spec = importlib.util.spec_from_file_location("load_spider_engines", script)
-    loader = importlib.util.module_from_spec(spec)
-    sys.modules["load_spider_engines"] = loader
-    spec.loader.exec_module(loader)
-    loader.load_database(spider("concert_singer"), postgres_url=postgres.url())
+    spider_loader().load_database(spider("concert_singer"), postgres_url=postgres.url())
     file = write_lines(tmp_path / "in.jsonl", [
         {"db": postgres.url("concert_singer"), "question": "How many singers?", "candidates": [WRONG, GOLD, GOLD]},
     ])

@@ -10,6 +10,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 import sqlchorus
+from conftest import spider_loader
 from sqlchorus.runs.demo import demo_db_path, load_demo_questions
 from sqlchorus.testing import ScriptedChatModel, oracle_model
 
@@ -116,17 +117,8 @@ def test_an_agent_explores_the_schema_queries_and_recovers_from_a_refusal(shop):
 
 
 def test_the_tools_answer_over_duckdb(spider, tmp_path):
-    import importlib.util
-    import sys
-    from pathlib import Path
-
     pytest.importorskip("duckdb")
-    script = Path(__file__).resolve().parents[1] / "scripts" / "load_spider_engines.py"
-    spec = importlib.util.spec_from_file_location("load_spider_engines", script)
-    loader = importlib.util.module_from_spec(spec)
-    sys.modules["load_spider_engines"] = loader
-    spec.loader.exec_module(loader)
-    loader.load_database(spider("concert_singer"), duckdb_path=tmp_path)
+    spider_loader().load_database(spider("concert_singer"), duckdb_path=tmp_path)
     db = tmp_path / "concert_singer.duckdb"
     before = _sha(db)
     question = "How many singers are from France?"
