@@ -116,6 +116,18 @@ class Dependencies:
             self.cache = None
 
 
+def open_with(db: str | os.PathLike[str], settings: Settings) -> Database:
+    """Open ``db`` (any engine's name) under its guard with the settings' limits: time budget,
+    row and byte caps, statement workers, and whether a role that could write is refused.
+
+    Raises:
+        sqlchorus.tools.database.DatabaseOpenError: the database cannot be opened.
+    """
+    return open_database(db, timeout_s=settings.sql_timeout_s, max_rows=settings.max_rows,
+                         max_bytes=settings.max_bytes, workers=settings.statement_workers,
+                         require_readonly_role=settings.require_readonly_role)
+
+
 @dataclass
 class DatabaseResources:
     """A guarded database with its schema and value index, shared by the runs on it.
@@ -153,10 +165,7 @@ class DatabaseResources:
             sqlchorus.tools.database.DatabaseOpenError: the file is missing or not SQLite.
         """
         owned = not isinstance(db, Database)
-        database = db if isinstance(db, Database) else open_database(
-            db, timeout_s=settings.sql_timeout_s, max_rows=settings.max_rows, max_bytes=settings.max_bytes,
-            workers=settings.statement_workers, require_readonly_role=settings.require_readonly_role,
-        )
+        database = db if isinstance(db, Database) else open_with(db, settings)
         try:
             schema = introspect(database, sample_values=settings.sample_values)
             if not schema.tables:

@@ -42,12 +42,11 @@ from pathlib import Path
 from typing import Any
 
 from sqlchorus.config.settings import Settings
-from sqlchorus.core.dependencies import DatabaseResources, Dependencies
+from sqlchorus.core.dependencies import DatabaseResources, Dependencies, open_with
 from sqlchorus.core.llm import ModelAuthError
 from sqlchorus.core.models import ModelConfigError
 from sqlchorus.core.selection import PREVIEW_ROWS, choose, pair_schema, selection_prompt
 from sqlchorus.tools.database import Database, SqlError
-from sqlchorus.tools.engines import open_database
 from sqlchorus.tools.results import check_sql, preview
 from sqlchorus.tools.schema import DatabaseSchema, introspect
 
@@ -381,9 +380,7 @@ def _read_lines(path, base, opened, checks) -> Iterator[tuple[int, dict[str, Any
 
 def _open_path(db_path: str | os.PathLike[str], settings: Settings) -> Database:
     """A database of any engine under its guard, with the settings' limits and statement workers."""
-    return open_database(db_path, timeout_s=settings.sql_timeout_s, max_rows=settings.max_rows,
-                         max_bytes=settings.max_bytes, workers=settings.statement_workers,
-                         require_readonly_role=settings.require_readonly_role)
+    return open_with(db_path, settings)
 
 
 def _select_lines(path, base, deps, opened) -> Iterator[dict[str, Any]]:
