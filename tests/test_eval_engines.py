@@ -152,6 +152,15 @@ def _eval_limit(limit: int, *args: str) -> dict:
     return json.loads(result.stdout.splitlines()[-1])
 
 
+def test_without_a_url_the_server_is_the_one_the_pg_variables_name(monkeypatch):
+    from servers import free_port
+
+    monkeypatch.setenv("PGHOST", "127.0.0.1")
+    monkeypatch.setenv("PGPORT", str(free_port()))
+    with pytest.raises(EngineTargetError, match="Cannot evaluate on postgresql://: .*refused"):
+        on_engine(_spider(), "postgresql", None)
+
+
 def test_an_unreachable_server_is_one_line(tmp_path):
     from servers import free_port
 

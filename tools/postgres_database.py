@@ -50,7 +50,7 @@ import time
 import weakref
 from collections.abc import Hashable
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from sqlglot import exp
 
@@ -335,7 +335,9 @@ def redact_url(url: str) -> str:
             netloc = f"{user}@{hosts}" if user else hosts
         query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
                            if k.lower() != "password"], safe=",")
-        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+        # Written by hand: urlunsplit drops an empty authority (postgresql:///db -> postgresql:/db).
+        return (f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
+                + (f"#{parts.fragment}" if parts.fragment else ""))
     return _PASSWORD_KV.sub(r"\1***", text).strip()
 
 

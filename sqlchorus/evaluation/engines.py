@@ -47,7 +47,8 @@ def on_engine(
         engine: ``sqlite`` (``dataset`` is returned as it is), ``postgresql`` or ``duckdb``.
         where: PostgreSQL: a server URL (``postgresql://user@host:port/``; its database part is
             replaced by each question's ``db_id``; password from ``PG*``/``~/.pgpass`` as
-            for ``psql``). DuckDB: the folder of ``<db_id>.duckdb`` files.
+            for ``psql``; None: the server the ``PG*`` variables name). DuckDB: the folder of
+            ``<db_id>.duckdb`` files.
         transpile_gold: write the gold SQL (SQLite's) in the engine's dialect.
 
     A question whose database is not on the engine (no such file, no such database on the
@@ -61,10 +62,11 @@ def on_engine(
         raise EngineTargetError(f"Unknown engine {engine!r}: choose one of {', '.join(ENGINES)}.")
     if engine == "sqlite":
         return dataset
+    if not where and engine == "postgresql":
+        where = "postgresql://"  # the server libpq finds from PG* variables, as psql would
     if not where:
-        what = "a server URL (postgresql://user@host:port/)" if engine == "postgresql" else \
-            "the folder of its <db_id>.duckdb files"
-        raise EngineTargetError(f"Evaluating on {engine} needs where its databases are: {what}.")
+        raise EngineTargetError(f"Evaluating on {engine} needs where its databases are: the folder of "
+                                "its <db_id>.duckdb files.")
     located = _locations(dataset, engine, str(where))
     names: dict[str, Names | None] = {}
     examples = []

@@ -707,7 +707,8 @@ EVAL_OPTIONS: tuple[str, ...] = tuple(name for name in RUN_OPTIONS if name != "t
                    "(scripts/load_spider_engines.py); the gold SQL is transpiled from SQLite's dialect.")
 @click.option("--databases", "where", metavar="URL|DIR",
               help="Where --engine's databases are: a PostgreSQL server URL (each question's database is "
-                   "the one named as its db_id), or the folder of <db_id>.duckdb files.")
+                   "the one named as its db_id; default: the server the PG* variables name), or the "
+                   "folder of <db_id>.duckdb files.")
 @click.option("--no-transpile", is_flag=True, help="With --engine: run the gold SQL as written, not transpiled.")
 @click.option("--transpile-predictions", is_flag=True,
               help="With --engine and --predictions: the file's SQL is SQLite's; transpile it as the gold.")
