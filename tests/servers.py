@@ -267,5 +267,7 @@ def postgres_of_a_test() -> Iterator[PostgresServer]:
             pytest.fail("PostgreSQL's server programs are not installed, and this run requires them.")
         pytest.skip("PostgreSQL's server programs (initdb, pg_ctl) are not installed: apt-get install postgresql")
     server = PostgresServer().start()
-    yield server
-    server.stop()
+    try:  # stopped however the test ends, even when it drives this generator by hand and fails
+        yield server
+    finally:
+        server.stop()
