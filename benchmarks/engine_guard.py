@@ -338,7 +338,7 @@ def postgres_corpus(targets: Targets, source: Path) -> dict:
     """The PostgreSQL corpus on concert_singer as tests/test_postgres_guard.py builds it, read by
     a read-only role with temp_file_limit; the database and role are dropped at the end."""
     import psycopg
-    from test_postgres_guard import load_sqlite
+    from test_postgres_guard import prepare_concert
 
     from sqlchorus.tools.postgres_database import PostgresDatabase
 
@@ -348,22 +348,7 @@ def postgres_corpus(targets: Targets, source: Path) -> dict:
     with psycopg.connect(targets.postgres_url, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {dbname}")
     try:
-        load_sqlite(source, admin_url)
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute("COMMENT ON TABLE singer IS 'People who sing at concerts'")
-            conn.execute("COMMENT ON COLUMN singer.age IS 'Age in years'")
-            conn.execute("CREATE TABLE performance (concert_id bigint, singer_id bigint, minutes bigint, "
-                         "FOREIGN KEY (concert_id, singer_id) REFERENCES singer_in_concert (concert_id, singer_id))")
-            conn.execute("INSERT INTO performance SELECT concert_id, singer_id, 30 FROM singer_in_concert")
-            conn.execute("CREATE VIEW singer_names AS SELECT name FROM singer")
-            conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}' NOSUPERUSER NOCREATEDB NOCREATEROLE")
-            for line in (f"REVOKE ALL ON DATABASE {dbname} FROM PUBLIC",
-                         f"GRANT CONNECT ON DATABASE {dbname} TO {role}",
-                         "REVOKE CREATE ON SCHEMA public FROM PUBLIC",
-                         f"GRANT USAGE ON SCHEMA public TO {role}",
-                         f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}",
-                         f"ALTER ROLE {role} SET temp_file_limit = '64MB'"):
-                conn.execute(line)
+        prepare_concert(source, admin_url, dbname, role, password)
         from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
         params = conninfo_to_dict(admin_url)

@@ -187,7 +187,7 @@ def load_pairs(path: str | Path) -> list[Pair]:
     return pairs
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def spider():
     """A function from a Spider dev database name to its path; skips when the data is absent."""
 

@@ -109,19 +109,6 @@ def duck(spider, tmp_path_factory):
     return folder / "concert_singer.duckdb"
 
 
-@pytest.fixture(scope="module")
-def spider():
-    from conftest import spider_db
-
-    def get(name: str) -> Path:
-        path = spider_db(name)
-        if not path.exists():
-            pytest.skip(f"Spider database {name} not found")
-        return path
-
-    return get
-
-
 def test_a_missing_duckdb_file(env, tmp_path):
     db = tmp_path / "missing.duckdb"
     one_error(ask(env, tmp_path, str(db)), 2, "does not exist", str(db))

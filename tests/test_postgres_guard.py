@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -139,6 +140,29 @@ def server():
     yield from postgres_of_a_test()
 
 
+def prepare_concert(source: Path, admin: str, dbname: str, reader: str, password: str) -> None:
+    """Load concert_singer into the empty database ``dbname`` (``admin`` its superuser URL) as the
+    corpus expects it: comments, a compound foreign key, a view, and a read-only role ``reader``
+    with ``temp_file_limit`` set on it. Also what ``benchmarks/engine_guard.py --corpus`` runs on."""
+    load_sqlite(source, admin)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("COMMENT ON TABLE singer IS 'People who sing at concerts'")
+        conn.execute("COMMENT ON COLUMN singer.age IS 'Age in years'")
+        # A compound foreign key, and a view.
+        conn.execute("CREATE TABLE performance (concert_id bigint, singer_id bigint, minutes bigint, "
+                     "FOREIGN KEY (concert_id, singer_id) REFERENCES singer_in_concert (concert_id, singer_id))")
+        conn.execute("INSERT INTO performance SELECT concert_id, singer_id, 30 FROM singer_in_concert")
+        conn.execute("CREATE VIEW singer_names AS SELECT name FROM singer")
+        conn.execute(f"CREATE ROLE {reader} LOGIN PASSWORD '{password}' NOSUPERUSER NOCREATEDB NOCREATEROLE")
+        for line in (f"REVOKE ALL ON DATABASE {dbname} FROM PUBLIC",
+                     f"GRANT CONNECT ON DATABASE {dbname} TO {reader}",
+                     "REVOKE CREATE ON SCHEMA public FROM PUBLIC",
+                     f"GRANT USAGE ON SCHEMA public TO {reader}",
+                     f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {reader}",
+                     f"ALTER ROLE {reader} SET temp_file_limit = '64MB'"):
+            conn.execute(line)
+
+
 @pytest.fixture(scope="module")
 def concert(server, tmp_path_factory):
     """concert_singer in a database of its own, a read-only role with a password in a password
@@ -149,23 +173,7 @@ def concert(server, tmp_path_factory):
         pytest.skip(f"Spider database concert_singer not found at {source}")
     admin = server.new_database()
     dbname = admin.rsplit("/", 1)[1]
-    load_sqlite(source, admin)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute("COMMENT ON TABLE singer IS 'People who sing at concerts'")
-        conn.execute("COMMENT ON COLUMN singer.age IS 'Age in years'")
-        # A compound foreign key, and a view.
-        conn.execute("CREATE TABLE performance (concert_id bigint, singer_id bigint, minutes bigint, "
-                     "FOREIGN KEY (concert_id, singer_id) REFERENCES singer_in_concert (concert_id, singer_id))")
-        conn.execute("INSERT INTO performance SELECT concert_id, singer_id, 30 FROM singer_in_concert")
-        conn.execute("CREATE VIEW singer_names AS SELECT name FROM singer")
-        conn.execute(f"CREATE ROLE {READER} LOGIN PASSWORD '{PASSWORD}' NOSUPERUSER NOCREATEDB NOCREATEROLE")
-        for line in (f"REVOKE ALL ON DATABASE {dbname} FROM PUBLIC",
-                     f"GRANT CONNECT ON DATABASE {dbname} TO {READER}",
-                     "REVOKE CREATE ON SCHEMA public FROM PUBLIC",
-                     f"GRANT USAGE ON SCHEMA public TO {READER}",
-                     f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {READER}",
-                     f"ALTER ROLE {READER} SET temp_file_limit = '64MB'"):
-            conn.execute(line)
+    prepare_concert(source, admin, dbname, READER, PASSWORD)
     # The reader must give its password (the server trusts everyone else).
     hba = server.data / "pg_hba.conf"
     hba.write_text(f"host all {READER} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
