@@ -126,7 +126,7 @@ def _locations(dataset: Dataset, engine: str, where: str) -> dict[str, str | Pat
         try:
             open_database(url, workers=1, prestart=False).close()
         except DatabaseOpenError as e:
-            if "does not exist" not in str(e):  # unreachable or refused: every database would be
+            if f'database "{db_id}" does not exist' not in str(e):  # unreachable or refused: all would be
                 raise EngineTargetError(f"Cannot evaluate on {display_name(where)}: {e}") from None
             found[db_id] = None
         else:
