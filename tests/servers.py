@@ -245,6 +245,35 @@ class PostgresServer:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+def require_password(server: PostgresServer, database: str, role: str) -> None:
+    """Make ``role`` give its password on ``server`` (which trusts everyone else) and wait until
+    the reload has taken effect: a wrong password is refused. The reload is asynchronous."""
+    import psycopg
+
+    hba = server.data / "pg_hba.conf"
+    if role not in hba.read_text():
+        hba.write_text(f"host all {role} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
+        server._run(str(server.bin / "pg_ctl"), "-D", str(server.data), "reload")
+
+    def refused() -> bool:
+        try:
+            psycopg.connect(f"postgresql://{role}:not-its-password@127.0.0.1:{server.port}/{database}").close()
+        except psycopg.OperationalError as e:
+            return "password authentication failed" in str(e)
+        return False
+
+    wait_for(refused, f"the server to ask {role} for its password")
+
+
+def running_statements(url: str, pattern: str) -> int:
+    """How many statements whose text contains ``pattern`` the server of ``url`` is running now."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
+                            "AND query LIKE %s AND pid <> pg_backend_pid()", (f"%{pattern}%",)).fetchone()[0]
+
+
 def halt_postgres(server: PostgresServer) -> None:
     """Stop ``server`` as a crash would (immediate mode), keeping its data for :func:`restart_postgres`."""
     server._run(str(server.bin / "pg_ctl"), "-D", str(server.data), "-m", "immediate", "-w", "stop")

@@ -213,7 +213,7 @@ def test_a_database_without_tables_is_one_clear_line(tmp_path):
 
 def test_a_file_held_by_a_writer_is_one_clear_line(duck_file):
     script = ("import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); c.execute('SELECT 1'); "
-              "print('held', flush=True); time.sleep(60)")
+              "print('held', flush=True); time.sleep(3600)")
     holder = subprocess.Popen([sys.executable, "-c", script, str(duck_file)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"

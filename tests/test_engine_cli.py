@@ -9,13 +9,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from conftest import spider_loader
-from servers import free_port, postgres_of_a_test, restart_postgres
+from servers import free_port, postgres_of_a_test, require_password, restart_postgres
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent / "sqlchorus"
@@ -183,20 +182,7 @@ def _readonly_role(server, dbname: str) -> None:
                      "REVOKE CREATE ON SCHEMA public FROM PUBLIC", f"GRANT USAGE ON SCHEMA public TO {READER}",
                      f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {READER}"):
             conn.execute(line)
-    # The reader must give its password; the server trusts everyone else.
-    hba = server.data / "pg_hba.conf"
-    if READER not in hba.read_text():
-        hba.write_text(f"host all {READER} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
-        server._run(str(server.bin / "pg_ctl"), "-D", str(server.data), "reload")
-    deadline = time.monotonic() + 120
-    while True:  # the reload is asynchronous: until a wrong password is refused
-        try:
-            psycopg.connect(f"postgresql://{READER}:{WRONG}@127.0.0.1:{server.port}/{dbname}").close()
-        except psycopg.OperationalError as e:
-            if "password authentication failed" in str(e):
-                break
-        assert time.monotonic() < deadline, "the server never asked the reader for its password"
-        time.sleep(0.05)
+    require_password(server, dbname, READER)  # the server trusts everyone else
 
 
 def state_of(url: str) -> dict[str, object]:
