@@ -464,6 +464,26 @@ class Database:
     tracer: Any = None
     client: Hashable | None = None
 
+    def _configure(self, timeout_s: float, max_rows: int, max_bytes: int, tracer: Any, workers: int,
+                   client_workers: int | None) -> int:
+        """Set the limits every engine's database keeps, after checking the worker bounds; the
+        share of workers one client may hold (half of them, rounded up, unless given).
+
+        Raises:
+            ValueError: ``workers`` or ``client_workers`` out of range.
+        """
+        if not 1 <= workers <= MAX_WORKERS:
+            raise ValueError(f"workers must be between 1 and {MAX_WORKERS}, not {workers}.")
+        client_workers = math.ceil(workers / 2) if client_workers is None else client_workers
+        if not 1 <= client_workers <= workers:
+            raise ValueError(f"client_workers must be between 1 and workers ({workers}), not {client_workers}.")
+        self.timeout_s = timeout_s
+        self.max_rows = max_rows
+        self.max_bytes = max_bytes
+        self.tracer = tracer
+        self.client = None
+        return client_workers
+
     @property
     def location(self) -> str:
         return str(self.path) if self.path is not None else self.name
@@ -697,18 +717,9 @@ class GuardedDatabase(Database):
         workers: int = DEFAULT_WORKERS,
         client_workers: int | None = None,
     ):
-        if not 1 <= workers <= MAX_WORKERS:
-            raise ValueError(f"workers must be between 1 and {MAX_WORKERS}, not {workers}.")
-        client_workers = math.ceil(workers / 2) if client_workers is None else client_workers
-        if not 1 <= client_workers <= workers:
-            raise ValueError(f"client_workers must be between 1 and workers ({workers}), not {client_workers}.")
+        client_workers = self._configure(timeout_s, max_rows, max_bytes, tracer, workers, client_workers)
         self.path = Path(path).expanduser().resolve()
         self.name = self.path.stem
-        self.timeout_s = timeout_s
-        self.max_rows = max_rows
-        self.max_bytes = max_bytes
-        self.tracer = tracer
-        self.client: Hashable | None = None
         # Serialises use of this process's connection only; statements in workers never take it.
         self._lock = threading.RLock()
         # Shared with this database's traced views (see with_tracer), like the workers.

@@ -41,7 +41,6 @@ module imports without it.
 
 from __future__ import annotations
 
-import math
 import os
 import subprocess
 import sys
@@ -58,7 +57,6 @@ from sqlchorus.tools.database import (
     DEFAULT_MAX_ROWS,
     DEFAULT_TIMEOUT_S,
     DEFAULT_WORKERS,
-    MAX_WORKERS,
     Database,
     QueryResult,
     _Pool,
@@ -560,19 +558,10 @@ class DuckDatabase(Database):
         memory_limit: int = MEMORY_LIMIT_BYTES,
         threads: int = THREADS,
     ):
-        if not 1 <= workers <= MAX_WORKERS:
-            raise ValueError(f"workers must be between 1 and {MAX_WORKERS}, not {workers}.")
-        client_workers = math.ceil(workers / 2) if client_workers is None else client_workers
-        if not 1 <= client_workers <= workers:
-            raise ValueError(f"client_workers must be between 1 and workers ({workers}), not {client_workers}.")
+        client_workers = self._configure(timeout_s, max_rows, max_bytes, tracer, workers, client_workers)
         duckdb = _duckdb()
         self.path = _resolve(path)
         self.name = self.path.stem
-        self.timeout_s = timeout_s
-        self.max_rows = max_rows
-        self.max_bytes = max_bytes
-        self.tracer = tracer
-        self.client: Hashable | None = None
         self.memory_limit = int(memory_limit)
         self.threads = max(1, min(int(threads), 2))
         self._lock = threading.RLock()

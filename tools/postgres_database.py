@@ -60,7 +60,6 @@ from sqlchorus.tools.database import (
     DEFAULT_TIMEOUT_S,
     DEFAULT_WORKERS,
     KILL_GRACE_S,
-    MAX_WORKERS,
     Database,
     QueryResult,
     _Closed,
@@ -731,17 +730,8 @@ class PostgresDatabase(Database):
         prestart: bool = True,
         schema: str = "public",
     ):
-        if not 1 <= workers <= MAX_WORKERS:
-            raise ValueError(f"workers must be between 1 and {MAX_WORKERS}, not {workers}.")
-        client_workers = -(-workers // 2) if client_workers is None else client_workers
-        if not 1 <= client_workers <= workers:
-            raise ValueError(f"client_workers must be between 1 and workers ({workers}), not {client_workers}.")
+        client_workers = self._configure(timeout_s, max_rows, max_bytes, tracer, workers, client_workers)
         self._location = redact_url(url)
-        self.timeout_s = timeout_s
-        self.max_rows = max_rows
-        self.max_bytes = max_bytes
-        self.tracer = tracer
-        self.client: Hashable | None = None
         self.schema = schema
         self.write_warnings: list[str] = []
         self.limit_warnings: list[str] = []
