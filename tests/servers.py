@@ -265,13 +265,14 @@ def require_password(server: PostgresServer, database: str, role: str) -> None:
     wait_for(refused, f"the server to ask {role} for its password")
 
 
-def running_statements(url: str, pattern: str) -> int:
-    """How many statements whose text contains ``pattern`` the server of ``url`` is running now."""
+def running_statements(url: str) -> int:
+    """How many of sqlchorus's connections to the server of ``url`` are running a statement now
+    (the guard reads rows through a cursor, so the text running is a FETCH, not the query)."""
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
         return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
-                            "AND query LIKE %s AND pid <> pg_backend_pid()", (f"%{pattern}%",)).fetchone()[0]
+                            "AND application_name = 'sqlchorus' AND pid <> pg_backend_pid()").fetchone()[0]
 
 
 def halt_postgres(server: PostgresServer) -> None:
