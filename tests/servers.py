@@ -288,6 +288,21 @@ def restart_postgres(server: PostgresServer) -> None:
                 str(server.folder / "log"), "-w", "-t", "180", "start")
 
 
+@contextlib.contextmanager
+def allow_writable_role() -> Iterator[None]:
+    """Let settings open a PostgreSQL database as a role that could write (the test server's
+    superuser), as ``--allow-writable-role`` does, while the block runs."""
+    old = os.environ.get("SQLCHORUS_ALLOW_WRITABLE_ROLE")
+    os.environ["SQLCHORUS_ALLOW_WRITABLE_ROLE"] = "1"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("SQLCHORUS_ALLOW_WRITABLE_ROLE", None)
+        else:
+            os.environ["SQLCHORUS_ALLOW_WRITABLE_ROLE"] = old
+
+
 def postgres_of_a_test() -> Iterator[PostgresServer]:
     """A PostgreSQL server of the test's own, for a fixture to yield from and stop at its end.
     Without PostgreSQL's server programs the test skips, unless the run requires them

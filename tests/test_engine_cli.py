@@ -250,22 +250,28 @@ def test_a_read_only_role_is_answered_without_a_warning(env, pg, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_role_that_could_write_is_refused_with_require_readonly_role(env, pg, tmp_path):
+@pytest.mark.parametrize("extra", [(), ("--require-readonly-role",), ("--require-readonly-role", "--allow-writable-role")])
+def test_a_role_that_could_write_is_refused_by_default(env, pg, tmp_path, extra):
     before = state_of(pg.url("concert_singer"))
-    one_error(ask(env, tmp_path, url_of(pg, "concert_singer"), "--require-readonly-role"), 2,
-              "The role sqlchorus could write", "superuser", "read-only role")
+    line = one_error(ask(env, tmp_path, url_of(pg, "concert_singer"), *extra), 2,
+                     "The role sqlchorus could change or reach past", "superuser", "read-only role",
+                     "GRANT SELECT ON ALL TABLES", "--allow-writable-role")
+    assert SECRET not in line
     assert state_of(pg.url("concert_singer")) == before
 
 
 @pytest.mark.slow
-def test_a_role_that_could_write_is_warned_about_and_the_run_goes_on(env, pg, tmp_path):
+def test_with_allow_writable_role_every_run_is_warned_and_goes_on(env, pg, tmp_path):
     before = state_of(pg.url("concert_singer"))
-    out = ask(env, tmp_path, url_of(pg, "concert_singer"), "--json")
-    lines = stderr_lines(out)
-    assert out.returncode == 0, out.stderr
-    assert len(lines) == 1 and lines[0].startswith("Warning: the role sqlchorus could write"), out.stderr
-    assert "superuser" in lines[0] and "--require-readonly-role" in lines[0]
-    assert json.loads(out.stdout)["rows"] == [[4]]
+    for _ in range(2):  # every run, not once per process or database
+        out = ask(env, tmp_path, url_of(pg, "concert_singer"), "--json", "--allow-writable-role")
+        lines = stderr_lines(out)
+        assert out.returncode == 0, out.stderr
+        assert len(lines) == 1 and lines[0].startswith("Warning: the role sqlchorus could change"), out.stderr
+        assert "superuser" in lines[0] and "no guard can stop" in lines[0]
+        answer = json.loads(out.stdout)
+        assert answer["rows"] == [[4]]
+        assert [e["kind"] for e in answer["errors"]] == ["writable_role"]
     assert state_of(pg.url("concert_singer")) == before
 
 

@@ -43,7 +43,7 @@ def postgres():
 @pytest.fixture(scope="module")
 def pg(postgres):
     spider_loader().load_database(_pets(), postgres_url=postgres.url())
-    with PostgresDatabase(postgres.url("pets_1")) as db:
+    with PostgresDatabase(postgres.url("pets_1"), allow_writable_role=True) as db:
         yield db
 
 

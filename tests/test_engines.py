@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import spider_loader
-from servers import postgres_of_a_test
+from servers import allow_writable_role, postgres_of_a_test
 from sqlchorus import Session
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.trace_file import read_spans
@@ -81,7 +81,9 @@ def test_a_question_over_duckdb(spider, tmp_path):
 
 @pytest.fixture(scope="module")
 def postgres():
-    yield from postgres_of_a_test()
+    # The test server's role is its superuser: let open, as an administrator would.
+    with allow_writable_role():
+        yield from postgres_of_a_test()
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from test_evaluate import WRONG
 
 from conftest import spider_db, spider_loader
-from servers import postgres_of_a_test
+from servers import allow_writable_role, postgres_of_a_test
 from sqlchorus.evaluation.engines import EngineTargetError, on_engine
 from sqlchorus.evaluation.runs import open_dataset, read_records, subset
 from sqlchorus.interfaces.cli import cli
@@ -121,7 +121,9 @@ def test_the_pipeline_answers_over_duckdb_with_a_scripted_model(duckdb_dir, tmp_
 
 @pytest.fixture(scope="module")
 def postgres():
-    yield from postgres_of_a_test()
+    # The test server's role is its superuser: let open, as an administrator would.
+    with allow_writable_role():
+        yield from postgres_of_a_test()
 
 
 @pytest.mark.slow

@@ -282,8 +282,8 @@ def test_the_questions_a_user_asks_pass_the_check(sql):
     check_postgres_query(sql)
 
 
-def test_a_function_sqlglot_types_but_the_guard_has_not_reviewed_is_refused():
-    with pytest.raises(ForbiddenError, match="does not allow"):
+def test_a_function_the_guard_has_not_reviewed_is_refused():
+    with pytest.raises(ForbiddenError, match="levenshtein is not allowed: it is not among the functions"):
         check_postgres_query("SELECT levenshtein(name, 'x') FROM singer")
     with pytest.raises(ForbiddenError, match="made_up_function"):
         check_postgres_query("SELECT made_up_function(1)")
@@ -336,15 +336,20 @@ def test_the_structure_comes_from_the_catalogue(reader_db):
 
 
 @pytest.mark.slow
-def test_the_superuser_is_warned_about_and_can_be_refused(concert):
-    with PostgresDatabase(concert["admin"], prestart=False) as db:
+def test_the_superuser_is_refused_unless_allowed_and_then_every_run_is_warned(concert):
+    with pytest.raises(DatabaseOpenError, match="read-only role") as raised:
+        PostgresDatabase(concert["admin"], prestart=False)
+    text = raised.value.message
+    assert "\n" not in text and "superuser" in text and "GRANT SELECT ON ALL TABLES" in text
+    assert "--allow-writable-role" in text
+    with PostgresDatabase(concert["admin"], allow_writable_role=True, prestart=False) as db:
         text = " ".join(db.write_warnings)
         assert "superuser" in text and "TEMP" in text and "DELETE on" in text
-    with pytest.raises(DatabaseOpenError, match="read-only role") as raised:
-        PostgresDatabase(concert["admin"], require_readonly_role=True)
-    assert "GRANT SELECT ON ALL TABLES" in raised.value.message
+        assert "no guard can stop" in db.run_warning and db.run_warning in db.warnings
+    with pytest.raises(DatabaseOpenError, match="read-only role"):
+        PostgresDatabase(concert["admin"], allow_writable_role=True, require_readonly_role=True)
     with PostgresDatabase(concert["reader"], require_readonly_role=True, prestart=False) as db:
-        assert db.write_warnings == []
+        assert db.write_warnings == [] and db.run_warning is None
 
 
 @pytest.mark.slow
@@ -448,7 +453,7 @@ def test_opening_fails_with_one_clear_line(concert, server):
 @pytest.mark.slow
 def test_an_empty_database_opens_and_says_a_table_is_missing(server):
     url = server.new_database()
-    with PostgresDatabase(url, prestart=False) as db:
+    with PostgresDatabase(url, prestart=False, allow_writable_role=True) as db:
         assert db.read_structure() == []
         with pytest.raises(ExecutionError, match='relation "singer" does not exist'):
             db.execute("SELECT * FROM singer")
@@ -459,7 +464,7 @@ def test_a_server_that_stops_mid_statement_is_one_clear_error():
     servers = postgres_of_a_test()
     other = next(servers)
     try:
-        db = PostgresDatabase(other.url(), timeout_s=30, workers=1)
+        db = PostgresDatabase(other.url(), timeout_s=30, workers=1, allow_writable_role=True)
         errors = []
 
         def long():
@@ -526,5 +531,7 @@ def test_no_password_reaches_a_span(concert):
 
 
 def test_text_that_breaks_the_parser_is_not_a_query():
-    with pytest.raises(NotAQueryError, match="does not parse"):
+    with pytest.raises(NotAQueryError, match="does not parse as PostgreSQL"):
+        check_postgres_query("SELECT name FROM singer WHERE (")
+    with pytest.raises(ForbiddenError, match="var_map is not allowed"):
         check_postgres_query("SELECT var_map(1)")

@@ -152,10 +152,12 @@ def test_select_takes_an_open_database_of_any_engine(spider, tmp_path):
 
 @pytest.fixture(scope="module")
 def postgres():
-    from servers import postgres_of_a_test
+    from servers import allow_writable_role, postgres_of_a_test
 
     pytest.importorskip("psycopg")
-    yield from postgres_of_a_test()
+    # The test server's role is its superuser: let open, as an administrator would.
+    with allow_writable_role():
+        yield from postgres_of_a_test()
 
 
 @pytest.mark.slow

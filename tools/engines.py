@@ -89,6 +89,7 @@ def open_database(name: str | os.PathLike[str], **options: Any) -> Database:
 
     ``options`` are the guard's (``timeout_s``, ``max_rows``, ``max_bytes``, ``tracer``,
     ``prestart``, ``workers``, ``client_workers``); PostgreSQL also takes
+    ``allow_writable_role`` (by default from ``SQLCHORUS_ALLOW_WRITABLE_ROLE``) and
     ``require_readonly_role``.
 
     Raises:
@@ -97,8 +98,13 @@ def open_database(name: str | os.PathLike[str], **options: Any) -> Database:
     """
     engine = engine_of(name)
     if engine == "postgresql":
+        if options.get("allow_writable_role") is None:
+            # Not said by the caller: the administrator's choice in the environment, as Settings reads it.
+            flag = os.environ.get("SQLCHORUS_ALLOW_WRITABLE_ROLE", "").strip().lower()
+            options["allow_writable_role"] = flag in ("1", "true", "yes", "on")
         return PostgresDatabase(str(name), **options)
     options.pop("require_readonly_role", None)
+    options.pop("allow_writable_role", None)
     if engine == "duckdb":
         return DuckDatabase(duckdb_path(name), **options)
     return GuardedDatabase(name, **options)

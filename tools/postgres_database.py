@@ -3,26 +3,37 @@
 A read-only transaction alone does not hold on PostgreSQL: ``SET TRANSACTION READ WRITE`` as a
 transaction's first statement, ``SET default_transaction_read_only = off``, several statements
 in one text sent by the simple protocol, ``pg_read_file`` or ``lo_import`` as a superuser and
-``CREATE TEMP TABLE`` all get through one. So the guard is layered, and no layer has to be
-perfect:
+``CREATE TEMP TABLE`` all get through one. And a reading of the text is not the server's:
+``SELECT ('/etc/hostname').pg_read_file`` is PostgreSQL's own spelling of a call, which a parser
+that does not know the types reads as a field. So the guard rests on what the server itself
+resolves and permits, in layers, none of which has to be perfect:
 
-1. a parsed check with sqlglot (``dialect="postgres"``): exactly one statement, a query, calling
-   only the functions of :data:`ALLOWED_FUNCTIONS` (every other function is refused, named, and
-   the dangerous ones of :data:`REFUSED_FUNCTIONS` with the reason), casting only to plain data
-   types, reading only tables of the pinned schema, no ``FOR UPDATE``/``FOR SHARE``, no
-   ``SELECT INTO``, no writing CTE;
-2. the statement runs through the extended protocol (a server-side cursor), which the server
+1. the server's parser (:func:`~sqlchorus.tools.postgres_check.check_statement`, libpg_query):
+   exactly one query, every call, field selection, cast and operator checked against the
+   functions of :data:`ALLOWED_FUNCTIONS` (the dangerous ones of :data:`REFUSED_FUNCTIONS`
+   named with the reason), padding only as wide as written out, and names resolved against
+   the server's catalogue; then sqlglot's reading: no writing statement anywhere, only tables
+   of the pinned schema;
+2. the server's plan (:func:`~sqlchorus.tools.postgres_check.check_plan`): inside the
+   statement's own read-only transaction and under its budget, ``EXPLAIN (VERBOSE, FORMAT
+   JSON)`` shows every function the server resolved, however it was spelled, every cast and
+   every relation; anything not allowed is refused before the statement runs;
+3. the statement runs through the extended protocol (a server-side cursor), which the server
    itself refuses to run several statements through;
-3. every statement runs in its own ``BEGIN READ ONLY`` transaction on a session opened with
+4. every statement runs in its own ``BEGIN READ ONLY`` transaction on a session opened with
    ``default_transaction_read_only=on``, ``search_path`` pinned, ``work_mem`` bounded (and
-   ``temp_file_limit`` where the role may set it), so the server refuses writes too;
-4. the role: :meth:`PostgresDatabase.role_write_reasons` says what the connected role could write
-   (a superuser, a role with write grants, CREATE or TEMP); ``require_readonly_role`` refuses to
-   open with such a role, otherwise the reasons are kept on ``write_warnings``;
-5. a time budget per statement: ``SET LOCAL statement_timeout`` before it (and before each fetch,
-   for what is left), and a cancel request from outside at the budget plus
-   :data:`~sqlchorus.tools.database.KILL_GRACE_S`, after which the connection is replaced;
-6. results are fetched in batches from the server-side cursor and capped in rows and bytes.
+   ``temp_file_limit`` where the role may set it), so the server refuses writes too; after it,
+   ``DISCARD ALL`` leaves nothing of it on the connection (locks, prepared statements,
+   cursors, temporary objects, ``LISTEN``, settings) for the next statement;
+5. the role: :meth:`PostgresDatabase.role_write_reasons` says what the connected role could do
+   (a superuser, a role with write grants, CREATE or TEMP, membership of the roles that reach
+   server files and programs or signal other sessions); such a role is refused unless
+   ``allow_writable_role``, and then every run is warned of what no guard can stop;
+6. a time budget per statement: ``SET LOCAL statement_timeout`` before it (and before each fetch,
+   for what is left); at the budget plus :data:`~sqlchorus.tools.database.KILL_GRACE_S` a
+   cancel request from outside, the backend terminated (a role may signal its own) and the
+   connection replaced, for a call the server would not interrupt;
+7. results are fetched in batches from the server-side cursor and capped in rows and bytes.
 
 The role that should be used is a read-only one, made once by an administrator (``reader``,
 database ``db`` and schema ``public`` stand for yours)::
@@ -45,6 +56,7 @@ import itertools
 import logging
 import os
 import re
+import socket
 import threading
 import time
 import weakref
@@ -66,7 +78,16 @@ from sqlchorus.tools.database import (
     _Pool,
     check_single_query,
 )
+from sqlchorus.tools import sql_text
 from sqlchorus.tools.duckdb_guard import plain
+from sqlchorus.tools.postgres_check import (
+    ALLOWED_FUNCTIONS,
+    ALLOWED_TYPES,
+    REFUSED_FUNCTIONS,
+    ServerNames,
+    check_plan,
+    check_statement,
+)
 from sqlchorus.tools.schema import Column, ForeignKey, Table
 from sqlchorus.tools.sql_errors import (
     DatabaseOpenError,
@@ -81,7 +102,7 @@ from sqlchorus.tools.sqlite_guard import capped_rows
 
 __all__ = [
     "ALLOWED_FUNCTIONS", "ALLOWED_TYPES", "INSTALL_HINT", "PostgresDatabase", "READONLY_ROLE_SQL",
-    "REFUSED_FUNCTIONS", "check_postgres_query", "postgres_error", "redact_url",
+    "REFUSED_FUNCTIONS", "ServerNames", "check_postgres_query", "postgres_error", "redact_url",
 ]
 
 _log = logging.getLogger(__name__)
@@ -100,6 +121,12 @@ CONNECT_TIMEOUT_S = 10
 """How long opening a connection may take (an unreachable host otherwise waits minutes)."""
 CANCEL_WAIT_S = 5.0
 """How long a cancel request sent from outside may take to reach the server."""
+TERMINATE_AFTER_S = 1.0
+"""How long after its cancel request a statement may go on before its backend is terminated
+and its connection replaced (the server checks for a cancel between steps, not inside a call)."""
+CLIENT_CHECK_MS = 1000
+"""How often a backend running a statement checks that its client is still there
+(``client_connection_check_interval``): one whose client has gone stops at its next step."""
 FETCH_BATCH = 256
 
 READONLY_ROLE_SQL = """\
@@ -113,200 +140,9 @@ ALTER ROLE reader SET temp_file_limit = '256MB';"""
 """The statements that make a read-only role (``reader`` on database ``db``, schema ``public``)."""
 
 # -- what a query may do -------------------------------------------------------------------------
-
-ALLOWED_FUNCTIONS: frozenset[str] = frozenset(
-    # conditionals and comparisons
-    "coalesce nullif greatest least exists case if".split()
-    # strings
-    + "lower upper initcap length char_length character_length octet_length bit_length concat "
-    "concat_ws substring substr position strpos left right trim btrim ltrim rtrim replace "
-    "translate reverse split_part starts_with format md5 ascii chr regexp_replace regexp_match "
-    "regexp_matches regexp_substr regexp_count regexp_like regexp_split_to_array string_to_array "
-    "array_to_string to_char to_number to_date to_timestamp encode quote_literal quote_ident "
-    "quote_nullable unistr normalize".split()
-    # numbers
-    + "abs ceil ceiling floor round trunc sign mod div power pow sqrt cbrt exp ln log log10 "
-    "pi degrees radians sin cos tan asin acos atan atan2 sinh cosh tanh asinh acosh atanh cot "
-    "random width_bucket gcd lcm factorial scale trim_scale min_scale".split()
-    # dates and times
-    + "now current_date current_time current_timestamp localtime localtimestamp "
-    "statement_timestamp transaction_timestamp clock_timestamp date_trunc date_part extract age "
-    "make_date make_time make_timestamp make_timestamptz make_interval justify_days "
-    "justify_hours justify_interval isfinite date_bin timezone date".split()
-    # aggregates
-    + "count sum avg min max string_agg array_agg bool_and bool_or every stddev stddev_pop "
-    "stddev_samp variance var_pop var_samp corr covar_pop covar_samp regr_slope regr_intercept "
-    "regr_r2 regr_count regr_avgx regr_avgy percentile_cont percentile_disc mode any_value "
-    "json_agg jsonb_agg json_object_agg jsonb_object_agg bit_and bit_or".split()
-    # window functions
-    + "row_number rank dense_rank percent_rank cume_dist ntile lag lead first_value last_value "
-    "nth_value".split()
-    # arrays and set-returning helpers over values
-    + "unnest generate_series array_length array_position array_positions array_remove "
-    "array_replace array_append array_prepend array_cat cardinality array_lower array_upper "
-    "array_dims array_ndims".split()
-    # JSON (values in, values out)
-    + "to_json to_jsonb row_to_json array_to_json json_build_object jsonb_build_object "
-    "json_build_array jsonb_build_array json_extract_path jsonb_extract_path "
-    "json_extract_path_text jsonb_extract_path_text json_array_length jsonb_array_length "
-    "json_array_elements jsonb_array_elements json_array_elements_text jsonb_array_elements_text "
-    "json_each jsonb_each json_each_text jsonb_each_text json_object_keys jsonb_object_keys "
-    "json_typeof jsonb_typeof jsonb_pretty jsonb_strip_nulls json_strip_nulls jsonb_path_query "
-    "jsonb_path_exists jsonb_path_match jsonb_path_query_first jsonb_path_query_array".split()
-    # casts and operators sqlglot writes as functions
-    + "cast try_cast -> ->> #> #>> like ilike".split()
-)
-"""Functions a query may call, by their PostgreSQL names: the scalar, aggregate, window, string,
-date, math, array and JSON functions a question needs. Everything else is refused and named;
-:data:`REFUSED_FUNCTIONS` gives the reason for the dangerous ones."""
-
-REFUSED_FUNCTIONS: dict[str, str] = {
-    "pg_read_file": "reads files of the server",
-    "pg_read_binary_file": "reads files of the server",
-    "pg_ls_dir": "lists folders of the server",
-    "pg_stat_file": "reads file details of the server",
-    "lo_": "reads or writes large objects and server files",
-    "dblink": "connects to other servers",
-    "pg_sleep": "only waits",
-    "set_config": "changes the session's settings (read-only mode, time limit)",
-    "current_setting": "reveals the server's settings",
-    "pg_terminate_backend": "ends other sessions",
-    "pg_cancel_backend": "stops other sessions' statements",
-    "txid_": "reveals or assigns transaction ids",
-    "pg_current_xact_id": "assigns a transaction id",
-    "nextval": "writes a sequence",
-    "setval": "writes a sequence",
-    "currval": "reads the session's sequence state, not the data",
-    "lastval": "reads the session's sequence state, not the data",
-    "pg_advisory": "takes locks",
-    "pg_try_advisory": "takes locks",
-    "pg_notify": "sends notifications",
-    "query_to_xml": "runs a statement given as text, past the guard's check",
-    "query_to_xml_and_xmlschema": "runs a statement given as text, past the guard's check",
-    "table_to_xml": "reads a table named as text, past the guard's check",
-    "cursor_to_xml": "reads a cursor, past the guard's check",
-    "database_to_xml": "reads every table, past the guard's check",
-    "schema_to_xml": "reads every table of a schema, past the guard's check",
-    "pg_logical": "reads or writes replication state",
-    "pg_replication": "reads or writes replication state",
-    "pg_create": "creates server objects",
-    "pg_drop": "drops server objects",
-    "pg_reload_conf": "reloads the server's configuration",
-    "pg_rotate_logfile": "acts on the server's log",
-    "pg_switch_wal": "acts on the server's log",
-    "pg_promote": "changes the server's role",
-    "pg_backup": "acts on backups",
-    "pg_start_backup": "acts on backups",
-    "pg_stop_backup": "acts on backups",
-    "pg_import_system_collations": "writes the catalogue",
-    "pg_file": "writes server files",
-    "pg_stat_reset": "resets statistics",
-    "pg_get": "reveals catalogue definitions, not the data",
-    "pg_": "a server function, not a question's",
-    "version": "reveals the build, not the data",
-    "current_user": "reveals the connection, not the data",
-    "session_user": "reveals the connection, not the data",
-    "current_role": "reveals the connection, not the data",
-    "user": "reveals the connection, not the data",
-    "current_schema": "reveals the connection, not the data",
-    "current_schemas": "reveals the connection, not the data",
-    "current_database": "reveals the connection, not the data",
-    "current_catalog": "reveals the connection, not the data",
-    "inet_": "reveals the server's or client's address",
-    "has_": "reveals privileges, not the data",
-    "to_reg": "reveals the catalogue, not the data",
-    "obj_description": "reveals the catalogue, not the data",
-    "col_description": "reveals the catalogue, not the data",
-    "shobj_description": "reveals the catalogue, not the data",
-    "format_type": "reveals the catalogue, not the data",
-    "repeat": "builds large strings no question asks for",
-    "lpad": "builds large strings no question asks for",
-    "rpad": "builds large strings no question asks for",
-    "xmlparse": "parses XML (external entities)",
-    "xpath": "parses XML (external entities)",
-    "gen_random_uuid": "makes values no question asks for",
-}
-"""Functions (a name, or a prefix ending in ``_``) that are refused, each with the reason. The
-longest matching entry gives the reason; every function not in :data:`ALLOWED_FUNCTIONS` is
-refused anyway."""
-
-_NODE_NAMES: dict[str, str] = {
-    # sqlglot parses many functions into typed nodes; each maps to the PostgreSQL name it was
-    # written as. A typed node missing here is refused (a new sqlglot's nodes are reviewed first).
-    "Abs": "abs", "AnyValue": "any_value", "ArrayAgg": "array_agg",
-    "ArrayAppend": "array_append", "ArrayConcat": "array_cat", "ArrayPrepend": "array_prepend",
-    "ArrayRemove": "array_remove", "ArraySize": "array_length", "ArrayToString": "array_to_string",
-    "Ascii": "ascii", "Atan2": "atan2", "Avg": "avg", "BitLength": "bit_length",
-    "BitwiseAndAgg": "bit_and", "BitwiseOrAgg": "bit_or", "Case": "case", "Cast": "cast",
-    "Cbrt": "cbrt", "Ceil": "ceil", "Chr": "chr", "Coalesce": "coalesce", "Concat": "concat",
-    "ConcatWs": "concat_ws", "Corr": "corr", "Cos": "cos", "Cot": "cot", "Count": "count",
-    "CovarPop": "covar_pop", "CovarSamp": "covar_samp", "CumeDist": "cume_dist",
-    "CurrentDate": "current_date", "CurrentTime": "current_time",
-    "CurrentTimestamp": "current_timestamp", "CurrentSchema": "current_schema",
-    "CurrentUser": "current_user", "SessionUser": "session_user", "CurrentVersion": "version",
-    "Date": "date", "DateAdd": "date", "DateSub": "date", "DateTrunc": "date_trunc",
-    "DenseRank": "dense_rank", "Degrees": "degrees", "Encode": "encode", "Exists": "exists",
-    "Exp": "exp", "Explode": "unnest", "ExplodingGenerateSeries": "generate_series",
-    "Extract": "extract", "Factorial": "factorial", "FirstValue": "first_value", "Floor": "floor",
-    "Format": "format", "GenerateSeries": "generate_series", "Greatest": "greatest",
-    "GroupConcat": "string_agg", "If": "case", "Initcap": "initcap", "JSONArrayAgg": "json_agg",
-    "JSONBExtract": "#>", "JSONBExtractScalar": "#>>", "JSONExtract": "->",
-    "JSONExtractScalar": "->>", "JSONObject": "json_build_object", "JSONBObjectAgg": "jsonb_object_agg",
-    "JSONObjectAgg": "json_object_agg", "Lag": "lag", "LastValue": "last_value", "Lead": "lead",
-    "Least": "least", "Left": "left", "Length": "length", "Ln": "ln", "Localtime": "localtime",
-    "Localtimestamp": "localtimestamp", "Log": "log", "LogicalAnd": "bool_and",
-    "LogicalOr": "bool_or", "Lower": "lower", "MD5": "md5", "Max": "max", "Min": "min",
-    "Mode": "mode", "Nullif": "nullif", "NthValue": "nth_value", "Ntile": "ntile",
-    "Pad": "lpad", "PercentileCont": "percentile_cont", "PercentileDisc": "percentile_disc",
-    "PercentRank": "percent_rank", "Pi": "pi", "Pow": "power", "Quantile": "percentile_cont",
-    "Radians": "radians", "Rand": "random", "Rank": "rank", "RegexpExtract": "regexp_substr",
-    "RegexpILike": "regexp_like", "RegexpLike": "regexp_like", "RegexpReplace": "regexp_replace",
-    "RegexpSplit": "regexp_split_to_array", "Repeat": "repeat", "Replace": "replace",
-    "Reverse": "reverse", "Right": "right", "Round": "round", "RowNumber": "row_number",
-    "SafeDivide": "div", "Sign": "sign", "Sin": "sin", "SplitPart": "split_part", "Sqrt": "sqrt",
-    "StartsWith": "starts_with", "Stddev": "stddev", "StddevPop": "stddev_pop",
-    "StddevSamp": "stddev_samp", "StrPosition": "strpos", "StrToDate": "to_date",
-    "StrToTime": "to_timestamp", "StringToArray": "string_to_array", "Substring": "substring",
-    "Sum": "sum", "Tan": "tan", "TimeToStr": "to_char", "TimestampTrunc": "date_trunc",
-    "ToChar": "to_char", "ToNumber": "to_number", "Translate": "translate", "Trim": "trim",
-    "Trunc": "trunc", "TryCast": "try_cast", "UnixToTime": "to_timestamp", "Upper": "upper",
-    "VariancePop": "var_pop", "Variance": "variance", "WidthBucket": "width_bucket",
-    "Asin": "asin", "Acos": "acos", "Atan": "atan", "Sinh": "sinh", "Cosh": "cosh",
-    "Tanh": "tanh", "Asinh": "asinh", "Acosh": "acosh", "Atanh": "atanh", "Gcd": "gcd",
-    "Lcm": "lcm", "Mod": "mod", "Unnest": "unnest", "Array": "array", "Struct": "row",
-    "Tuple": "row", "Xor": "xor", "Uuid": "gen_random_uuid", "Normalize": "normalize",
-    "Unicode": "ascii", "Levenshtein": "levenshtein", "Lateral": "lateral", "ToDays": "make_interval",
-    "MakeInterval": "make_interval", "JSONFormat": "to_json", "ParseJSON": "cast",
-    "Collate": "collate", "Interval": "interval", "Bracket": "subscript",
-    "DateBin": "date_bin", "JSONStripNulls": "json_strip_nulls", "JustifyDays": "justify_days",
-    "JustifyHours": "justify_hours", "JustifyInterval": "justify_interval",
-    "TimeFromParts": "make_time", "TimestampFromParts": "make_timestamp",
-    "RegexpCount": "regexp_count", "RegexpSubstr": "regexp_substr", "RegrAvgx": "regr_avgx",
-    "RegrAvgy": "regr_avgy", "RegrCount": "regr_count", "RegrIntercept": "regr_intercept",
-    "RegrR2": "regr_r2", "RegrSlope": "regr_slope",
-}
-
-_BARE_IDENTITY = frozenset({"user", "current_role", "current_user", "session_user", "system_user",
-                            "current_catalog", "current_schema"})
-"""SQL-standard functions PostgreSQL calls without parentheses, which sqlglot may read as a column:
-unquoted and unqualified, such a name is the function (a column so named must be quoted)."""
-
-_PLAIN_CONSTRUCTS = frozenset({"array", "row", "xor", "lateral", "collate", "interval", "subscript"})
-"""Names of typed nodes that are syntax (ARRAY[...], ROW(...), a subscript), not calls."""
-
-_ALLOWED_TYPE_NAMES = (
-    "BIGINT INT SMALLINT TINYINT MEDIUMINT INT128 UBIGINT UINT UINT128 USMALLINT UTINYINT "
-    "BIGDECIMAL DECIMAL DECIMAL32 DECIMAL64 DECIMAL128 DOUBLE FLOAT UDECIMAL MONEY SMALLMONEY "
-    "BOOLEAN BIT CHAR NCHAR VARCHAR NVARCHAR TEXT NAME BPCHAR CITEXT "
-    "DATE DATE32 DATETIME DATETIME2 DATETIME64 TIME TIMETZ TIMESTAMP TIMESTAMPTZ TIMESTAMPLTZ "
-    "TIMESTAMP_S TIMESTAMP_MS TIMESTAMP_NS INTERVAL JSON JSONB UUID ARRAY VARBINARY BINARY "
-    "INET CIDR SERIAL BIGSERIAL SMALLSERIAL"
-).split()
-ALLOWED_TYPES: frozenset[exp.DataType.Type] = frozenset(
-    getattr(exp.DataType.Type, n) for n in _ALLOWED_TYPE_NAMES if hasattr(exp.DataType.Type, n)
-)
-"""Types a value may be cast to: plain data types. Casts to ``regclass``, ``regproc``, ``oid``,
-``xml``, ``pg_lsn`` and other types of the catalogue or the server are refused."""
+# The lists and both readings of a statement (the server's parser, the server's plan) are in
+# sqlchorus.tools.postgres_check; this module adds the statement kinds and tables sqlglot reads,
+# and runs the plan check inside each statement's transaction.
 
 _WRITING_NODES: tuple[type[exp.Expression], ...] = tuple(
     getattr(exp, n) for n in
@@ -340,70 +176,29 @@ def redact_url(url: str) -> str:
     return _PASSWORD_KV.sub(r"\1***", text).strip()
 
 
-def _function_name(node: exp.Func) -> str:
-    """The PostgreSQL name of a function node; '' for a typed node this guard has not reviewed
-    (its sqlglot name then stands in, so that the refusal names it)."""
-    if isinstance(node, exp.Anonymous):
-        return str(node.name).lower()
-    return _NODE_NAMES.get(type(node).__name__, "")
-
-
-def _refusal_reason(name: str) -> str | None:
-    """The reason :data:`REFUSED_FUNCTIONS` gives for ``name`` (the longest matching entry)."""
-    best = None
-    for key, reason in REFUSED_FUNCTIONS.items():
-        if name == key or (key.endswith("_") and name.startswith(key)):
-            if best is None or len(key) > len(best[0]):
-                best = (key, reason)
-    return best[1] if best else None
-
-
-def _check_functions(tree: exp.Expression, sql: str) -> None:
-    for node in tree.walk():
-        if isinstance(node, exp.Func) and not isinstance(node, (exp.Binary, exp.Unary, exp.Connector)):
-            # Operators (AND, ||, ~, ->, COLLATE) are nodes of sqlglot's Func too; on values they
-            # only compute, so only calls are checked.
-            name = _function_name(node)
-            if not name:
-                shown = type(node).sql_names()[0].lower() if type(node).sql_names() else type(node).__name__
-                raise ForbiddenError(f"The query calls {shown}, which the guard does not allow; it was refused.",
-                                     sql=sql)
-            reason = _refusal_reason(name)
-            if reason or (name not in ALLOWED_FUNCTIONS and name not in _PLAIN_CONSTRUCTS):
-                why = f" ({reason})" if reason else ""
-                raise ForbiddenError(
-                    f"The query calls {name}{why}, which the guard does not allow; it was refused.", sql=sql
-                )
-        elif isinstance(node, exp.Column) and not node.table and isinstance(node.this, exp.Identifier) \
-                and not node.this.quoted and node.name.lower() in _BARE_IDENTITY:
-            raise ForbiddenError(
-                f"The query calls {node.name.lower()} ({REFUSED_FUNCTIONS['current_user']}), which the guard does "
-                "not allow; it was refused.", sql=sql)
-        elif isinstance(node, exp.DataType):
-            if node.this not in ALLOWED_TYPES:
-                raise ForbiddenError(
-                    f"The query casts to {node.sql(dialect='postgres')}, which the guard does not allow; "
-                    "it was refused.", sql=sql)
-        elif isinstance(node, exp.ObjectIdentifier):
-            raise ForbiddenError(f"The query uses the catalogue type {node.name}, which the guard does not allow; "
-                                 "it was refused.", sql=sql)
-
-
 def check_postgres_query(
     sql: str, *, schema: str = "public", functions: bool = True, tables: frozenset[str] | None = None,
+    names: ServerNames | None = None,
 ) -> exp.Expression:
-    """The parsed statement if it is one PostgreSQL query the guard lets run.
+    """The parsed statement (sqlglot's tree) if it is one PostgreSQL query the guard lets run.
 
-    Besides :func:`check_single_query`'s check (one statement, a query): no statement that writes
-    or is not a read anywhere in it (a writing CTE, ``SELECT INTO``), no ``FOR UPDATE``/``FOR
-    SHARE``, no table of another schema than ``schema`` (the catalogue: ``pg_*`` names resolve to
+    First as PostgreSQL's own parser reads it (:func:`~sqlchorus.tools.postgres_check.
+    check_statement`, with ``names`` from the server's catalogue when known): one query, and
+    when ``functions``, only the calls, field selections, casts and operators the guard allows.
+    Then as sqlglot reads it (:func:`check_single_query`): no statement that writes or is not a
+    read anywhere in it (a writing CTE, ``SELECT INTO``), no ``FOR UPDATE``/``FOR SHARE``, no
+    table of another schema than ``schema`` (the catalogue: ``pg_*`` names resolve to
     ``pg_catalog`` whatever the search path, so an unqualified ``pg_*`` name that is not one of
-    ``tables`` is refused too), and, when ``functions``, only functions of
-    :data:`ALLOWED_FUNCTIONS` and casts to :data:`ALLOWED_TYPES`.
+    ``tables`` is refused too).
 
     Raises:
         NotAQueryError (SqlTooLongError, SqlTooDeepError), ForbiddenError.
     """
+    text = (sql or "").strip()
+    if not text:
+        raise NotAQueryError("The SQL text is empty.", sql=sql)
+    sql_text.check_bounds(text)  # before either parser sees it
+    check_statement(text, schema=schema, names=names, functions=functions)
     try:
         tree = check_single_query(sql, dialect="postgres")
     except (IndexError, KeyError, TypeError, ValueError, AttributeError) as e:
@@ -435,8 +230,6 @@ def check_postgres_query(
                 known is None or name.lower() not in known):
             raise ForbiddenError(f"The query reads {name}, a table of the server's catalogue, which the guard "
                                  "does not allow; it was refused.", sql=sql)
-    if functions:
-        _check_functions(tree, sql)
     return tree
 
 
@@ -588,16 +381,27 @@ class _SessionPool(_Pool):
 
 
 class _Watch:
-    """Cancels the statement of ``conn`` from outside at ``after`` seconds, unless stopped first:
-    a cancel that lands after the statement ended must not hit the next one."""
+    """Stops the statement of ``conn`` from outside, unless stopped first (a cancel that lands
+    after the statement ended must not hit the next one): at ``after`` seconds a cancel request;
+    if the statement is still running :data:`TERMINATE_AFTER_S` later (a call the server does not
+    interrupt: it checks for a cancel only between steps), its backend is terminated through
+    ``terminate`` (a role may signal its own backends) and the socket shut, so that the waiting
+    client returns at once and the connection is replaced."""
 
-    def __init__(self, conn, after: float):
+    def __init__(self, conn, after: float, terminate=None):
         self.conn = conn
         self.fired = False
+        self.terminated = False
+        self._terminate_with = terminate
+        try:
+            self._pid = conn.info.backend_pid
+        except Exception:
+            self._pid = None
         self._lock = threading.Lock()
         self._done = False
         self._timer = threading.Timer(after, self._fire)
         self._timer.daemon = True
+        self._second: threading.Timer | None = None
         self._timer.start()
 
     def _fire(self) -> None:
@@ -609,34 +413,83 @@ class _Watch:
                 self.conn.cancel_safe(timeout=CANCEL_WAIT_S)
             except Exception:
                 pass
+            if self._terminate_with is not None:
+                self._second = threading.Timer(TERMINATE_AFTER_S, self._terminate)
+                self._second.daemon = True
+                self._second.start()
+
+    def _terminate(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self.terminated = True
+        if self._pid is not None:
+            try:
+                self._terminate_with(self._pid)
+            except Exception:
+                pass  # the server may be gone: shutting the socket still frees the client
+        _shut_socket(self.conn)
 
     def stop(self) -> None:
         self._timer.cancel()
         with self._lock:
             self._done = True
+            if self._second is not None:
+                self._second.cancel()
+
+
+def _shut_socket(conn) -> None:
+    """Shut ``conn``'s socket under libpq, so that a thread waiting on it gets an error now (the
+    connection is then broken and replaced; closing it from another thread would not be safe)."""
+    try:
+        fd = conn.pgconn.socket
+        sock = socket.socket(fileno=os.dup(fd))
+    except Exception:
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    finally:
+        sock.close()
+
+
+class _Stopped(Exception):
+    """The statement was stopped from outside (cancelled, or its backend terminated)."""
 
 
 _cursor_names = itertools.count(1)
+
+EXPLAIN = "EXPLAIN (VERBOSE, FORMAT JSON) "
 
 
 def _set_timeout(conn, seconds: float) -> None:
     conn.execute(f"SET LOCAL statement_timeout = {max(1, int(seconds * 1000))}")
 
 
-def _run(conn, sql: str, parameters: Any, budget: float, row_cap: int, byte_cap: int,
+def _run(conn, sql: str, parameters: Any, budget: float, row_cap: int, byte_cap: int, *,
+         verify=None, terminate=None, reset=None,
          ) -> tuple[list[str], list[tuple[Any, ...]], bool, float, bool]:
     """Run one query on ``conn`` in its own read-only transaction, through a server-side cursor,
     under its deadline and caps: ``(columns, rows, truncated, elapsed_ms, cancelled_from_outside)``.
+    ``verify`` is given the server's plan of the statement (``EXPLAIN (VERBOSE, FORMAT JSON)``,
+    in the same transaction, under the same budget) before it runs, and raises to refuse it.
+    ``reset`` is called on the connection afterwards (``DISCARD ALL``), so that nothing of the
+    statement outlives it there.
 
     Raises:
         psycopg.Error: what the server or the connection raised.
+        _Stopped: the statement was stopped from outside (its connection is not to be reused).
+        SqlError: what ``verify`` raised.
     """
     start = time.monotonic()
     deadline = start + budget
-    watch = _Watch(conn, budget + KILL_GRACE_S)
+    watch = _Watch(conn, budget + KILL_GRACE_S, terminate)
     try:
         with conn.transaction():
             _set_timeout(conn, budget)
+            if verify is not None:
+                verify(conn.execute(EXPLAIN + sql, parameters or None).fetchone()[0])
             with conn.cursor(name=f"sqlchorus_{next(_cursor_names)}") as cur:
                 cur.execute(sql, parameters or None)
                 columns = [d.name for d in cur.description or ()]
@@ -647,9 +500,24 @@ def _run(conn, sql: str, parameters: Any, budget: float, row_cap: int, byte_cap:
                     return cur.fetchmany(min(FETCH_BATCH, row_cap + 1 - count))
 
                 rows, truncated = capped_rows(fetch, row_cap, byte_cap, plain)
-    finally:
+    except Exception as e:
         watch.stop()
+        if watch.terminated or (watch.fired and (conn.closed or conn.broken)):
+            raise _Stopped() from e
+        if not (conn.closed or conn.broken) and reset is not None:
+            _quiet_reset(conn, reset)
+        raise
+    watch.stop()
+    if reset is not None and not watch.fired:
+        reset(conn)
     return columns, rows, truncated, (time.monotonic() - start) * 1000.0, watch.fired
+
+
+def _quiet_reset(conn, reset) -> None:
+    try:
+        reset(conn)
+    except Exception:
+        pass  # the statement's own error is the one to report; a broken connection is replaced
 
 
 class _Opener:
@@ -664,19 +532,19 @@ class _Opener:
         self.location = location
         self.password = password
         self.limit_warnings = limit_warnings
+        self.sets_temp_limit: bool | None = None
 
     def __call__(self):
         psycopg = _psycopg()
         try:
-            conn = psycopg.connect(self.url, autocommit=True, **self.kwargs)
+            # No statement is prepared on the server by psycopg: DISCARD ALL after each statement
+            # would leave its cache naming statements that no longer exist.
+            conn = psycopg.connect(self.url, autocommit=True, prepare_threshold=None, **self.kwargs)
         except psycopg.Error as e:
             raise _open_error(e, self.location, self.password) from None
         try:
             conn.read_only = True  # psycopg's transaction() then issues BEGIN READ ONLY
-            try:
-                conn.execute(f"SET temp_file_limit = '{TEMP_FILE_LIMIT}'")
-            except psycopg.errors.InsufficientPrivilege:
-                pass  # only a superuser may set it; otherwise it is set on the role, or warned about
+            self.limit(conn)
             limit = conn.execute("SHOW temp_file_limit").fetchone()[0]
             if limit == "-1" and not self.limit_warnings:
                 self.limit_warnings.append(
@@ -686,6 +554,31 @@ class _Opener:
             conn.close()
             raise _open_error(e, self.location, self.password) from None
         return conn
+
+    def limit(self, conn) -> None:
+        """Set the limits the role may set on itself but not in its startup options."""
+        psycopg = _psycopg()
+        if self.sets_temp_limit is False:
+            return
+        try:
+            conn.execute(f"SET temp_file_limit = '{TEMP_FILE_LIMIT}'")
+            self.sets_temp_limit = True
+        except psycopg.errors.InsufficientPrivilege:
+            self.sets_temp_limit = False  # only a superuser may; otherwise it is set on the role, or warned about
+
+    def reset(self, conn) -> None:
+        """Leave nothing of the last statement on ``conn``: advisory locks, prepared statements,
+        cursors, temporary objects, ``LISTEN`` and settings (``DISCARD ALL``), then the limits
+        again (the startup options' settings come back by themselves)."""
+        conn.execute("DISCARD ALL")
+        if self.sets_temp_limit:
+            self.limit(conn)
+
+    def terminate(self, pid: int) -> None:
+        """End the backend ``pid`` of this role from a connection of its own."""
+        psycopg = _psycopg()
+        with psycopg.connect(self.url, autocommit=True, prepare_threshold=None, **self.kwargs) as conn:
+            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
 
 
 class PostgresDatabase(Database):
@@ -697,8 +590,12 @@ class PostgresDatabase(Database):
             (``~/.pgpass`` or ``PGPASSFILE``).
         timeout_s, max_rows, max_bytes, tracer, workers, client_workers, prestart: as for
             :class:`~sqlchorus.tools.database.GuardedDatabase`; ``workers`` counts connections.
-        require_readonly_role: refuse to open when the role could write
-            (:meth:`role_write_reasons`); otherwise the reasons are kept on ``write_warnings``.
+        allow_writable_role: open even when the role could write or reach the server
+            (:meth:`role_write_reasons`); the reasons are then kept on ``write_warnings`` and
+            :attr:`run_warning` says what no guard can stop under such a role. Without it such a
+            role is refused, with the SQL that makes a read-only one.
+        require_readonly_role: accepted for callers that ask for the default; it refuses such a
+            role even when ``allow_writable_role`` is given.
         schema: the schema read; the search path is pinned to it.
 
     Attributes:
@@ -708,7 +605,8 @@ class PostgresDatabase(Database):
 
     Raises:
         DatabaseOpenError: psycopg is missing, the server cannot be reached, the login is refused,
-            the database does not exist, or the role could write and ``require_readonly_role``.
+            the database does not exist, or the role could write and ``allow_writable_role`` is
+            not given.
         ValueError: ``workers`` or ``client_workers`` out of range.
     """
 
@@ -727,6 +625,7 @@ class PostgresDatabase(Database):
         workers: int = DEFAULT_WORKERS,
         client_workers: int | None = None,
         require_readonly_role: bool = False,
+        allow_writable_role: bool = False,
         prestart: bool = True,
         schema: str = "public",
     ):
@@ -753,6 +652,7 @@ class PostgresDatabase(Database):
             ("work_mem", WORK_MEM),
             ("search_path", _quoted_option(schema)),
             ("lock_timeout", max(1, int(timeout_s * 1000))),
+            ("client_connection_check_interval", CLIENT_CHECK_MS),
         ))
         self._connect_kwargs = {"options": options, "application_name": "sqlchorus",
                                 "connect_timeout": params.get("connect_timeout") or CONNECT_TIMEOUT_S}
@@ -767,18 +667,20 @@ class PostgresDatabase(Database):
         try:
             self._tables = self._table_names()
             self.write_warnings = self.role_write_reasons()
+            self.names = self.server_names()
         except BaseException:
             conn.close()
             raise
-        if self.write_warnings and require_readonly_role:
+        if self.write_warnings and (require_readonly_role or not allow_writable_role):
             role = conn.info.user
             conn.close()
             raise DatabaseOpenError(
-                f"The role {role} could write to {self._location} "
-                f"({'; '.join(self.write_warnings)}); connect as a read-only role instead, made with: "
+                f"The role {role} could change or reach past {self._location} "
+                f"({'; '.join(self.write_warnings)}), so it is refused; connect as a read-only role, made with: "
                 + " ".join(READONLY_ROLE_SQL.splitlines())
+                + " (or pass --allow-writable-role to go on as this role)"
             )
-        for warning in self.warnings:
+        for warning in self.limit_warnings:  # the role's warning is said by every run (run_warning)
             if warning not in _WARNED:  # once per process: an eval opens many databases as one role
                 _WARNED.add(warning)
                 _log.warning("Warning: %s", warning)
@@ -795,13 +697,21 @@ class PostgresDatabase(Database):
 
     @property
     def warnings(self) -> list[str]:
-        """One line saying what the role could write (when it could), then the limits it could
-        not set on itself."""
-        said = []
-        if self.write_warnings:
-            said.append(f"the role {self._role} could write to {self._location} ({'; '.join(self.write_warnings)}); "
-                        "connect as a read-only role (--require-readonly-role refuses any other)")
-        return said + self.limit_warnings
+        """One line saying what the role could do (when it was let open with such a role), then
+        the limits it could not set on itself."""
+        return ([self.run_warning] if self.run_warning else []) + self.limit_warnings
+
+    @property
+    def run_warning(self) -> str | None:
+        """What every run on this database is warned of when the role could write or reach the
+        server (``allow_writable_role``): None for a read-only role."""
+        if not self.write_warnings:
+            return None
+        return (f"the role {self._role} could change or reach past {self._location} "
+                f"({'; '.join(self.write_warnings)}); sqlchorus runs only checked reads in read-only "
+                "transactions, but no guard can stop what the role itself may do if a statement gets "
+                "past the checks (a superuser can read and write the server's files, run programs and "
+                "end other sessions); connect as a read-only role instead")
 
     def _catalogue(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
         """sqlchorus's own read of the catalogue, on this process's connection, in a read-only
@@ -834,11 +744,11 @@ class PostgresDatabase(Database):
         return frozenset(r[0] for r in rows)
 
     def role_write_reasons(self) -> list[str]:
-        """What the connected role could write or create, each as a phrase; empty for a role that
-        can only read. Checked: superuser, CREATEROLE, CREATEDB, membership of the roles that
-        reach server files or programs (or write all data), INSERT/UPDATE/DELETE/TRUNCATE on a
-        table of the schema, UPDATE on one of its sequences, CREATE on the database or the
-        schema, and TEMP on the database."""
+        """What the connected role could write, create or reach past the database, each as a
+        phrase; empty for a role that can only read. Checked: superuser, CREATEROLE, CREATEDB,
+        membership of the roles that reach server files or programs, signal other sessions or
+        write all data, INSERT/UPDATE/DELETE/TRUNCATE on any table of the database, UPDATE on a
+        sequence of the schema, CREATE on the database or the schema, and TEMP on the database."""
         reasons: list[str] = []
         row = self._catalogue(
             "SELECT rolname, rolsuper, rolcreaterole, rolcreatedb FROM pg_roles WHERE rolname = current_user")
@@ -854,13 +764,16 @@ class PostgresDatabase(Database):
             "SELECT rolname FROM pg_roles WHERE rolname = ANY(%s) "
             "AND pg_has_role(current_user, oid, 'MEMBER') ORDER BY rolname",
             (["pg_write_server_files", "pg_read_server_files", "pg_execute_server_program",
-              "pg_write_all_data"],))
+              "pg_write_all_data", "pg_signal_backend"],))
         reasons += [f"it is a member of {r[0]}" for r in members]
         writable = self._catalogue(
-            "SELECT p.priv, string_agg(c.relname, ', ' ORDER BY c.relname) "
+            "SELECT p.priv, string_agg(CASE WHEN n.nspname = %s THEN c.relname "
+            "                               ELSE n.nspname || '.' || c.relname END, ', ' ORDER BY n.nspname, c.relname) "
             "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
             "CROSS JOIN unnest(ARRAY['INSERT', 'UPDATE', 'DELETE', 'TRUNCATE']) AS p(priv) "
-            "WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v', 'm', 'f') "
+            "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast') "
+            "AND n.nspname NOT LIKE 'pg_temp%%' AND n.nspname NOT LIKE 'pg_toast_temp%%' "
+            "AND c.relkind IN ('r', 'p', 'v', 'm', 'f') "
             "AND (has_table_privilege(c.oid, p.priv) "
             "     OR (p.priv IN ('INSERT', 'UPDATE') AND has_any_column_privilege(c.oid, p.priv))) "
             "GROUP BY p.priv ORDER BY p.priv", (self.schema,))
@@ -883,6 +796,31 @@ class PostgresDatabase(Database):
         if db_temp:
             reasons.append("it may create temporary tables (TEMP on the database)")
         return reasons
+
+    def server_names(self) -> ServerNames:
+        """What the server's catalogue says about names, for the checks: every function name of
+        ``pg_catalog`` and of the schema, the schema's own functions, operators and types, and
+        its relations' column names."""
+        functions = self._catalogue(
+            "SELECT DISTINCT p.proname, n.nspname = %s FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+            "WHERE n.nspname IN ('pg_catalog', %s)", (self.schema, self.schema))
+        columns = self._catalogue(
+            "SELECT DISTINCT a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND a.attnum > 0 "
+            "AND NOT a.attisdropped AND c.relkind IN ('r', 'p', 'v', 'm', 'f')", (self.schema,))
+        operators = self._catalogue(
+            "SELECT DISTINCT o.oprname FROM pg_operator o JOIN pg_namespace n ON n.oid = o.oprnamespace "
+            "WHERE n.nspname = %s", (self.schema,))
+        types = self._catalogue(
+            "SELECT t.typname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace WHERE n.nspname = %s",
+            (self.schema,))
+        return ServerNames(
+            functions=frozenset(r[0] for r in functions),
+            schema_functions=frozenset(r[0] for r in functions if r[1]),
+            columns=frozenset(r[0] for r in columns),
+            schema_operators=frozenset(r[0] for r in operators),
+            schema_types=frozenset(r[0] for r in types),
+        )
 
     def read_structure(self) -> list[Table]:
         """The tables and views of the schema, from the catalogue: columns with their types, NOT
@@ -933,7 +871,16 @@ class PostgresDatabase(Database):
         Raises:
             NotAQueryError (SqlTooLongError, SqlTooDeepError), ForbiddenError.
         """
-        return check_postgres_query(sql, schema=self.schema, tables=self._tables)
+        return check_postgres_query(sql, schema=self.schema, tables=self._tables, names=self.names)
+
+    def _verifier(self, sql: str):
+        """The check of the server's plan of ``sql`` (already checked by :meth:`check`)."""
+        padding = check_statement(sql.strip(), schema=self.schema, names=self.names)
+
+        def verify(plan: Any) -> None:
+            check_plan(plan, sql, schema=self.schema, names=self.names, padding=padding)
+
+        return verify
 
     def _execute(
         self,
@@ -953,16 +900,22 @@ class PostgresDatabase(Database):
         try:
             conn = session.connection()
             left = max(budget - (time.monotonic() - start), 0.001)
-            return self._run_on(session, conn, sql, parameters, left, budget, row_cap, byte_cap)
+            return self._run_on(session, conn, sql, parameters, left, budget, row_cap, byte_cap, self._verifier(sql))
         except _Closed:
             raise closed from None
         finally:
             self._pool.release(session)
 
-    def _run_on(self, session, conn, sql, parameters, left, budget, row_cap, byte_cap) -> QueryResult:
+    def _run_on(self, session, conn, sql, parameters, left, budget, row_cap, byte_cap, verify) -> QueryResult:
         psycopg = _psycopg()
         try:
-            columns, rows, truncated, elapsed, fired = _run(conn, sql, parameters, left, row_cap, byte_cap)
+            columns, rows, truncated, elapsed, fired = _run(
+                conn, sql, parameters, left, row_cap, byte_cap, verify=verify,
+                terminate=self._connect.terminate, reset=self._connect.reset)
+        except _Stopped:
+            session.discard(replace=True)
+            raise QueryTimeoutError(f"The query ran longer than its {budget:g} s budget and was stopped.",
+                                    sql=sql) from None
         except psycopg.Error as e:
             if self._pool.closed:
                 raise ExecutionError("The database was closed; the query did not complete.", sql=sql) from None
@@ -995,7 +948,13 @@ class PostgresDatabase(Database):
         with self._lock:
             conn = self._own()
             try:
-                columns, rows, truncated, elapsed, fired = _run(conn, sql, parameters, budget, row_cap, byte_cap)
+                columns, rows, truncated, elapsed, fired = _run(
+                    conn, sql, parameters, budget, row_cap, byte_cap, terminate=self._connect.terminate,
+                    reset=self._connect.reset)
+            except _Stopped:
+                conn.close()  # opened again for the next lookup
+                raise QueryTimeoutError(f"The query ran longer than its {budget:g} s budget and was stopped.",
+                                        sql=sql) from None
             except psycopg.Error as e:
                 raise postgres_error(e, sql, budget) from None
             if fired:
@@ -1011,18 +970,26 @@ class PostgresDatabase(Database):
             Rows ``(line, detail)``: the plan's line number and the line.
         """
         self.check(sql)
+        verify = self._verifier(sql)
         budget = self.timeout_s if timeout_s is None else timeout_s
         text = "EXPLAIN (FORMAT TEXT) " + sql.strip()
         psycopg = _psycopg()
         start = time.monotonic()
         with self._lock:
             conn = self._own()
-            watch = _Watch(conn, budget + KILL_GRACE_S)
+            watch = _Watch(conn, budget + KILL_GRACE_S, self._connect.terminate)
             try:
                 with conn.transaction():
                     _set_timeout(conn, budget)
+                    verify(conn.execute(EXPLAIN + sql.strip()).fetchone()[0])
                     lines = [r[0] for r in conn.execute(text, binary=True).fetchall()]
             except psycopg.Error as e:
+                watch.stop()
+                if watch.terminated or conn.broken:
+                    conn.close()
+                if watch.fired:
+                    raise QueryTimeoutError(f"The query ran longer than its {budget:g} s budget and was stopped.",
+                                            sql=text) from None
                 raise postgres_error(e, text, budget) from None
             finally:
                 watch.stop()

@@ -388,11 +388,21 @@ class Settings(BaseSettings):
         flag="--statement-workers", ge=1, le=64,
     )
     require_readonly_role: bool = _field(
-        False,
-        "Refuse to open a PostgreSQL database when the connecting role could write to it (its "
-        "statements run read-only either way); unset, such a role is warned about.",
+        True,
+        "Refuse to open a PostgreSQL database when the connecting role could write to it or reach "
+        "past it (a superuser, write grants, CREATE or TEMP, membership of pg_read_server_files, "
+        "pg_write_server_files, pg_execute_server_program or pg_signal_backend): the default. "
+        "Set, it refuses such a role even with allow_writable_role.",
         negate=("--require-readonly-role", True,
-                "Refuse to open a PostgreSQL database when the connecting role could write to it."),
+                "Refuse a PostgreSQL role that could write to the database or reach past it (the default)."),
+    )
+    allow_writable_role: bool = _field(
+        False,
+        "Open a PostgreSQL database even when the connecting role could write to it or reach past "
+        "it; every run is then warned of what no guard can stop under such a role.",
+        negate=("--allow-writable-role", True,
+                "Open a PostgreSQL database as a role that could write to it or reach past it, with a "
+                "warning on every run."),
     )
     max_rows: int = _field(10_000, "Rows fetched per statement at most; more are cut and flagged.", ge=1)
     max_bytes: int = _field(16 * 1024 * 1024, "Approximate bytes fetched per statement at most.", ge=1)

@@ -118,14 +118,17 @@ class Dependencies:
 
 def open_with(db: str | os.PathLike[str], settings: Settings) -> Database:
     """Open ``db`` (any engine's name) under its guard with the settings' limits: time budget,
-    row and byte caps, statement workers, and whether a role that could write is refused.
+    row and byte caps, statement workers, and whether a PostgreSQL role that could write is let
+    open (``allow_writable_role``; refused even then when ``require_readonly_role`` was given).
 
     Raises:
         sqlchorus.tools.database.DatabaseOpenError: the database cannot be opened.
     """
     return open_database(db, timeout_s=settings.sql_timeout_s, max_rows=settings.max_rows,
                          max_bytes=settings.max_bytes, workers=settings.statement_workers,
-                         require_readonly_role=settings.require_readonly_role)
+                         require_readonly_role="require_readonly_role" in settings.model_fields_set
+                         and settings.require_readonly_role,
+                         allow_writable_role=settings.allow_writable_role)
 
 
 @dataclass

@@ -182,9 +182,14 @@ def typed_settings(options: dict[str, Any], *, names: tuple[str, ...] = RUN_OPTI
         if name in names and name not in typed and not os.environ.get(OPTIONS[name]["env"] or ""):
             typed[name] = default
     try:
-        return Settings(**typed)
+        settings = Settings(**typed)
     except SettingsError as e:
         raise e.naming(flags) from None
+    if settings.allow_writable_role:
+        # What this command opens without its settings at hand (scoring's readers, an engine's
+        # databases found by name) follows the same choice: open_database reads the variable.
+        os.environ["SQLCHORUS_ALLOW_WRITABLE_ROLE"] = "1"
+    return settings
 
 
 def _explain_preset(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
@@ -386,7 +391,7 @@ def _print_result(result: Any, *, max_rows: int = 20) -> None:
 
 SELECT_OPTIONS: tuple[str, ...] = (
     "pairwise", "pairwise_max_clusters", "max_pairwise_calls", "schema_format", "sql_timeout_s", "model_timeout_s",
-    "model_retries", "rate_limit", "cache", "cache_path", "prices_file",
+    "model_retries", "rate_limit", "cache", "cache_path", "prices_file", "allow_writable_role",
 )
 
 
@@ -582,7 +587,7 @@ def select_command(candidates_file: str, model: str | None, out_file: str | None
 @cli.command()
 @click.option("--db", "db", required=True, type=click.Path(dir_okay=False),
               help="Database to index: a SQLite or DuckDB file, or a postgresql:// URL.")
-@settings_options("value_cache_dir", aliases={"value_cache_dir": ("--cache-dir",)})
+@settings_options("value_cache_dir", "allow_writable_role", aliases={"value_cache_dir": ("--cache-dir",)})
 @click.option("--max-values", type=click.IntRange(1), default=None,
               help="Distinct values read per column at most (default 100000). An index of this database "
                    "built with another number is rebuilt; without the option, any index of it is reused.")
@@ -604,7 +609,8 @@ def index(db: str, max_values: int | None, rebuild: bool, as_json: bool, **optio
 
     with _reported():
         # The folder typed, else the environment's, where `ask` looks for the index too.
-        value_cache_dir = typed_settings(options, names=("value_cache_dir",)).value_cache_dir
+        typed = typed_settings(options, names=("value_cache_dir", "allow_writable_role"))
+        value_cache_dir = typed.value_cache_dir
         # The index reads through sqlchorus's own lookups, which need no statement worker.
         database = open_database(db, prestart=False, workers=1)
     with database, Progress(

@@ -187,16 +187,32 @@ OPTIONS: dict[str, dict[str, Any]] = (
                        'whole': True},
  'require_readonly_role': {'option': {'negate': ('--require-readonly-role',
                                                  True,
-                                                 'Refuse to open a PostgreSQL database when the '
-                                                 'connecting role could write to it.')},
+                                                 'Refuse a PostgreSQL role that could write to '
+                                                 'the database or reach past it (the default).')},
                            'help': 'Refuse to open a PostgreSQL database when the connecting role '
-                                   'could write to it (its statements run read-only either way); '
-                                   'unset, such a role is warned about.',
-                           'default': False,
+                                   'could write to it or reach past it (a superuser, write '
+                                   'grants, CREATE or TEMP, membership of pg_read_server_files, '
+                                   'pg_write_server_files, pg_execute_server_program or '
+                                   'pg_signal_backend): the default. Set, it refuses such a role '
+                                   'even with allow_writable_role.',
+                           'default': True,
                            'env': 'SQLCHORUS_REQUIRE_READONLY_ROLE',
                            'choices': None,
                            'range': None,
                            'whole': False},
+ 'allow_writable_role': {'option': {'negate': ('--allow-writable-role',
+                                               True,
+                                               'Open a PostgreSQL database as a role that could '
+                                               'write to it or reach past it, with a warning on '
+                                               'every run.')},
+                         'help': 'Open a PostgreSQL database even when the connecting role could '
+                                 'write to it or reach past it; every run is then warned of what '
+                                 'no guard can stop under such a role.',
+                         'default': False,
+                         'env': 'SQLCHORUS_ALLOW_WRITABLE_ROLE',
+                         'choices': None,
+                         'range': None,
+                         'whole': False},
  'answer_rows': {'option': {'flag': '--answer-rows'},
                  'help': 'Rows kept in the final answer.',
                  'default': 1000,

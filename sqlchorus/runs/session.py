@@ -9,6 +9,7 @@ disk), and one compiled graph per choice of generators.
 
 from __future__ import annotations
 
+import logging
 import re
 import signal
 import threading
@@ -49,6 +50,8 @@ from sqlchorus.tools.value_index import database_fingerprint
 
 _LONE_SURROGATES = re.compile("[\ud800-\udc7f\udd00-\udfff]")
 """Surrogates that stand for no byte (a JSON string may hold them as ``\\ud800``)."""
+
+_log = logging.getLogger(__name__)
 
 
 def _valid_text(text: str) -> str:
@@ -245,6 +248,11 @@ class Session:
         if value_index is not None:
             resources = DatabaseResources(db=resources.db, schema=resources.schema, value_index=value_index)
         notes: list[dict[str, str]] = []
+        warning = getattr(resources.db, "run_warning", None)
+        if warning:
+            # A role that could write was let open (allow_writable_role): every run says so.
+            _log.warning("Warning: %s", warning)
+            notes.append({"node": "database", "kind": "writable_role", "message": warning[0].upper() + warning[1:] + "."})
         store: RunRecords | None = None
         if not hosted:
             try:
