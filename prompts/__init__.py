@@ -67,6 +67,13 @@ def render(name: str, **values: Any) -> Prompt:
 DIALECT_NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL", "duckdb": "DuckDB"}
 """How a prompt names each engine's SQL, by sqlglot's dialect name."""
 
+DUCKDB_LAMBDAS = (
+    "write lambdas with the lambda keyword, as in list_filter(l, lambda x: x > 30), never with an arrow "
+    "(x -> x > 30), which DuckDB refuses"
+)
+"""How DuckDB's prompts ask for lambdas: DuckDB 1.3 brought ``lambda x: ...`` and deprecated the
+arrow form, and DuckDB 2.0 refuses the arrow form (a binder error), though sqlglot reads both."""
+
 _DIALECT_ADVICE = {
     "postgres": [
         ("use only SQLite functions; use STRFTIME() for dates (for example STRFTIME('%Y', date) for the year)",
@@ -76,16 +83,19 @@ _DIALECT_ADVICE = {
     ],
     "duckdb": [
         ("use only SQLite functions; use STRFTIME() for dates (for example STRFTIME('%Y', date) for the year)",
-         "use only DuckDB functions; use EXTRACT() or strftime(date, '%Y') for parts of dates"),
-        (" Be aware that SQLite has limited built-in date/time functions compared to other sql dialects.", ""),
+         f"use only DuckDB functions; use EXTRACT() or strftime(date, '%Y') for parts of dates; {DUCKDB_LAMBDAS}"),
+        (" Be aware that SQLite has limited built-in date/time functions compared to other sql dialects.",
+         f" For lists, {DUCKDB_LAMBDAS}."),
     ],
 }
-"""Advice the templates give for SQLite's SQL, and what each other engine's prompts say instead."""
+"""Advice the templates give for SQLite's SQL, and what each other engine's prompts say instead
+(DuckDB's add how to write a lambda)."""
 
 
 def for_dialect(text: str, dialect: str) -> str:
     """A prompt's text for a database of ``dialect`` (sqlglot's name): the templates are written
-    for SQLite; another engine's prompts name it instead, with its own advice on dates."""
+    for SQLite; another engine's prompts name it instead, with its own advice on dates (and, for
+    DuckDB, on lambdas)."""
     if dialect == "sqlite" or dialect not in DIALECT_NAMES:
         return text
     for old, new in _DIALECT_ADVICE.get(dialect, []):

@@ -10,11 +10,13 @@ and no layer has to be perfect:
    statement, a query, with no statement inside it that writes or is not a read (a writing CTE,
    ``SELECT INTO``); calling only the functions of :data:`ALLOWED_FUNCTIONS` (every other is
    refused and named, the dangerous ones of :data:`REFUSED_FUNCTIONS` with the reason; sqlglot's
-   typed nodes map to DuckDB's names through a reviewed table, and a node not in it is refused);
-   casting only to plain data types; reading only the database's own tables and views of its
-   main schema (never a file or URL named as a table, a table function other than the value
-   generators of :data:`TABLE_FUNCTIONS`, another schema or catalogue, ``information_schema``,
-   ``pg_catalog`` or the ``duckdb_*``/``sqlite_*`` views);
+   typed nodes map to DuckDB's names through a reviewed table, and a node not in it is refused;
+   a bare name DuckDB's binder reads as a call, such as ``user`` or ``"current_schema"``, counts
+   as that call unless a table of its SELECT has a column of that name); casting only to plain
+   data types; reading only the database's own tables and views of its main schema (never a
+   file or URL named as a table, a table function other than the value generators of
+   :data:`TABLE_FUNCTIONS`, another schema or catalogue, ``information_schema``, ``pg_catalog``
+   or the ``duckdb_*``/``sqlite_*`` views);
 2. the connection (:mod:`sqlchorus.tools.duckdb_guard`): read-only, external access off (no
    files, no network, no extensions), no temporary directory, bounded memory and threads, and
    its configuration locked so that no statement can change any of it;
@@ -103,7 +105,7 @@ ALLOWED_FUNCTIONS: frozenset[str] = frozenset(
     "regexp_full_match regexp_split_to_array string_split str_split string_to_array split "
     "array_to_string levenshtein damerau_levenshtein jaccard jaro_similarity "
     "jaro_winkler_similarity hamming mismatches editdist3 nfc_normalize strip_accents to_base64 "
-    "from_base64 hex unhex to_hex bin".split()
+    "from_base64 hex unhex from_hex to_hex bin".split()
     # numbers
     + "abs ceil ceiling floor round trunc sign mod power pow sqrt cbrt exp ln log log2 log10 pi "
     "degrees radians sin cos tan asin acos atan atan2 sinh cosh tanh asinh acosh atanh cot random "
@@ -117,7 +119,7 @@ ALLOWED_FUNCTIONS: frozenset[str] = frozenset(
     "try_strptime to_timestamp time_bucket to_days to_months to_years to_hours to_minutes "
     "to_seconds to_weeks".split()
     # aggregates
-    + "count count_star sum avg mean min max string_agg group_concat listagg array_agg list "
+    + "count count_star count_if countif sum avg mean min max string_agg group_concat listagg array_agg list "
     "bool_and bool_or stddev stddev_pop stddev_samp variance var_pop var_samp corr covar_pop "
     "covar_samp regr_slope regr_intercept regr_r2 regr_count regr_avgx regr_avgy median mode "
     "quantile quantile_cont quantile_disc percentile_cont percentile_disc any_value first last "
@@ -130,8 +132,8 @@ ALLOWED_FUNCTIONS: frozenset[str] = frozenset(
     + "unnest range generate_series list_value list_pack array_value array_length list_contains "
     "list_has array_contains list_position list_indexof array_position list_extract list_element "
     "array_extract list_slice array_slice list_concat list_cat array_concat array_cat list_append "
-    "array_append list_prepend array_prepend list_sort array_sort list_reverse_sort list_distinct "
-    "array_distinct list_unique array_unique list_sum list_min list_max list_avg list_count "
+    "array_append list_prepend array_prepend list_sort array_sort list_reverse_sort array_reverse_sort "
+    "list_distinct array_distinct list_unique array_unique list_sum list_min list_max list_avg list_count "
     "list_filter array_filter filter list_transform array_transform apply list_apply list_reduce "
     "array_reduce reduce flatten list_has_any list_has_all cardinality list_zip struct_pack "
     "struct_extract row map map_extract map_keys map_values element_at".split()
@@ -177,6 +179,7 @@ REFUSED_FUNCTIONS: dict[str, str] = {
     "current_schemas": "reveals the connection, not the data",
     "current_query": "reveals the connection, not the data",
     "current_user": "reveals the connection, not the data",
+    "current_role": "reveals the connection, not the data",
     "session_user": "reveals the connection, not the data",
     "user": "reveals the connection, not the data",
     "repeat": "builds large strings no question asks for",
@@ -210,7 +213,7 @@ _NODE_NAMES: dict[str, str] = {
     "BitwiseAndAgg": "bit_and", "BitwiseOrAgg": "bit_or", "BitwiseXorAgg": "bit_xor", "Bracket": "list_extract",
     "Case": "case", "Cast": "cast", "Cbrt": "cbrt", "Ceil": "ceil", "Chr": "chr", "Coalesce": "coalesce",
     "Columns": "columns", "Concat": "concat", "ConcatWs": "concat_ws", "Contains": "contains", "Corr": "corr",
-    "Cos": "cos", "Cosh": "cosh", "Cot": "cot", "Count": "count", "CountIf": "count", "CovarPop": "covar_pop",
+    "Cos": "cos", "Cosh": "cosh", "Cot": "cot", "Count": "count", "CountIf": "count_if", "CovarPop": "covar_pop",
     "CovarSamp": "covar_samp", "CumeDist": "cume_dist", "CurrentDate": "current_date",
     "CurrentTime": "current_time", "CurrentTimestamp": "current_timestamp", "Date": "cast", "DateAdd": "date_add",
     "DateBin": "time_bucket", "DateDiff": "date_diff", "DateFromParts": "make_date", "DateStrToDate": "cast",
@@ -272,6 +275,14 @@ _WRITING_NODES: tuple[type[exp.Expression], ...] = tuple(
     if hasattr(exp, n)
 )
 
+_VALUE_NAMES = frozenset({
+    "current_catalog", "current_date", "current_role", "current_schema", "current_time", "current_timestamp",
+    "current_user", "localtime", "localtimestamp", "session_user", "user",
+})
+"""Names DuckDB's binder reads as a call of the function of that name when no column of that name
+is in reach, quoted or not: ``SELECT "user"`` gives 'duckdb' and ``SELECT current_schema`` gives
+'main'. sqlglot reads them as columns, so the function check does not see the call."""
+
 _CATALOGUE_SCHEMAS = frozenset({"information_schema", "pg_catalog", "system", "temp"})
 _CATALOGUE_PREFIXES = ("duckdb_", "pragma_", "sqlite_", "pg_")
 
@@ -303,9 +314,50 @@ def _refuse_call(node: exp.Func, name: str, sql: str) -> ForbiddenError:
     return ForbiddenError(f"The query calls {name}{why}, which the guard does not allow; it was refused.", sql=sql)
 
 
-def _check_functions(tree: exp.Expression, sql: str) -> None:
+def _reads_column(node: exp.Column, name: str, columns: dict[str, frozenset[str]] | None,
+                  ctes: set[str]) -> bool:
+    """Whether a table read by the SELECT that ``node`` is in has a column ``name``: DuckDB then
+    binds the name to that column, never to a function. A name reached only from an outer query,
+    or through a subquery or CTE, does not count (the check does not follow scopes)."""
+    select = node.find_ancestor(exp.Select)
+    if not columns or select is None:
+        return False
+    first = select.args.get("from_") or select.args.get("from")
+    sources = ([first.this] if first is not None else []) + [j.this for j in select.args.get("joins") or ()]
+    for source in sources:
+        if not isinstance(source, exp.Table) or not isinstance(source.this, exp.Identifier):
+            continue
+        table = source.name.lower()
+        if not source.db and table in ctes:  # a CTE of that name hides the table
+            continue
+        if name in columns.get(table, ()):
+            return True
+    return False
+
+
+def _check_value_name(node: exp.Column, sql: str, columns: dict[str, frozenset[str]] | None,
+                      ctes: set[str]) -> None:
+    """Refuse a bare name (``user``, ``"current_schema"``) that DuckDB would read as a call of a
+    function the guard does not allow (see :data:`_VALUE_NAMES`)."""
+    name = node.name.lower()
+    if node.table or name not in _VALUE_NAMES or name in ALLOWED_FUNCTIONS:
+        return
+    if _reads_column(node, name, columns, ctes):
+        return
+    reason = _refusal_reason(name)
+    why = f" ({reason})" if reason else ""
+    raise ForbiddenError(
+        f"The query names {node.name}, which DuckDB reads as a call of {name}(){why} when no table of "
+        f"the same SELECT has a column {node.name}; the guard does not allow that function. To read a "
+        f"column of that name, write it with its table (t.{node.name}); it was refused.", sql=sql)
+
+
+def _check_functions(tree: exp.Expression, sql: str, columns: dict[str, frozenset[str]] | None = None) -> None:
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     for node in tree.walk():
-        if isinstance(node, exp.Func) and not isinstance(node, (exp.Binary, exp.Unary, exp.Connector)):
+        if isinstance(node, exp.Column):
+            _check_value_name(node, sql, columns, ctes)
+        elif isinstance(node, exp.Func) and not isinstance(node, (exp.Binary, exp.Unary, exp.Connector)):
             # Operators (AND, ||, LIKE, COLLATE) are nodes of sqlglot's Func too; on values they
             # only compute, so only calls are checked.
             name = _function_name(node)
@@ -362,6 +414,7 @@ def _check_tables(tree: exp.Expression, sql: str, tables: frozenset[str] | None,
 
 def check_duckdb_query(
     sql: str, *, tables: frozenset[str] | None = None, database: str | None = None, functions: bool = True,
+    columns: dict[str, frozenset[str]] | None = None,
 ) -> exp.Expression:
     """The parsed statement if it is one DuckDB query the guard lets run.
 
@@ -369,7 +422,10 @@ def check_duckdb_query(
     or is not a read anywhere in it; tables only of ``tables`` (the database's main schema; when
     None, any plain name that is not a file or catalogue view), qualified at most by ``main`` and
     the catalogue ``database``; table functions only of :data:`TABLE_FUNCTIONS`; and, when
-    ``functions``, only functions of :data:`ALLOWED_FUNCTIONS` and casts to :data:`ALLOWED_TYPES`.
+    ``functions``, only functions of :data:`ALLOWED_FUNCTIONS` and casts to :data:`ALLOWED_TYPES`,
+    and no bare name DuckDB would read as a call of a function not allowed (``user``,
+    ``"current_schema"``): such a name passes only where a table its SELECT reads has a column of
+    that name, by ``columns`` (lower-cased table name to its lower-cased column names).
 
     Raises:
         NotAQueryError (SqlTooLongError, SqlTooDeepError), ForbiddenError.
@@ -382,7 +438,7 @@ def check_duckdb_query(
                                  "run; it was refused.", sql=sql)
     _check_tables(tree, sql, tables, database)
     if functions:
-        _check_functions(tree, sql)
+        _check_functions(tree, sql, columns)
     return tree
 
 
@@ -573,6 +629,7 @@ class DuckDatabase(Database):
         try:
             self._catalog = self._conn.execute("SELECT current_database()").fetchone()[0]
             self._tables = frozenset(name for name, _, _ in self._relations())
+            self._columns = self._column_names()
         except BaseException:
             self._conn.close()
             raise
@@ -604,6 +661,16 @@ class DuckDatabase(Database):
             "AND schema_name = 'main' AND NOT internal AND NOT temporary "
             "UNION ALL SELECT view_name, comment, true FROM duckdb_views() WHERE database_name = current_database() "
             "AND schema_name = 'main' AND NOT internal AND NOT temporary ORDER BY 1")
+
+    def _column_names(self) -> dict[str, frozenset[str]]:
+        """The lower-cased column names of each table and view of the main schema, by lower-cased
+        name: what tells the check a bare ``user`` is a column (see :func:`check_duckdb_query`)."""
+        names: dict[str, set[str]] = {}
+        for table, column in self._catalogue(
+                "SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = current_database() "
+                "AND schema_name = 'main' AND NOT internal"):
+            names.setdefault(table.lower(), set()).add(column.lower())
+        return {table: frozenset(cols) for table, cols in names.items()}
 
     def read_structure(self) -> list[Table]:
         """The tables and views of the main schema, from DuckDB's catalogue: columns with their
@@ -641,7 +708,7 @@ class DuckDatabase(Database):
         Raises:
             NotAQueryError (SqlTooLongError, SqlTooDeepError), ForbiddenError.
         """
-        return check_duckdb_query(sql, tables=self._tables, database=self._catalog)
+        return check_duckdb_query(sql, tables=self._tables, database=self._catalog, columns=self._columns)
 
     def _execute(
         self,
