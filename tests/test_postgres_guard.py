@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -61,17 +63,24 @@ import json, sys, time
 from sqlchorus.tools.postgres_database import PostgresDatabase
 from sqlchorus.tools.sql_errors import SqlError
 url, sql_path, budget, max_bytes = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+allow = sys.argv[5] == "allow"
 sql = open(sql_path, encoding="utf-8").read()
-with PostgresDatabase(url, timeout_s=budget, max_bytes=max_bytes, workers=1, prestart=False) as db:
+with PostgresDatabase(url, timeout_s=budget, max_bytes=max_bytes, workers=1, prestart=False,
+                      allow_writable_role=allow) as db:
     start = time.monotonic()
+    said = ""
     try:
         result = db.execute(sql)
         outcome = "ok, truncated" if result.truncated else "ok"
+        said = json.dumps(result.rows, default=str)
     except SqlError as e:
-        outcome = e.kind
+        outcome, said = e.kind, e.message
     seconds = time.monotonic() - start
-print(json.dumps({"outcome": outcome, "seconds": seconds}))
+print(json.dumps({"outcome": outcome, "seconds": seconds, "said": said}))
 """
+ROLES = ("reader", "superuser")
+"""Every statement of the corpus runs as the read-only role and as the superuser the server was
+made with (opened under allow_writable_role): the guard must hold for both."""
 
 
 # -- the server and its database -----------------------------------------------------------------
@@ -127,19 +136,43 @@ def table_checksums(url: str) -> dict[str, tuple[int, str]]:
         return out
 
 
-def server_state(url: str) -> dict[str, object]:
+def _folder(path: Path) -> list[tuple[str, int, str]]:
+    """Every file under ``path``: its name, size and the md5 of its content."""
+    import hashlib
+
+    out = []
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        try:
+            out.append((str(file.relative_to(path)), file.stat().st_size, hashlib.md5(file.read_bytes()).hexdigest()))
+        except OSError:
+            out.append((str(file.relative_to(path)), -1, ""))
+    return out
+
+
+def server_state(url: str, outside: Path | None = None) -> dict[str, object]:
     """What a statement might have left behind: every table, its checksum, every relation of a
-    user schema, every role, every large object."""
+    user schema, every role, collation, replication slot and origin, large object, advisory lock
+    and comment, the settings of the database and its roles, and every file of ``outside`` (a
+    folder beside the server's data)."""
     with psycopg.connect(url, autocommit=True) as conn:
-        relations = conn.execute(
-            "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast') ORDER BY 1, 2").fetchall()
-        roles = conn.execute("SELECT rolname, rolsuper FROM pg_roles ORDER BY 1").fetchall()
-        objects = conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone()[0]
-        comments = conn.execute("SELECT count(*), md5(coalesce(string_agg(description, ',' ORDER BY description), ''))"
-                                " FROM pg_description").fetchone()
-    return {"tables": table_checksums(url), "relations": relations, "roles": roles,
-            "large_objects": objects, "comments": comments}
+        one = lambda sql: conn.execute(sql).fetchall()  # noqa: E731
+        state = {
+            "tables": table_checksums(url),
+            "relations": one("SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                             "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast') ORDER BY 1, 2"),
+            "roles": one("SELECT rolname, rolsuper, rolcreaterole FROM pg_roles ORDER BY 1"),
+            "collations": one("SELECT count(*) FROM pg_collation"),
+            "replication_slots": one("SELECT count(*) FROM pg_replication_slots"),
+            "replication_origins": one("SELECT count(*) FROM pg_replication_origin"),
+            "large_objects": one("SELECT count(*) FROM pg_largeobject_metadata"),
+            "advisory_locks": one("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"),
+            "comments": one("SELECT count(*), md5(coalesce(string_agg(description, ',' ORDER BY description), ''))"
+                            " FROM pg_description"),
+            "role_settings": one("SELECT setrole, setdatabase, setconfig::text FROM pg_db_role_setting ORDER BY 1, 2"),
+        }
+    if outside is not None:
+        state["outside"] = _folder(outside)
+    return state
 
 
 @pytest.fixture(scope="module")
@@ -147,9 +180,27 @@ def server():
     yield from postgres_of_a_test()
 
 
+SECRET_FILE_TEXT = "sqlchorus-secret-3f9a1c"
+"""The content of a file outside the database that the server could read: never returned."""
+
+
+@pytest.fixture(scope="module")
+def outside(server):
+    """A folder outside the database, beside the server's data, with a file the server's user
+    can read and write: no statement may change it or return its content."""
+    folder = server.folder / "outside"
+    folder.mkdir()
+    (folder / "secret.txt").write_text(SECRET_FILE_TEXT)
+    if server.as_user:
+        for path in (folder, folder / "secret.txt"):
+            shutil.chown(path, "postgres", "postgres")
+    return folder
+
+
 def prepare_concert(source: Path, admin: str, dbname: str, reader: str, password: str) -> None:
     """Load concert_singer into the empty database ``dbname`` (``admin`` its superuser URL) as the
-    corpus expects it: comments, a compound foreign key, a view, and a read-only role ``reader``
+    corpus expects it: comments, a compound foreign key, a view, the adminpack and dblink
+    extensions, and a read-only role ``reader``
     with ``temp_file_limit`` set on it. Also what ``benchmarks/engine_guard.py --corpus`` runs on."""
     load_sqlite(source, admin)
     with psycopg.connect(admin, autocommit=True) as conn:
@@ -160,6 +211,10 @@ def prepare_concert(source: Path, admin: str, dbname: str, reader: str, password
                      "FOREIGN KEY (concert_id, singer_id) REFERENCES singer_in_concert (concert_id, singer_id))")
         conn.execute("INSERT INTO performance SELECT concert_id, singer_id, 30 FROM singer_in_concert")
         conn.execute("CREATE VIEW singer_names AS SELECT name FROM singer")
+        # The extensions attackers reach for: server files (adminpack, in pg_catalog) and other
+        # sessions that are not read-only (dblink, in the schema the guard reads).
+        conn.execute("CREATE EXTENSION adminpack")
+        conn.execute("CREATE EXTENSION dblink")
         conn.execute(f"CREATE ROLE {reader} LOGIN PASSWORD '{password}' NOSUPERUSER NOCREATEDB NOCREATEROLE")
         for line in (f"REVOKE ALL ON DATABASE {dbname} FROM PUBLIC",
                      f"GRANT CONNECT ON DATABASE {dbname} TO {reader}",
@@ -205,6 +260,14 @@ def reader_db(concert):
     db.close()
 
 
+@pytest.fixture(scope="module")
+def admin_db(concert):
+    """The superuser, let open as an administrator may (allow_writable_role)."""
+    db = PostgresDatabase(concert["admin"], timeout_s=5, workers=2, allow_writable_role=True)
+    yield db
+    db.close()
+
+
 # -- the attack corpus ---------------------------------------------------------------------------
 
 
@@ -218,15 +281,18 @@ def _cases():
 
 
 @pytest.mark.parametrize("corpus,pair", _cases())
-def test_the_guard_holds(corpus, pair, concert, reader_db, tmp_path):
+@pytest.mark.parametrize("role", ROLES)
+def test_the_guard_holds(corpus, pair, role, concert, reader_db, admin_db, outside, tmp_path):
     budget = float(pair.meta.get("budget", 1))
     max_bytes = int(pair.meta.get("max_bytes", 16 * 1024 * 1024))
-    before = server_state(concert["admin"])
+    url, db = (concert["reader"], reader_db) if role == "reader" else (concert["admin"], admin_db)
+    before = server_state(concert["admin"], outside)
     if corpus in HANGING_CLASSES:
         sql_file = tmp_path / "statement.sql"
         sql_file.write_text(pair.input, encoding="utf-8")
         out = subprocess.run(
-            [sys.executable, "-c", RUNNER, concert["reader"], str(sql_file), str(budget), str(max_bytes)],
+            [sys.executable, "-c", RUNNER, url, str(sql_file), str(budget), str(max_bytes),
+             "allow" if role == "superuser" else "refuse"],
             capture_output=True, text=True, timeout=budget + 60, cwd=tmp_path,
             env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PGPASSFILE": concert["passfile"]},
         )
@@ -235,21 +301,25 @@ def test_the_guard_holds(corpus, pair, concert, reader_db, tmp_path):
     else:
         start = time.monotonic()
         try:
-            result = reader_db.execute(pair.input, timeout_s=budget, max_bytes=max_bytes)
+            result = db.execute(pair.input, timeout_s=budget, max_bytes=max_bytes)
             outcome = "ok, truncated" if result.truncated else "ok"
+            said = json.dumps(result.rows, default=str)
         except SqlError as e:
-            outcome = e.kind
-        report = {"outcome": outcome, "seconds": time.monotonic() - start}
-    assert report["outcome"] == pair.expected
+            outcome, said = e.kind, e.message
+        report = {"outcome": outcome, "seconds": time.monotonic() - start, "said": said}
+    assert report["outcome"] == pair.expected, report
     if report["outcome"] == "timeout":
         assert report["seconds"] >= budget, f"stopped after {report['seconds']:.2f} s of a {budget:g} s budget"
     assert report["seconds"] <= budget + GRACE_S, f"ran {report['seconds']:.2f} s against a {budget:g} s budget"
-    assert server_state(concert["admin"]) == before
+    assert server_state(concert["admin"], outside) == before
+    # No file's content, setting or path of the server came back, in rows or in a message.
+    for secret in (SECRET_FILE_TEXT, str(concert["server"].data), str(concert["server"].folder)):
+        assert secret not in report["said"], report
 
 
 def test_every_class_has_a_corpus():
     assert {p.stem for p in CORPUS.glob("*.sql")} == {
-        "writes", "files", "network", "time", "memory", "catalogue", "locks"}
+        "writes", "files", "network", "time", "memory", "catalogue", "locks", "spellings", "privacy"}
     assert all(len(load_pairs(p)) >= 6 for p in CORPUS.glob("*.sql"))
 
 
@@ -535,3 +605,134 @@ def test_text_that_breaks_the_parser_is_not_a_query():
         check_postgres_query("SELECT name FROM singer WHERE (")
     with pytest.raises(ForbiddenError, match="var_map is not allowed"):
         check_postgres_query("SELECT var_map(1)")
+
+
+# -- Guard II: roles, what outlives a statement, calls the server will not interrupt -------------
+
+
+def _role(admin: str, dbname: str, name: str, *grants: str) -> str:
+    """A login role on the test's database with ``grants`` beyond reading; its URL (the server
+    trusts it without a password)."""
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {name} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE")
+        conn.execute(f"GRANT CONNECT ON DATABASE {dbname} TO {name}")
+        conn.execute(f"GRANT USAGE ON SCHEMA public TO {name}")
+        conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {name}")
+        for grant in grants:
+            conn.execute(grant.format(role=name))
+    return admin.replace("postgresql://sqlchorus@", f"postgresql://{name}@")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,grants,said", [
+    ("reads_files", ("GRANT pg_read_server_files TO {role}",), "member of pg_read_server_files"),
+    ("writes_files", ("GRANT pg_write_server_files TO {role}",), "member of pg_write_server_files"),
+    ("runs_programs", ("GRANT pg_execute_server_program TO {role}",), "member of pg_execute_server_program"),
+    ("signals", ("GRANT pg_signal_backend TO {role}",), "member of pg_signal_backend"),
+    ("writes_elsewhere", ("CREATE SCHEMA IF NOT EXISTS side", "CREATE TABLE IF NOT EXISTS side.notes (a int)",
+                          "GRANT USAGE ON SCHEMA side TO {role}", "GRANT INSERT ON side.notes TO {role}"),
+     "INSERT on side.notes"),
+    ("deletes", ("GRANT DELETE ON singer_in_concert TO {role}",), "DELETE on singer_in_concert"),
+])
+def test_a_role_that_can_do_harm_is_refused_with_the_sql_of_a_read_only_one(concert, name, grants, said):
+    url = _role(concert["admin"], concert["dbname"], name, *grants)
+    with pytest.raises(DatabaseOpenError) as raised:
+        PostgresDatabase(url, prestart=False)
+    text = raised.value.message
+    assert said in text and "\n" not in text
+    assert "CREATE ROLE reader LOGIN" in text and "GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader" in text
+    with PostgresDatabase(url, prestart=False, allow_writable_role=True) as db:
+        assert said in db.run_warning and db.execute("SELECT count(*) FROM singer").rows == [(6,)]
+
+
+@pytest.mark.slow
+def test_nothing_of_a_statement_outlives_it_on_its_connection(concert):
+    """What a statement could leave on a pooled connection (a session-level advisory lock, a
+    setting, a prepared statement, a LISTEN) is gone after the guard's reset; without the
+    reset it stays, which is what the check shows."""
+    with PostgresDatabase(concert["reader"], workers=1, prestart=False) as db:
+        opener = db._connect
+
+        def left_behind(conn, reset) -> dict[str, object]:
+            # Past the guard's check, as a statement that got through it would.
+            _run(conn, "SELECT pg_advisory_lock(4242), set_config('work_mem', '1GB', false)", (), 5.0, 10, 10_000,
+                 reset=reset)
+            conn.execute("PREPARE kept AS SELECT 1")
+            conn.execute("LISTEN sqlchorus_channel")
+            if reset is not None:
+                reset(conn)
+            with psycopg.connect(concert["admin"], autocommit=True) as admin:
+                locks = admin.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = %s",
+                                      (conn.info.backend_pid,)).fetchone()[0]
+            return {"locks": locks, "work_mem": conn.execute("SHOW work_mem").fetchone()[0],
+                    "prepared": conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()[0],
+                    "listening": conn.execute("SELECT count(*) FROM pg_listening_channels()").fetchone()[0]}
+
+        kept = opener()
+        try:
+            assert left_behind(kept, None) == {"locks": 1, "work_mem": "1GB", "prepared": 1, "listening": 1}
+        finally:
+            kept.close()
+        reset = opener()
+        try:
+            assert left_behind(reset, opener.reset) == {"locks": 0, "work_mem": "16MB", "prepared": 0, "listening": 0}
+        finally:
+            reset.close()
+        # Through the front door, statement after statement on one connection, nothing piles up.
+        for _ in range(12):
+            assert db.execute("SELECT count(*) FROM singer").rows == [(6,)]
+
+
+@pytest.mark.slow
+def test_a_call_the_server_does_not_interrupt_is_ended_within_budget_and_grace(concert):
+    """format() pads a billion characters in one step, with no check for a cancel in it (21 s
+    past a 3 s budget before the guard refused it). Past the check, as a statement that got
+    through it would, the cancel is ignored; the backend is terminated, the socket shut, and
+    the waiting client returns within the budget and the grace; the backend is gone soon after."""
+    with PostgresDatabase(concert["reader"], workers=1, prestart=False) as db:
+        conn = db._connect()
+        pid = conn.info.backend_pid
+        budget = 1.0
+        start = time.monotonic()
+        with pytest.raises(module._Stopped):
+            _run(conn, "SELECT length(format('%1000000000s', 'x')) FROM generate_series(1, 1000)", (), budget, 10,
+                 10_000, terminate=db._connect.terminate, reset=db._connect.reset)
+        seconds = time.monotonic() - start
+        assert budget + module.KILL_GRACE_S + module.TERMINATE_AFTER_S <= seconds <= budget + GRACE_S
+        assert conn.broken or conn.closed
+        conn.close()
+
+        def gone() -> bool:
+            with psycopg.connect(concert["admin"], autocommit=True) as admin:
+                return not admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchall()
+
+        wait_for(gone, "the terminated backend to end")
+        assert db.execute("SELECT count(*) FROM singer").rows == [(6,)]
+
+
+@pytest.mark.slow
+def test_every_front_door_names_the_refused_function(concert, reader_db):
+    """The one line a refusal gives names the function and why, through the database, its plan
+    and the LangChain toolkit's execute_sql and validate_sql, and the database goes on."""
+    from langchain_core.messages import ToolCall
+
+    import sqlchorus
+
+    from sqlchorus.testing import ScriptedChatModel
+
+    model = ScriptedChatModel(["SELECT 1"])  # ask_database is not called: the other tools need no model
+    tools = {t.name: t for t in sqlchorus.as_tools(concert["reader"], model=model,
+                                                   settings=sqlchorus.Settings(trace_dir=None))}
+    for sql, said in (("SELECT ('/etc/hostname').pg_read_file", "pg_read_file is not allowed: it reads files"),
+                      ("SELECT length(format('%1000000000s', 'x'))", "format is not allowed here"),
+                      ("SELECT (4242::bigint).pg_advisory_lock", "pg_advisory_lock is not allowed: it takes locks")):
+        with pytest.raises(ForbiddenError) as raised:
+            reader_db.execute(sql)
+        assert raised.value.message.startswith(said) and "\n" not in raised.value.message
+        with pytest.raises(ForbiddenError, match=f"^{re.escape(said)}"):
+            reader_db.explain_query_plan(sql)
+        for name in ("execute_sql", "validate_sql"):
+            message = tools[name].invoke(ToolCall(name=name, args={"sql": sql}, id="1", type="tool_call"))
+            assert message.status == "error" and said in message.content, message
+    assert reader_db.execute("SELECT count(*) FROM singer").rows == [(6,)]
+    assert tools["execute_sql"].invoke({"sql": "SELECT count(*) FROM singer"})["rows"] == [[6]]

@@ -415,7 +415,7 @@ def _check_selection(name: str, base: Any, names: ServerNames, aliases: set[str]
     if _allowed(name) and name not in PADDING and name not in names.schema_functions:
         return
     if names.functions is None:
-        if _column_rooted(base):
+        if _column_rooted(base) and (refusal(name) is None or name in aliases):
             return  # which names are functions is not known here: the plan shows the server's reading
     elif name not in names.functions and name not in names.schema_functions:
         return  # no function has this name: a column or nothing

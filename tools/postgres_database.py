@@ -178,7 +178,7 @@ def redact_url(url: str) -> str:
 
 def check_postgres_query(
     sql: str, *, schema: str = "public", functions: bool = True, tables: frozenset[str] | None = None,
-    names: ServerNames | None = None,
+    names: ServerNames | None = None, padding: list[str] | None = None,
 ) -> exp.Expression:
     """The parsed statement (sqlglot's tree) if it is one PostgreSQL query the guard lets run.
 
@@ -189,7 +189,8 @@ def check_postgres_query(
     read anywhere in it (a writing CTE, ``SELECT INTO``), no ``FOR UPDATE``/``FOR SHARE``, no
     table of another schema than ``schema`` (the catalogue: ``pg_*`` names resolve to
     ``pg_catalog`` whatever the search path, so an unqualified ``pg_*`` name that is not one of
-    ``tables`` is refused too).
+    ``tables`` is refused too). ``padding``, when given, receives the padding functions the
+    statement calls explicitly (for :func:`~sqlchorus.tools.postgres_check.check_plan`).
 
     Raises:
         NotAQueryError (SqlTooLongError, SqlTooDeepError), ForbiddenError.
@@ -198,7 +199,9 @@ def check_postgres_query(
     if not text:
         raise NotAQueryError("The SQL text is empty.", sql=sql)
     sql_text.check_bounds(text)  # before either parser sees it
-    check_statement(text, schema=schema, names=names, functions=functions)
+    called = check_statement(text, schema=schema, names=names, functions=functions)
+    if padding is not None:
+        padding.extend(called)
     try:
         tree = check_single_query(sql, dialect="postgres")
     except (IndexError, KeyError, TypeError, ValueError, AttributeError) as e:
@@ -657,6 +660,7 @@ class PostgresDatabase(Database):
         self._connect_kwargs = {"options": options, "application_name": "sqlchorus",
                                 "connect_timeout": params.get("connect_timeout") or CONNECT_TIMEOUT_S}
         self._lock = threading.RLock()
+        self._checked: dict[str, list[str]] = {}
         self._connect = _Opener(url, self._connect_kwargs, self._location, self._password, self.limit_warnings)
         # This process's connection, for the catalogue and lookups: in a list shared with the
         # database's views, so that one opened again after a drop serves them all.
@@ -871,11 +875,21 @@ class PostgresDatabase(Database):
         Raises:
             NotAQueryError (SqlTooLongError, SqlTooDeepError), ForbiddenError.
         """
-        return check_postgres_query(sql, schema=self.schema, tables=self._tables, names=self.names)
+        padding: list[str] = []
+        tree = check_postgres_query(sql, schema=self.schema, tables=self._tables, names=self.names, padding=padding)
+        with self._lock:
+            # What the plan check needs of this reading, so that the statement is parsed once.
+            self._checked[sql] = padding
+            while len(self._checked) > 256:
+                self._checked.pop(next(iter(self._checked)))
+        return tree
 
     def _verifier(self, sql: str):
         """The check of the server's plan of ``sql`` (already checked by :meth:`check`)."""
-        padding = check_statement(sql.strip(), schema=self.schema, names=self.names)
+        with self._lock:
+            padding = self._checked.pop(sql, None)
+        if padding is None:
+            padding = check_statement(sql.strip(), schema=self.schema, names=self.names)
 
         def verify(plan: Any) -> None:
             check_plan(plan, sql, schema=self.schema, names=self.names, padding=padding)
