@@ -188,3 +188,49 @@ def test_bird_predictions_with_an_absurd_index(tmp_path):
     path.write_text('{"99999999999999999999": "SELECT 1"}')
     with pytest.raises(ValueError, match="out of range"):
         read_bird_predictions(path)
+
+
+EARLY = """
+import sys
+from click.testing import CliRunner
+from sqlchorus.interfaces.cli import cli
+result = CliRunner().invoke(cli, sys.argv[1:])
+heavy = sorted(m for m in ("langgraph", "langchain_core", "sqlglot", "psycopg", "duckdb") if m in sys.modules)
+print(result.exit_code, ",".join(heavy) or "-", result.output.strip().splitlines()[0])
+"""
+
+
+@pytest.mark.parametrize("args,said", [
+    (["ask", "   ", "--model", "openai:gpt-4o-mini"], "The question is empty"),
+    (["ask", "x" * 9000, "--model", "openai:gpt-4o-mini"], "the limit is 8,000"),
+    (["ask", "How many?", "--evidence", "y" * 9000, "--model", "openai:gpt-4o-mini"], "The hint has 9,000"),
+    (["ask", "How many?", "--db", "/no/such/shop.sqlite", "--model", "openai:gpt-4o-mini"],
+     "No database at /no/such/shop.sqlite: the file does not exist."),
+    (["ask", "How many?", "--db", "duckdb:///no/such/sales", "--model", "openai:gpt-4o-mini"],
+     "No database at /no/such/sales"),
+    (["ask", "How many?", "--model", "gpt4"], "is not of the form 'provider:model'"),
+    (["ask", "How many?", "--preset", "nosuch"], "Unknown preset"),
+])
+def test_bad_input_is_refused_before_anything_is_built(args, said, tmp_path):
+    """The refusal comes before the graph, the models or a database engine is imported: what
+    takes seconds on a small machine is never started for input that cannot run."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in __import__("os").environ.items() if k != "SQLCHORUS_MODEL"}
+    out = subprocess.run([sys.executable, "-c", EARLY, *args], capture_output=True, text=True, cwd=tmp_path,
+                         env=env, timeout=120)
+    code, heavy, line = out.stdout.strip().split(" ", 2)
+    assert code == "2" and said in line, out.stdout + out.stderr
+    assert heavy == "-", f"imported before refusing: {heavy}"
+
+
+def test_no_model_at_all_is_refused_before_anything_is_built(tmp_path):
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in __import__("os").environ.items() if k != "SQLCHORUS_MODEL"}
+    out = subprocess.run([sys.executable, "-c", EARLY, "ask", "How many?"], capture_output=True, text=True,
+                         cwd=tmp_path, env=env, timeout=120)
+    code, heavy, line = out.stdout.strip().split(" ", 2)
+    assert (code, heavy) == ("2", "-") and line.startswith("Error: No model is configured"), out.stdout

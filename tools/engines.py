@@ -16,47 +16,25 @@ Python API, the servers, the LangChain tools):
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from sqlchorus.tools.database import Database, GuardedDatabase
+from sqlchorus.tools.database_names import (
+    DUCKDB_SCHEME,
+    DUCKDB_SUFFIXES,
+    ENGINES,
+    POSTGRES_SCHEMES,
+    duckdb_path,
+    engine_of,
+    file_of,
+    is_server_url,
+)
 from sqlchorus.tools.duckdb_database import DuckDatabase
 from sqlchorus.tools.postgres_database import PostgresDatabase, redact_url
 
-ENGINES = ("sqlite", "postgresql", "duckdb")
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-DUCKDB_SCHEME = "duckdb://"
-DUCKDB_SUFFIXES = (".duckdb", ".ddb")
-
-
-def engine_of(name: str | os.PathLike[str] | Database) -> str:
-    """The engine a database name (or an open database) is of: ``sqlite``, ``postgresql`` or
-    ``duckdb``."""
-    if isinstance(name, Database):
-        return name.engine
-    text = str(name)
-    lowered = text.lower()
-    if lowered.startswith(POSTGRES_SCHEMES):
-        return "postgresql"
-    if lowered.startswith(DUCKDB_SCHEME) or lowered.endswith(DUCKDB_SUFFIXES):
-        return "duckdb"
-    return "sqlite"
-
-
-def is_server_url(name: str | os.PathLike[str]) -> bool:
-    """Whether ``name`` is a database on a server (not a file)."""
-    return engine_of(name) == "postgresql"
-
-
-def duckdb_path(name: str | os.PathLike[str]) -> Path:
-    """The file a DuckDB name stands for (``duckdb:///abs/path`` or a path)."""
-    text = str(name)
-    if text.lower().startswith(DUCKDB_SCHEME):
-        text = text[len(DUCKDB_SCHEME):]
-        if text.startswith("//"):  # duckdb:///abs → /abs; duckdb://rel → rel
-            text = text[1:]
-    return Path(text).expanduser()
+__all__ = ["DUCKDB_SCHEME", "DUCKDB_SUFFIXES", "ENGINES", "POSTGRES_SCHEMES", "database_key", "database_name",
+           "database_url", "display_name", "duckdb_path", "engine_of", "file_of", "is_server_url", "open_database"]
 
 
 def display_name(name: str | os.PathLike[str] | Database) -> str:
@@ -67,14 +45,6 @@ def display_name(name: str | os.PathLike[str] | Database) -> str:
     if is_server_url(name):
         return redact_url(str(name))
     return str(name)
-
-
-def file_of(name: str | os.PathLike[str]) -> Path | None:
-    """The file a database name stands for (SQLite, DuckDB), or None for one on a server."""
-    engine = engine_of(name)
-    if engine == "postgresql":
-        return None
-    return duckdb_path(name) if engine == "duckdb" else Path(name).expanduser()
 
 
 def database_key(name: str | os.PathLike[str]) -> str:

