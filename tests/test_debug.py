@@ -137,7 +137,7 @@ def test_unknown_runs_keys_and_values_are_clear_errors(session, demo_db):
     debugger = Debugger.start(QUESTION, demo_db, session=session)
     with pytest.raises(UnknownRunError, match="no checkpoint 'zzz'"):
         debugger.fork("zzz")
-    with pytest.raises(DebugError, match="No state key 'nope'"):
+    with pytest.raises(DebugError, match="nope is not a field of the state"):
         debugger.set("nope", 1)
     debugger.close()
 
@@ -181,7 +181,7 @@ def test_commands_from_a_file_drive_a_whole_session(tmp_path, factories_env):
     text = out.stdout
     assert "paused before extract_keywords" in text and "ran extract_keywords" in text
     assert "breakpoint before check_candidates" in text and "SELECT COUNT(*) FROM customers" in text
-    assert "fix_round holds an integer" in text and "No state key 'nope'" in text
+    assert "fix_round must be an integer, not a string" in text and "nope is not a field of the state" in text
     assert "The value is not JSON" in text and "does not parse" in text and "No command 'fly'" in text
     assert "ended at checkpoint" in text and "62" in text and "select_candidate" in text
     assert out.returncode == 1  # five commands failed; the session went on

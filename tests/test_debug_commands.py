@@ -65,13 +65,13 @@ def test_set_checks_the_declared_type_before_the_value_is_accepted(session, demo
     debugger = Debugger.start(QUESTION, demo_db, session=session, breakpoints=["check_candidates"])
     debugger.cont()
     before = summary(debugger.history())
-    with pytest.raises(DebugError, match=r"candidates holds a list of Candidate objects.*candidates\[0\]: input should be a valid dictionary"):
+    with pytest.raises(DebugError, match=r"candidates\[0\] must be a candidate \(a JSON object\), not an integer"):
         debugger.set("candidates", [1])
-    with pytest.raises(DebugError, match=r"candidates\[0\]\.generator: field required.*candidates\[0\]\.status: field required"):
+    with pytest.raises(DebugError, match=r"candidates\[0\] lacks generator, reasoning, status, .*: every candidate has them"):
         debugger.set("candidates", [{"id": "divide_conquer-0", "sql": "SELECT 1"}])
-    with pytest.raises(DebugError, match="fix_round holds an integer"):
+    with pytest.raises(DebugError, match="fix_round must be an integer, not a string"):
         debugger.set("fix_round", "1")
-    with pytest.raises(DebugError, match=r"status: input should be 'unchecked', 'ok', 'empty' or 'error'"):
+    with pytest.raises(DebugError, match=r'candidates\[0\]\.status must be one of "unchecked", "ok", "empty", "error", not "fine"'):
         (candidate,) = debugger.state("candidates")
         debugger.set("candidates", [{**candidate, "status": "fine"}])
     assert summary(debugger.history()) == before  # nothing refused was kept
@@ -85,8 +85,8 @@ def test_the_crashes_of_a_session_are_one_line_each_through_the_command(tmp_path
                           'set candidates [{"id":"divide_conquer-0","sql":"SELECT 1"}]\nnext\n'
                           "export-test /nonexistent/dir/t.py\nfork nope\ncontinue\nquit\n")
     text = out.stdout
-    assert "candidates[0]: input should be a valid dictionary" in text
-    assert "candidates[0].status: field required" in text
+    assert "candidates[0] must be a candidate (a JSON object), not an integer" in text
+    assert "candidates[0] lacks generator, reasoning, status," in text
     assert "ran check_candidates" in text  # the refused values left the run as it was
     assert "has no checkpoint 'nope'" in text and "ended at checkpoint" in text
     # Each failed command is one line, and the session went on.
@@ -502,7 +502,7 @@ def test_set_a_part_sql_trace_and_escaped_output_through_the_shell(session, demo
     shell.run("state evidence")
     shell.run("trace")
     text = console.export_text()
-    assert "candidates[3].sql: no item 3 there" in text
+    assert "candidates[3] is out of range: candidates has 1 item" in text
     assert "62" in text and "1 row(s)" in text
     assert "\\x1b[31mred" in text and "\x1b" not in text
     assert "node:extract_keywords" in text and "calls all lists the model calls" in text

@@ -42,7 +42,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("clear", "", "clear [NODE]", "remove NODE's breakpoint, or every one"),
     Command("state", "s", "state [KEY] [--json]", "the state at this checkpoint, or one key (candidates, the answer and the calls as tables; --json: one line of JSON, to edit and set)"),
     Command("diff", "d", "diff [A B]", "what the last step changed, or what differs between checkpoints A and B"),
-    Command("set", "", "set KEY[PATH] JSON", "replace KEY's value (not merged), or one part of it (candidates[0].sql), as a new checkpoint; the run stays paused before the same nodes"),
+    Command("set", "", "set KEY[PATH] JSON", "replace KEY's value (not merged), or one part of it (candidates[0].sql), as a new checkpoint; the run stays paused before the same nodes. A field, index or type the state does not declare is refused, and nothing changes"),
     Command("answer", "a", "answer TEXT", "the reply of the next model call, instead of calling the model"),
     Command("history", "h", "history", "every checkpoint as a tree: step, node, source, id, parent (forks visible)"),
     Command("fork", "f", "fork CHECKPOINT", "stand at an earlier checkpoint: the next step starts a branch"),
@@ -169,7 +169,8 @@ class DebugShell:
 
     def _fail(self, message: str) -> None:
         self.failed += 1
-        self.out.print(f"[red]error[/] {escape(message)}", highlight=False)
+        # One line, however long: the terminal wraps it, the output keeps it whole.
+        self.out.print(f"[red]error[/] {escape(message)}", highlight=False, soft_wrap=True)
 
     # -- commands ---------------------------------------------------------------------------
 
@@ -344,10 +345,7 @@ class DebugShell:
             raise DebugError(f"The value is not JSON: {e.msg} at character {e.pos + 1}.") from None
         except RecursionError:
             raise DebugError("The value is nested too deeply to read.") from None
-        key, path = _parse_target(target)
-        if path:
-            value = _replaced(self.debugger.state(key), path, value, target)
-        checkpoint = self.debugger.set(key, value)
+        checkpoint = self.debugger.set(target, value)
         self.out.print(f"set {target} at a new checkpoint {checkpoint}")
         self.where()
 
@@ -496,42 +494,3 @@ def _walk(spans: list[Any]) -> Any:
         span = stack.pop()
         yield span
         stack.extend(span.children)
-
-
-_TARGET = re.compile(r"^([A-Za-z_]\w*)((?:\[-?\d+\]|\.[A-Za-z_]\w*)*)$")
-_STEP = re.compile(r"\[(-?\d+)\]|\.([A-Za-z_]\w*)")
-
-
-def _parse_target(target: str) -> tuple[str, list[int | str]]:
-    """``candidates[0].sql`` as the key and the path into its value."""
-    found = _TARGET.match(target)
-    if not found:
-        raise DebugError(f"{target!r} is not a key or a path into one (such as candidates[0].sql).")
-    steps: list[int | str] = [int(i) if i else name for i, name in _STEP.findall(found.group(2))]
-    return found.group(1), steps
-
-
-def _replaced(value: Any, path: list[int | str], new: Any, target: str) -> Any:
-    """A copy of ``value`` with the part at ``path`` replaced by ``new``."""
-    copy = json.loads(json.dumps(value, default=str))
-    holder = copy
-    for step in path[:-1]:
-        holder = _step_into(holder, step, target)
-    last = path[-1]
-    if isinstance(last, int):
-        if not isinstance(holder, list) or not -len(holder) <= last < len(holder):
-            raise DebugError(f"{target}: no item {last} there.")
-    elif not isinstance(holder, dict):
-        raise DebugError(f"{target}: .{last} names a field, and there is no object there.")
-    holder[last] = new
-    return copy
-
-
-def _step_into(holder: Any, step: int | str, target: str) -> Any:
-    if isinstance(step, int):
-        if not isinstance(holder, list) or not -len(holder) <= step < len(holder):
-            raise DebugError(f"{target}: no item {step} there.")
-        return holder[step]
-    if not isinstance(holder, dict) or step not in holder:
-        raise DebugError(f"{target}: no field {step!r} there.")
-    return holder[step]

@@ -14,7 +14,11 @@ The ``sqlchorus debug`` command and the web viewer both drive this class.
 from __future__ import annotations
 
 import ast
+import difflib
+import json
+import re
 import traceback
+import types
 import typing
 import weakref
 from collections.abc import Mapping, Sequence
@@ -23,9 +27,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import typing_extensions
 from langgraph.graph import START
 from langgraph.types import Command, Overwrite
-from pydantic import TypeAdapter, ValidationError
 
 from sqlchorus.config.errors import DebugError, InvalidValueError
 from sqlchorus.config.settings import Settings
@@ -74,17 +78,15 @@ def kept_answers_model() -> Any:
     return ScriptedChatModel(missing, name=KEPT_ANSWERS_ONLY)
 
 
-@lru_cache(maxsize=None)
-def _declared(key: str) -> tuple[Any, TypeAdapter]:
-    """The state's declared type of ``key`` (reducers stripped) and a validator for it."""
-    hint = typing.get_type_hints(SqlchorusState)[key]
-    return hint, TypeAdapter(hint)
+def _declared(key: str) -> Any:
+    """The state's declared type of ``key`` (reducers stripped)."""
+    return _fields_of(SqlchorusState)[0][key]
 
 
 def _default(key: str) -> Any:
     """What a key not yet in the state stands for in a condition: the empty value of its type,
     so ``fix_round == 0`` holds before the first round."""
-    hint, _ = _declared(key)
+    hint = _declared(key)
     origin = typing.get_origin(hint) or hint
     return {int: 0, float: 0.0, str: "", bool: False, list: [], dict: {}}.get(origin) if isinstance(origin, type) else None
 
@@ -94,16 +96,28 @@ INT64 = 2**63
 
 
 def validate_value(key: str, value: Any, *, max_question_chars: int | None = None) -> None:
-    """Refuse a value that does not have ``key``'s declared type, naming what is wrong (the first
-    few problems, with where they are), and one no run could have: an empty or too long
-    question, a negative count, two candidates with one id, an integer beyond 64 bits.
+    """Refuse a value that does not have ``key``'s declared type, and one no run could have: an
+    empty or too long question, a negative count, two candidates with one id, an integer beyond
+    64 bits.
+
+    The declared types are the state's own (:class:`~sqlchorus.core.state.SqlchorusState` and the
+    typed dicts it holds), checked at every depth: a field a typed dict does not declare, a field
+    it requires that is missing, a value of another type. Where a type is ``Any`` any JSON value
+    is taken. The message names each problem by its path and the type expected there:
+    ``candidates[0].sqll is not a field of a candidate (fields: id, generator, sql, ...)``,
+    ``answer.rows must be a list of rows, not a string``.
 
     Raises:
         InvalidValueError: the value does not fit (a :class:`DebugError`).
     """
     if key not in state_keys():
-        raise InvalidValueError(f"No state key {key!r}; the keys are {', '.join(state_keys())}.")
+        raise InvalidValueError(_not_a_field(key, SqlchorusState, None) + ".")
     _check_sizes(key, value)
+    problems: list[str] = []
+    _problems(value, _declared(key), key, key, problems)
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise InvalidValueError("; ".join(problems[:3]) + more + ".")
     if key == "question" and isinstance(value, str):
         if not value.strip():
             raise InvalidValueError("question cannot be empty.")
@@ -119,16 +133,6 @@ def validate_value(key: str, value: Any, *, max_question_chars: int | None = Non
             raise InvalidValueError(f"candidates have one id each; {', '.join(map(str, repeated))} is given twice.")
         if any(isinstance(c, dict) and isinstance(c.get("fix_attempts"), int) and c["fix_attempts"] < 0 for c in value):
             raise InvalidValueError("a candidate's fix_attempts counts rounds: it cannot be negative.")
-    hint, adapter = _declared(key)
-    try:
-        adapter.validate_python(value, strict=True)
-    except ValidationError as e:
-        problems = []
-        for error in e.errors()[:4]:
-            where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error["loc"])
-            problems.append(f"{key}{where}: {error['msg'].lower()}")
-        more = f" (and {e.error_count() - 4} more)" if e.error_count() > 4 else ""
-        raise InvalidValueError(f"{key} holds {_kind(hint)}; the value was refused: {'; '.join(problems)}{more}.") from None
 
 
 def _check_sizes(key: str, value: Any) -> None:
@@ -149,18 +153,279 @@ def _check_sizes(key: str, value: Any) -> None:
             stack.extend((v, depth + 1) for v in item)
 
 
-def _kind(hint: Any) -> str:
-    """A declared type in words, as JSON shows values: "a list of Candidate objects"."""
+# -- the state's declared types ------------------------------------------------------------------
+
+_REQUIRED = {typing.Required, typing_extensions.Required}
+_NOT_REQUIRED = {typing.NotRequired, typing_extensions.NotRequired}
+_UNIONS = (typing.Union, types.UnionType)
+
+
+@lru_cache(maxsize=None)
+def _fields_of(cls: Any) -> tuple[dict[str, Any], frozenset[str]]:
+    """A typed dict's fields with their declared types (reducers stripped), and the fields every
+    value of it has (``NotRequired`` ones and those of a ``total=False`` class are optional)."""
+    plain = typing.get_type_hints(cls)
+    marked = typing.get_type_hints(cls, include_extras=True)
+    required = set()
+    for name in plain:
+        origin = typing.get_origin(marked[name])
+        if origin in _REQUIRED or (origin not in _NOT_REQUIRED and name in cls.__required_keys__):
+            required.add(name)
+    return plain, frozenset(required)
+
+
+def _is_record(hint: Any) -> bool:
+    return typing_extensions.is_typeddict(hint)
+
+
+def _is_object(hint: Any) -> bool:
+    """Whether values of ``hint`` are JSON objects (a typed dict, or a dict)."""
+    return _is_record(hint) or hint is dict or typing.get_origin(hint) is dict
+
+
+def _noun(cls: Any) -> str:
+    """A typed dict's name in words: ``UsageRecord`` is "usage record"."""
+    return "the state" if cls is SqlchorusState else re.sub(r"(?<!^)(?=[A-Z])", " ", cls.__name__).lower()
+
+
+def _a(noun: str) -> str:
+    """``noun`` with its article, as it is said: "an answer", "a usage record"."""
+    vowel = noun[:1] in "aeiou" and not noun.startswith(("us", "uni", "eu", "one"))
+    return f"{'an' if vowel else 'a'} {noun}"
+
+
+def _names(hint: Any, name: str | None = None) -> tuple[str, str]:
+    """What a value of ``hint`` is called, one and many: ("candidate", "candidates"). A list of
+    lists held under a plural ``name`` is a list of what the name says: ``rows``, a list of rows."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is list:
-        return f"a list of {_kind(args[0]).removeprefix('an ').removeprefix('a ')}s" if args else "a list"
-    if origin is dict or hint is dict:
-        return "an object"
-    named = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
-    if hint in named:
-        return named[hint]
-    name = getattr(hint, "__name__", str(hint))
-    return f"a {name} object"
+    if hint is Any:
+        return "JSON value", "JSON values"
+    if _is_record(hint):
+        noun = _noun(hint)
+        return noun, noun + "s"
+    if hint is list or origin is list:
+        item = args[0] if args else Any
+        items = _names(item)[1]
+        if name and name.endswith("s") and (item is list or typing.get_origin(item) is list):
+            items = name
+        return f"list of {items}", f"lists of {items}"
+    if hint is dict or origin is dict:
+        values = args[1] if len(args) == 2 else Any
+        if values is Any:
+            return "object", "objects"
+        return f"object of {_names(values)[1]}", f"objects of {_names(values)[1]}"
+    plain = {str: ("string", "strings"), int: ("integer", "integers"), float: ("number", "numbers"),
+             bool: ("boolean", "booleans"), type(None): ("null", "nulls")}
+    if hint in plain:
+        return plain[hint]
+    return f"value that is {_kind(hint)}", f"values that are {_kind(hint)}"
+
+
+def _kind(hint: Any, name: str | None = None) -> str:
+    """A declared type in words, as JSON shows values: "a list of candidates", "a string or null"."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return "any JSON value"
+    if origin is typing.Literal:
+        return "one of " + ", ".join(json.dumps(a) for a in args)
+    if origin in _UNIONS:
+        return " or ".join(_kind(a, name) for a in args)
+    if hint is type(None):
+        return "null"
+    if hint is bool:
+        return "true or false"
+    if _is_record(hint):
+        return f"{_a(_noun(hint))} (a JSON object)"
+    return _a(_names(hint, name)[0])
+
+
+def _given(value: Any) -> str:
+    """What a value is, in the words :func:`_kind` uses."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    named = {int: "an integer", float: "a number", str: "a string", list: "a list", dict: "an object"}
+    for cls, words in named.items():
+        if isinstance(value, cls):
+            return words
+    return f"a Python {type(value).__name__}, which JSON has no form for"
+
+
+def _shown(value: Any) -> str:
+    """A short JSON rendering of ``value``, for a value outside a declared set."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _at(path: str, step: int | str) -> str:
+    """``path`` and one step further: ``candidates[0]``, ``answer.rows``, ``values["a b"]``."""
+    if isinstance(step, int):
+        return f"{path}[{step}]"
+    return f"{path}.{step}" if re.fullmatch(r"[A-Za-z_]\w*", step) else f"{path}[{json.dumps(step)}]"
+
+
+def _not_a_field(name: str, cls: Any, path: str | None) -> str:
+    fields = list(_fields_of(cls)[0])
+    close = difflib.get_close_matches(name, fields, n=1)
+    where = name if path is None else _at(path, name)
+    return (f"{where} is not a field of {_noun(cls) if cls is SqlchorusState else _a(_noun(cls))} "
+            f"(fields: {', '.join(fields)}" + (f"; the closest is {close[0]})" if close else ")"))
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether ``value`` has ``hint``'s outer shape: which member of a union it is meant for."""
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return True
+    if origin is typing.Literal:
+        return any(type(value) is type(a) and value == a for a in typing.get_args(hint))
+    if origin in _UNIONS:
+        return any(_fits(value, a) for a in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if hint is list or origin is list:
+        return isinstance(value, list)
+    if _is_object(hint):
+        return isinstance(value, dict)
+    return False
+
+
+def _problems(value: Any, hint: Any, path: str, name: str | None, out: list[str]) -> None:
+    """Append to ``out`` what in ``value`` (found at ``path``) does not have the type ``hint``."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        _json_problems(value, path, out)
+        return
+    if origin in _UNIONS:
+        member = next((a for a in args if _fits(value, a)), None)
+        if member is None:
+            out.append(f"{path} must be {_kind(hint, name)}, not {_given(value)}")
+        else:
+            _problems(value, member, path, name, out)
+        return
+    if not _fits(value, hint):
+        shown = _shown(value) if origin is typing.Literal and isinstance(value, (str, int, float)) else _given(value)
+        out.append(f"{path} must be {_kind(hint, name)}, not {shown}")
+        return
+    if hint is list or origin is list:
+        item = args[0] if args else Any
+        for i, v in enumerate(value):
+            _problems(v, item, _at(path, i), None, out)
+    elif _is_record(hint):
+        fields, required = _fields_of(hint)
+        for k in value:
+            if k not in fields:
+                out.append(_not_a_field(str(k), hint, path))
+        missing = [f for f in fields if f in required and f not in value]
+        if missing:
+            out.append(f"{path} lacks {', '.join(missing)}: every {_noun(hint)} has "
+                       + ("it" if len(missing) == 1 else "them"))
+        for k, v in value.items():
+            if k in fields:
+                _problems(v, fields[k], _at(path, k), k, out)
+    elif _is_object(hint):
+        held = args[1] if len(args) == 2 else Any
+        for k, v in value.items():
+            if not isinstance(k, str):
+                out.append(f"{path} has the key {_shown(k)}: a JSON object's keys are strings")
+                continue
+            _problems(v, held, _at(path, k), k, out)
+
+
+def _json_problems(value: Any, path: str, out: list[str]) -> None:
+    """Append to ``out`` what in ``value`` is not JSON (a field typed ``Any`` takes any JSON value)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            _json_problems(v, _at(path, i), out)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                out.append(f"{path} has the key {_shown(k)}: a JSON object's keys are strings")
+                continue
+            _json_problems(v, _at(path, k), out)
+    else:
+        out.append(f"{path} must be any JSON value, not {_given(value)}")
+
+
+_TARGET = re.compile(r"^([A-Za-z_]\w*)((?:\[-?\d+\]|\.[A-Za-z_]\w*)*)$")
+_STEP = re.compile(r"\[(-?\d+)\]|\.([A-Za-z_]\w*)")
+
+
+def parse_target(target: str) -> tuple[str, list[int | str]]:
+    """``candidates[0].sql`` as the state key and the path into its value.
+
+    Raises:
+        InvalidValueError: ``target`` is not a key or a path into one.
+    """
+    found = _TARGET.match(target)
+    if not found:
+        raise InvalidValueError(f"{target!r} is not a key or a path into one (such as candidates[0].sql).")
+    steps: list[int | str] = [int(i) if i else name for i, name in _STEP.findall(found.group(2))]
+    return found.group(1), steps
+
+
+def edited(key: str, current: Any, path: Sequence[int | str], new: Any) -> Any:
+    """A copy of ``current``, ``key``'s value, with the part at ``path`` replaced by ``new``.
+
+    Each step must be one the declared type has: a field a typed dict declares (a declared field
+    not set yet is added, as is a key of a plain object at the last step), an index within a list.
+    The copy as a whole is not checked here (:func:`validate_value` does that).
+
+    Raises:
+        InvalidValueError: a step the value or its type does not have, naming it.
+    """
+    hint = _declared(key)
+    start = json.loads(json.dumps(current, default=str)) if current is not None else None
+    if start is None:  # a key not set yet: the empty value of its type
+        start = {} if _is_object(hint) else [] if hint is list or typing.get_origin(hint) is list else None
+    box: dict[str, Any] = {key: start}
+    holder: Any = box
+    slot: int | str = key
+    at = key
+    for n, step in enumerate(path):
+        here = holder[slot]
+        options = [a for a in typing.get_args(hint) if a is not type(None)] if typing.get_origin(hint) in _UNIONS else []
+        if options:
+            hint = next((a for a in options if _fits(here, a)), options[0])
+        last = n == len(path) - 1
+        if isinstance(step, int):
+            if not isinstance(here, list):
+                raise InvalidValueError(f"{at} is {_given(here)}, not a list: {_at(at, step)} names nothing.")
+            if not -len(here) <= step < len(here):
+                size = f"has {len(here)} item{'s' if len(here) != 1 else ''} ({at}[0] to {at}[{len(here) - 1}])" \
+                    if here else "is empty"
+                raise InvalidValueError(f"{_at(at, step)} is out of range: {at} {size}.")
+            args = typing.get_args(hint)
+            hint = args[0] if typing.get_origin(hint) is list and args else Any
+        else:
+            if _is_record(hint):
+                fields = _fields_of(hint)[0]
+                if step not in fields:
+                    raise InvalidValueError(_not_a_field(step, hint, at) + ".")
+                hint = fields[step]
+            elif _is_object(hint) or hint is Any:
+                args = typing.get_args(hint)
+                hint = args[1] if len(args) == 2 else Any
+            else:
+                raise InvalidValueError(f"{at} is {_kind(hint)}: it has no fields, so {_at(at, step)} names nothing.")
+            if not isinstance(here, dict):
+                raise InvalidValueError(f"{at} is {_given(here)}, not an object: {_at(at, step)} names nothing.")
+            if not last and step not in here:
+                if not _is_object(hint):
+                    raise InvalidValueError(f"{_at(at, step)} is not set, so nothing is inside it.")
+                here[step] = {}
+        holder, slot, at = here, step, _at(at, step)
+    holder[slot] = new
+    return box[key]
 
 
 @dataclass(frozen=True)
@@ -545,23 +810,33 @@ class Debugger:
 
     # -- changing ---------------------------------------------------------------------------
 
-    def set(self, key: str, value: Any) -> str:
-        """Replace ``key``'s value (not merged by its reducer) at the current checkpoint, as a new
-        checkpoint. The run stays paused before the same nodes; generators about to start get
-        their inputs again from the edited state.
+    def set(self, target: str, value: Any) -> str:
+        """Replace a key's value (not merged by its reducer), or one part of it (``target`` a path
+        such as ``candidates[0].sql``), at the current checkpoint, as a new checkpoint. The run
+        stays paused before the same nodes; generators about to start get their inputs again from
+        the edited state.
+
+        The key's whole new value is checked against its declared type first
+        (:func:`validate_value`); a value refused leaves the run, its checkpoints and the
+        debugger's place as they were.
 
         Returns:
             The new checkpoint's id.
 
         Raises:
-            DebugError: an unknown key, a value that does not have the key's declared type, or
-                a run that has not started.
+            DebugError: an unknown key or field, an index out of range, a value that does not
+                have the declared type, or a run that has not started.
         """
         self._refuse_inside("set")
-        validate_value(key, value, max_question_chars=self.settings.max_question_chars)
+        key, path = parse_target(target)
+        if key not in state_keys():
+            raise InvalidValueError(_not_a_field(key, SqlchorusState, None) + ".")
         snap = self.snapshot()
         if snap is None:
             raise DebugError("The run has no checkpoint to change yet.")
+        if path:
+            value = edited(key, snap.values.get(key), path, value)
+        validate_value(key, value, max_question_chars=self.settings.max_question_chars)
         writer = self._writer(snap)
         reducers = {"candidates", "usage", "errors"}
         update = {key: Overwrite(value) if key in reducers else value}
