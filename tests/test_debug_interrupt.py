@@ -139,3 +139,33 @@ def test_a_cancelled_run_stops_waiting_and_tells_the_local_engine_to_stop():
             model.invoke([HumanMessage("q")], timeout_s=600)
     assert engine.calls == 1
     assert model.invoke([HumanMessage("q")], timeout_s=60).content == "SELECT 1"
+
+
+def test_a_cancelled_nodes_late_writes_are_not_shown_as_a_traceback(caplog):
+    """After Ctrl-C, a worker thread's node may end by the cancel once the step's executor is
+    shut: LangGraph's callback then cannot schedule its writes and concurrent.futures logs the
+    error. That one record is dropped; any other error of that logger still shows."""
+    import logging
+    from concurrent.futures import ThreadPoolExecutor
+
+    import sqlchorus.runs.session  # noqa: F401  (installs the filter)
+    from sqlchorus.core.deadline import Interrupted
+
+    executor = ThreadPoolExecutor(1)
+    executor.shutdown()
+
+    def late_writes(cause: BaseException) -> None:
+        try:
+            raise cause
+        except BaseException:
+            executor.submit(print)  # what LangGraph's callback does: RuntimeError, after shutdown
+
+    logger = logging.getLogger("concurrent.futures")
+    with caplog.at_level(logging.ERROR, logger="concurrent.futures"):
+        for cause in (Interrupted("the run was cancelled"), ValueError("a node's own bug")):
+            try:
+                late_writes(cause)
+            except RuntimeError:
+                logger.exception("exception calling callback for %r", "future")
+    shown = [r for r in caplog.records if r.name == "concurrent.futures"]
+    assert len(shown) == 1 and isinstance(shown[0].exc_info[1].__context__, ValueError)

@@ -32,7 +32,7 @@ from sqlchorus.core.checkpoints import (
     UnknownRunError,
 )
 from sqlchorus.core.checkpoints_postgres import open_checkpoints
-from sqlchorus.core.deadline import Cancel, cancellable
+from sqlchorus.core.deadline import Cancel, Interrupted, cancellable
 from sqlchorus.core.dependencies import DatabaseResources, Dependencies, database_key
 from sqlchorus.core.llm import ModelAuthError
 from sqlchorus.core.models import ModelConfigError
@@ -584,6 +584,27 @@ def _replayable(settings: Settings, recorded: dict[str, Any]) -> Settings:
         current = getattr(settings, name)
         changes[name] = tuple(value) if isinstance(current, tuple) and isinstance(value, list) else value
     return settings.replace(**changes)
+
+
+class _CancelledStepWrites(logging.Filter):
+    """Drops one record: a worker thread's node that ended by the run's cancel after Ctrl-C had
+    already shut the step's executor down, whose writes LangGraph can then no longer schedule
+    (``concurrent.futures`` logs "exception calling callback" with a traceback). The run stays at
+    its checkpoint either way; the traceback would only be noise where one line was promised."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if not (isinstance(error, RuntimeError) and "after shutdown" in str(error)):
+            return True
+        cause = error.__context__
+        while cause is not None:
+            if isinstance(cause, Interrupted):
+                return False
+            cause = cause.__context__
+        return True
+
+
+logging.getLogger("concurrent.futures").addFilter(_CancelledStepWrites())
 
 
 @contextmanager
