@@ -944,7 +944,10 @@ def _uvicorn(app: Any, host: str, port: int, what: str, url: str, token: str | N
     click.echo(f"{what} at {url} ({'bearer token required' if token else 'no token: loopback only'}); "
                "Ctrl-C stops it.", err=True)
 
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5)
+    from sqlchorus.interfaces.http_guard import json_http_protocol
+
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5,
+                            http=json_http_protocol())
     server = uvicorn.Server(config)
     server.run()
     if not server.started:

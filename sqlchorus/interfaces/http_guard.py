@@ -6,10 +6,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import json
+import logging
 import math
 import os
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -21,6 +23,7 @@ TOKEN_ENV = "SQLCHORUS_TOKEN"
 """The environment variable that holds the bearer token."""
 COOKIE = "sqlchorus_token"
 """The cookie a browser page keeps the token in, followed by the server's port (see :class:`Guard`)."""
+_log = logging.getLogger(__name__)
 
 
 class UnsafeBindingError(SqlchorusError):
@@ -96,13 +99,45 @@ def server_token(host: str, environ: Mapping[str, str] = os.environ) -> str | No
 
 HTTP_KINDS = {400: "invalid_request", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed",
               413: "payload_too_large", 415: "unsupported_media_type"}
+BAD_LENGTH = "The request's Content-Length is not a number of bytes."
+BAD_HTTP = ("The request is not valid HTTP/1.1: its request line or a header cannot be read (a Content-Length "
+            "that is not a number of bytes, or too large a number, among others).")
 
 
-def install_error_handlers(app: Any, extra: Mapping[type[BaseException], tuple[int, str]] = {}) -> None:
+def _send_json_400(self: Any, msg: str) -> None:
+    """A uvicorn protocol's answer to a request it cannot parse, as a JSON error (see
+    :func:`json_http_protocol`); the connection is closed after it, as uvicorn does."""
+    body = json.dumps({"error": {"kind": "invalid_request", "message": BAD_HTTP}}, separators=(",", ":")).encode()
+    head = [b"HTTP/1.1 400 Bad Request\r\n"]
+    for name, value in getattr(getattr(self, "server_state", None), "default_headers", None) or ():
+        head += [name, b": ", value, b"\r\n"]
+    head += [b"content-type: application/json\r\n", b"content-length: %d\r\n" % len(body),
+             b"connection: close\r\n", b"\r\n"]
+    self.transport.write(b"".join(head) + body)
+    self.transport.close()
+
+
+def json_http_protocol() -> Any:
+    """uvicorn's HTTP protocol (httptools' where installed, as uvicorn's "auto" picks, else h11's)
+    with its answer to a request it cannot parse (a Content-Length that is not a number, or
+    beyond any, a header that is not HTTP) made a JSON error of the same shape as every other
+    error, not plain text; for ``uvicorn.Config(http=...)``. Such a request never reaches the
+    app: the protocol answers it itself."""
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
+    except ImportError:  # httptools is not installed
+        from uvicorn.protocols.http.h11_impl import H11Protocol as base
+    return type(f"Json{base.__name__}", (base,), {"send_400_response": _send_json_400})
+
+
+def install_error_handlers(app: Any, extra: Mapping[type[BaseException], tuple[int, str]] = {},
+                           public: Callable[[BaseException], str] | None = None) -> None:
     """Make every error of ``app`` a JSON error with a stable kind: sqlchorus's own errors with
     theirs and their HTTP status (:mod:`sqlchorus.tools.errors`), a body that does not fit, an
-    unknown path or method, ``extra`` (other error types to status and kind), and any other fault
-    (500, ``internal``, without a traceback)."""
+    unknown path or method (405 with ``Allow``), ``extra`` (other error types to status and
+    kind), and any other fault (500, ``internal``, without a traceback). ``public``: what a
+    client is told of one of sqlchorus's errors, when that is less than its message (the whole
+    message goes to the log)."""
     from fastapi.exceptions import RequestValidationError
     from starlette.exceptions import HTTPException
 
@@ -112,7 +147,11 @@ def install_error_handlers(app: Any, extra: Mapping[type[BaseException], tuple[i
         return handle
 
     async def refused(request: Any, e: SqlchorusError) -> JSONResponse:
-        response = error_response(e.http_status, e.kind, str(e))
+        message = str(e)
+        told = public(e) if public is not None else message
+        if told != message:
+            _log.warning("sqlchorus: %s %s: %s: %s", request.method, request.url.path, e.kind, message)
+        response = error_response(e.http_status, e.kind, told)
         if getattr(e, "retry_after_s", None) is not None:  # a refusal that passes: say when to try again
             response.headers["Retry-After"] = str(e.retry_after_s)
         return response
@@ -126,7 +165,16 @@ def install_error_handlers(app: Any, extra: Mapping[type[BaseException], tuple[i
         return error_response(422, "invalid_request", f"The request does not fit: {where}.")
 
     async def http_error(request: Any, e: HTTPException) -> JSONResponse:
-        return error_response(e.status_code, HTTP_KINDS.get(e.status_code, "http_error"), str(e.detail))
+        headers = dict(e.headers or {})
+        message = str(e.detail)
+        if e.status_code == 405:
+            allowed = allowed_methods(request) or [m.strip() for m in headers.get("Allow", "").split(",") if m.strip()]
+            headers["Allow"] = ", ".join(allowed)
+            message = (f"{request.method} is not allowed on {request.url.path}; "
+                       f"it takes {', '.join(allowed) or 'nothing'}.")
+        response = error_response(e.status_code, HTTP_KINDS.get(e.status_code, "http_error"), message)
+        response.headers.update(headers)
+        return response
 
     async def fault(request: Any, e: Exception) -> JSONResponse:
         return error_response(500, "internal", f"The server failed: {type(e).__name__}.")
@@ -137,6 +185,22 @@ def install_error_handlers(app: Any, extra: Mapping[type[BaseException], tuple[i
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(Exception, fault)
+
+
+def allowed_methods(request: Any) -> list[str]:
+    """The methods some route of the request's app takes on its path (an ``Allow`` header's),
+    every route's together: ``/v1/runs/{id}`` takes ``GET`` and ``DELETE``."""
+    from starlette.routing import Match
+
+    methods: set[str] = set()
+    for route in getattr(getattr(request.app, "router", None), "routes", ()):
+        try:
+            match, _ = route.matches(request.scope)
+        except Exception:  # noqa: BLE001 - a route that cannot say adds nothing
+            continue
+        if match != Match.NONE:
+            methods |= set(getattr(route, "methods", None) or ())
+    return sorted(methods)
 
 
 def error_response(status: int, kind: str, message: str, **extra: Any) -> JSONResponse:
@@ -174,7 +238,10 @@ class Guard:
       other service on this machine. The cookie holds a value derived from the token, not the
       token itself.
     * **Body size.** A body is read whole (up to ``max_body_bytes``) before the app sees it, so
-      that an oversized one is refused with 413 however it is sent (with a length or in chunks).
+      that an oversized one is refused with 413 however it is sent (with a length or in chunks);
+      a ``Content-Length`` that is not a number is refused with 400. Each refusal is a JSON
+      error, as is uvicorn's own answer to a request it cannot parse, with the protocol of
+      :func:`json_http_protocol`.
     """
 
     def __init__(self, app: Any, token: str | None, max_body_bytes: int, *, open_paths: frozenset[str] = frozenset(),
@@ -224,7 +291,10 @@ class Guard:
             return
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
+        if length is not None and not length.strip().isdigit():
+            await error_response(400, "invalid_request", BAD_LENGTH)(scope, receive, send)
+            return
+        if length is not None and int(length) > self.max_body_bytes:
             await self._too_large(scope, receive, send)
             return
         if scope["method"] in ("POST", "PUT", "PATCH"):

@@ -14,9 +14,11 @@ A server refuses what it cannot do now, with a ``Retry-After`` header: 429 ``que
 its runs running and queued, 503 ``store_unavailable`` while its store is away.
 
 Every error is JSON, ``{"error": {"kind": ..., "message": ...}}``, with a ``kind`` that stays the
-same across versions. With a token (``SQLCHORUS_TOKEN``), every request but ``/v1/health`` needs
-``Authorization: Bearer TOKEN``. An incoming W3C ``traceparent`` makes the run's spans part of
-the caller's trace. Needs the ``serve`` extra: ``pip install 'sqlchorus[serve]'``.
+same across versions; the OpenAPI document lists the errors each endpoint can answer. A message
+never says where the checkpoint store is (the server's log does). With a token
+(``SQLCHORUS_TOKEN``), every request but ``/v1/health`` needs ``Authorization: Bearer TOKEN``.
+An incoming W3C ``traceparent`` makes the run's spans part of the caller's trace. Needs the
+``serve`` extra: ``pip install 'sqlchorus[serve]'``.
 """
 
 from __future__ import annotations
@@ -46,17 +48,98 @@ MAX_BODY_BYTES = 64 * 1024
 OPEN_PATHS = frozenset({"/v1/health"})
 """Paths that need no token (a load balancer's health check)."""
 
+NO_CONTROL_CHARACTERS = r"^[^\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]*$"
+"""Text without control characters but tab, newline and carriage return (what a question and its
+hint may hold: anything else is refused with 422 ``invalid_request``)."""
+
+
 class AskRequest(BaseModel):
     """A question for the server."""
 
-    question: str = Field(description="The question, in plain language.")
+    # The constraints are the service's, said in the schema: refused there, an empty question
+    # keeps its own kind (422 empty_question).
+    question: str = Field(description="The question, in plain language: not empty, no control characters "
+                                      "but tab, newline and carriage return.",
+                          json_schema_extra={"minLength": 1, "pattern": NO_CONTROL_CHARACTERS})
     database: str | None = Field(None, description="The database's id; may be left out when the server has one.")
-    evidence: str = Field("", description="A hint that defines terms the question uses.")
+    evidence: str = Field("", description="A hint that defines terms the question uses; no control characters "
+                                          "but tab, newline and carriage return.",
+                          json_schema_extra={"pattern": NO_CONTROL_CHARACTERS})
+
+
+class Error(BaseModel):
+    """What went wrong."""
+
+    kind: str = Field(description="What kind of error: stays the same across versions (`unknown_run`, "
+                                  "`store_unavailable`, ...).")
+    message: str = Field(description="What went wrong, and what to do about it, for a person.")
+    run_id: str | None = Field(None, description="The run, for a run that was cancelled or failed.")
 
 
 class ErrorBody(BaseModel):
-    kind: str
-    message: str
+    """Every error's body."""
+
+    error: Error
+
+
+class Health(BaseModel):
+    """Whether the server can take runs."""
+
+    status: str = Field(description="`ok`, or `degraded` (503) while the checkpoint store cannot be reached.")
+    store: str = Field(description="`ok`, `unreachable` or `none` (no checkpoints).")
+    running: int
+    queued: int
+    max_pending: int = Field(description="Runs, running and queued, the server takes at most.")
+    unsaved_runs: int = Field(description="Ends of runs the store has not taken yet.")
+    store_error: str | None = Field(None, description="Why the store cannot be reached (never where it is).")
+
+
+KINDS = {
+    400: {"invalid_json": "the body is not JSON",
+          "invalid_request": "the request is not valid HTTP (a Content-Length that is not a number of bytes)"},
+    401: {"unauthorized": "the server has a token (SQLCHORUS_TOKEN) and the request does not carry it"},
+    403: {"forbidden_host": "the Host is not a name this server answers",
+          "cross_site": "a request from another site, port or origin that would change something"},
+    404: {"unknown_run": "no run has that id (ids are matched exactly)",
+          "unknown_database": "this server serves no database of that id"},
+    409: {"cancelled": "the run was cancelled",
+          "run_finished": "the run has ended, or is still running or stopping",
+          "already_resumed": "another resume of the run is under way",
+          "no_checkpoints": "no checkpoints to go on from (or the server keeps none)",
+          "run_elsewhere": "the run runs on another server: poll GET /v1/runs/{run_id}",
+          "checkpoints_damaged": "the checkpoint store is damaged (the server's log says how to recover it)"},
+    413: {"question_too_long": "the question or hint is over the server's --max-question-chars",
+          "payload_too_large": "the body is over the server's --max-body-bytes"},
+    422: {"empty_question": "the question is empty",
+          "invalid_request": "the body does not fit the schema, or the question or hint holds a control character"},
+    429: {"queue_full": "the server has as many runs as it takes: try again after Retry-After seconds"},
+    500: {"internal": "the server failed (no traceback is sent)"},
+    502: {"model_failed": "the model failed and no query came out"},
+    503: {"store_unavailable": "the checkpoint store cannot be reached: try again after Retry-After seconds"},
+}
+"""Each status's error kinds, for the OpenAPI document."""
+GUARDED = {400: ("invalid_request",), 401: ("unauthorized",), 403: ("forbidden_host", "cross_site")}
+"""What the guard may answer on any path (but 401 on /v1/health), with its kinds."""
+
+
+def _errors(*statuses: int, **only: tuple[str, ...]) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI ``responses`` of errors ``statuses`` and the guard's, each with the error
+    body's schema and its kinds (``only``: ``s404=("unknown_run",)`` narrows those of a status)."""
+    responses: dict[int | str, dict[str, Any]] = {}
+    for status in sorted({*GUARDED, *statuses}):
+        default = tuple(KINDS[status]) if status in statuses else GUARDED[status]
+        kinds = only.get(f"s{status}", default)
+        entry: dict[str, Any] = {"model": ErrorBody, "description": "; ".join(
+            f"`{kind}`: {KINDS[status][kind]}" for kind in kinds) + "."}
+        if status in (429, 503):
+            entry["headers"] = {"Retry-After": {"description": "Seconds to wait before trying again.",
+                                                "schema": {"type": "integer"}}}
+        responses[status] = entry
+    return responses
+
+
+ASKING = dict(s404=("unknown_database",))
+"""What a request that starts a run meets: 404 for its database only."""
 
 
 def trace_context(request: Request) -> Any:
@@ -77,14 +160,18 @@ def create_app(service: RunService, *, token: str | None = None, max_body_bytes:
     )
     app.state.service = service
 
-    install_error_handlers(app)
+    install_error_handlers(app, public=service.public_message)
+    _without_default_validation_errors(app)
 
     @app.get("/docs", include_in_schema=False)
     async def docs() -> HTMLResponse:
         """The endpoints, from the OpenAPI document, as a page that needs nothing from elsewhere."""
         return HTMLResponse(docs_page(app.openapi()))
 
-    @app.get("/v1/health", responses={503: {"description": "The checkpoint store cannot be reached."}})
+    @app.get("/v1/health", responses={
+        200: {"model": Health, "description": "The server can take runs."},
+        503: {"model": Health, "description": "`degraded`: the checkpoint store cannot be reached."},
+        **{status: entry for status, entry in _errors().items() if status != 401}})
     async def health() -> Any:
         """Whether the server can take runs: ``status`` ok, or degraded (with 503) while its
         checkpoint store cannot be reached; ``store`` (ok, unreachable, none), runs running and
@@ -92,12 +179,12 @@ def create_app(service: RunService, *, token: str | None = None, max_body_bytes:
         data = await asyncio.to_thread(service.health)
         return JSONResponse(data, status_code=200 if data["status"] == "ok" else 503)
 
-    @app.get("/v1/databases")
+    @app.get("/v1/databases", responses=_errors())
     async def databases() -> dict[str, Any]:
         """The databases this server answers over."""
         return {"databases": await asyncio.to_thread(service.databases)}
 
-    @app.get("/v1/databases/{database}/schema")
+    @app.get("/v1/databases/{database}/schema", responses=_errors(404, s404=("unknown_database",)))
     async def schema(database: str) -> dict[str, Any]:
         """A database's tables, columns and foreign keys."""
         found = await asyncio.to_thread(service.schema, database)
@@ -109,7 +196,8 @@ def create_app(service: RunService, *, token: str | None = None, max_body_bytes:
                               for f in t.foreign_keys]}
             for t in found.tables]}
 
-    @app.post("/v1/ask", responses={502: {"model": ErrorBody}})
+    @app.post("/v1/ask", responses=_errors(400, 404, 409, 413, 422, 429, 500, 502, 503, **ASKING,
+                                           s409=("cancelled",), s500=("internal",)))
     async def ask(body: AskRequest, request: Request) -> Any:
         """Answer a question; the answer comes back when the run ends. A client that goes away
         cancels its run."""
@@ -118,7 +206,7 @@ def create_app(service: RunService, *, token: str | None = None, max_body_bytes:
         record = await _wait_or_cancel(service, live, request)
         return _answer(record)
 
-    @app.post("/v1/ask/stream")
+    @app.post("/v1/ask/stream", responses=_errors(400, 404, 413, 422, 429, 503, **ASKING))
     async def ask_stream(body: AskRequest, request: Request) -> EventSourceResponse:
         """Answer a question as server-sent events: ``run``, ``node`` (started, finished),
         ``candidate``, ``answer`` or ``error``, and ``done``. A client that goes away cancels
@@ -127,31 +215,36 @@ def create_app(service: RunService, *, token: str | None = None, max_body_bytes:
                                        trace_context=trace_context(request), client=client_of(request))
         return EventSourceResponse(_events(service, live, cancel_on_close=True), ping=15)
 
-    @app.post("/v1/runs", status_code=202)
+    @app.post("/v1/runs", status_code=202, responses=_errors(400, 404, 413, 422, 429, 503, **ASKING))
     async def start_run(body: AskRequest, request: Request) -> dict[str, Any]:
         """Start a run; read it with ``GET /v1/runs/{id}``."""
         live = await asyncio.to_thread(service.start, body.question, body.database, body.evidence,
                                        trace_context=trace_context(request), client=client_of(request))
         return _started(live)
 
-    @app.get("/v1/runs/{run_id}")
+    @app.get("/v1/runs/{run_id}", responses=_errors(404, 409, 503, s404=("unknown_run",),
+                                                      s409=("checkpoints_damaged",)))
     async def get_run(run_id: str) -> dict[str, Any]:
         """A run's status, and its answer once it has ended."""
         return await asyncio.to_thread(service.get, run_id)
 
-    @app.delete("/v1/runs/{run_id}", status_code=202)
+    @app.delete("/v1/runs/{run_id}", status_code=202, responses=_errors(
+        404, 409, 503, s404=("unknown_run",), s409=("run_finished", "checkpoints_damaged")))
     async def cancel_run(run_id: str) -> dict[str, Any]:
         """Cancel a run, on whichever server runs it: it stops before its next node."""
         status = await asyncio.to_thread(service.cancel, run_id)
         return {"run_id": run_id, "status": status}
 
-    @app.post("/v1/runs/{run_id}/resume", status_code=202)
+    @app.post("/v1/runs/{run_id}/resume", status_code=202, responses=_errors(
+        404, 409, 413, 429, 503, s409=("run_finished", "already_resumed", "no_checkpoints", "checkpoints_damaged"),
+        s413=("payload_too_large",)))
     async def resume_run(run_id: str, request: Request) -> dict[str, Any]:
         """Go on with a cancelled or stopped run from its newest checkpoint, as a new run."""
         live = await asyncio.to_thread(service.resume, run_id, trace_context=trace_context(request))
         return _started(live)
 
-    @app.get("/v1/runs/{run_id}/events")
+    @app.get("/v1/runs/{run_id}/events", responses=_errors(404, 409, 503, s404=("unknown_run",),
+                                                             s409=("run_elsewhere", "checkpoints_damaged")))
     async def run_events(run_id: str) -> Any:
         """A run's events as server-sent events, from its first (for a run of this server), or
         its end (for one that ended elsewhere)."""
@@ -164,18 +257,42 @@ def create_app(service: RunService, *, token: str | None = None, max_body_bytes:
             return EventSourceResponse(_ended(record))
         return EventSourceResponse(_events(service, live, cancel_on_close=False), ping=15)
 
-    @app.get("/v1/runs/{run_id}/trace")
+    @app.get("/v1/runs/{run_id}/trace", responses=_errors(404, 409, 503, s404=("unknown_run",),
+                                                            s409=("checkpoints_damaged",)))
     async def run_trace(run_id: str) -> PlainTextResponse:
         """A run's trace: one OpenTelemetry span per line (JSON)."""
         text = await asyncio.to_thread(service.trace, run_id)
         return PlainTextResponse(text, media_type="application/x-ndjson")
 
-    @app.get("/v1/runs/{run_id}/history")
+    @app.get("/v1/runs/{run_id}/history", responses=_errors(404, 409, 503, s404=("unknown_run",),
+                                                              s409=("no_checkpoints", "checkpoints_damaged")))
     async def run_history(run_id: str) -> dict[str, Any]:
         """A run's checkpoints, oldest first."""
         return {"run_id": run_id, "checkpoints": await asyncio.to_thread(service.history, run_id)}
 
     return Guard(app, token, max_body_bytes, open_paths=OPEN_PATHS, host=host)
+
+
+def _without_default_validation_errors(app: FastAPI) -> None:
+    """Drop FastAPI's own 422 (``{"detail": [...]}``, a body this server never sends) from the
+    OpenAPI document: each route lists the errors it gives, in their one shape."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            spec = generate()
+            for operations in spec.get("paths", {}).values():
+                for operation in operations.values():
+                    invalid = operation.get("responses", {}).get("422")
+                    if invalid is not None and "HTTPValidationError" in json.dumps(invalid):
+                        del operation["responses"]["422"]
+            schemas = spec.get("components", {}).get("schemas", {})
+            for name in ("HTTPValidationError", "ValidationError"):
+                schemas.pop(name, None)
+            app.openapi_schema = spec
+        return app.openapi_schema
+
+    app.openapi = openapi
 
 
 def docs_page(spec: dict[str, Any]) -> str:

@@ -16,6 +16,7 @@ import asyncio
 import logging
 import math
 import os
+import re
 import socket
 import threading
 import time
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from opentelemetry import context as otel_context
 
@@ -40,7 +42,7 @@ from sqlchorus.config.errors import (
 )
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.checkpoint_history import checkpoint_history
-from sqlchorus.core.checkpoints import FINISHED, UnknownRunError
+from sqlchorus.core.checkpoints import FINISHED, CheckpointDamagedError, UnknownRunError
 from sqlchorus.core.tracing import NodeEvent, new_run_id, valid_run_id
 from sqlchorus.runs.databases import Databases, database_ids
 from sqlchorus.runs.demo import demo_db_path
@@ -54,9 +56,9 @@ DEFAULT_WORKERS = 8
 """Runs one server answers at once; more wait (``queued``) for a worker."""
 KEPT_RUNS = 1000
 """Finished runs kept in memory for their events; older ones are read from the store."""
-__all__ = ["AlreadyResumedError", "LiveRun", "NoCheckpointsError", "QueueFullError", "RunFinishedError",
-           "RunService", "ServiceError", "StoreUnavailableError", "UnknownDatabaseError", "UnknownRunIdError",
-           "answer_json", "model_failed", "model_failure"]
+__all__ = ["AlreadyResumedError", "ControlCharacterError", "LiveRun", "NoCheckpointsError", "QueueFullError",
+           "RunFinishedError", "RunService", "ServiceError", "StoreUnavailableError", "UnknownDatabaseError",
+           "UnknownRunIdError", "answer_json", "model_failed", "model_failure"]
 
 MISSED_HEARTBEATS = 3
 """Heartbeats a run's server may miss before the run's lease runs out (``settings.run_heartbeat_s``
@@ -112,6 +114,30 @@ class AlreadyResumedError(RunFinishedError):
 
     kind = "already_resumed"
     http_status = 409
+
+
+class ControlCharacterError(ServiceError):
+    """A question or hint holding a control character (a NUL byte, an escape; tab, newline and
+    carriage return aside): refused before any store is asked, which could not keep it
+    (PostgreSQL takes no NUL in text)."""
+
+    kind = "invalid_request"
+    http_status = 422
+
+
+class RefusedValueError(ServiceError):
+    """The store refused a value of the request (text it cannot hold): the request is at fault,
+    not the store, which stays marked reachable."""
+
+    kind = "invalid_request"
+    http_status = 422
+
+
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+"""Unicode's control characters (category Cc) but tab, newline and carriage return: no question or
+hint holds one."""
+MAX_RUN_ID_CHARS = 200
+"""The longest run id looked for; a longer one names no run (ids are 24 characters)."""
 EVENT_LIMIT = 10_000
 """Events one run keeps at most (a run's nodes, candidates and answer are far fewer)."""
 
@@ -219,6 +245,39 @@ def _stale_result(record: dict[str, Any]) -> dict[str, Any]:
     return {"kind": "stale", "error": f"The server running it stopped renewing its lease; it ran out at {since}."}
 
 
+def _refuse_control_characters(name: str, text: str) -> None:
+    found = CONTROL_CHARACTERS.search(text)
+    if found:
+        raise ControlCharacterError(
+            f"The {name} holds a control character (U+{ord(found.group()):04X}, at character {found.start() + 1}): "
+            "a question or hint takes none but tab, newline and carriage return. Remove it and ask again.")
+
+
+def _refuse_unknown_form(run_id: str) -> None:
+    """Raise :class:`UnknownRunIdError` for an id no run can have (a control character, or too
+    long for one), before any store is asked."""
+    if not isinstance(run_id, str) or not run_id or len(run_id) > MAX_RUN_ID_CHARS or CONTROL_CHARACTERS.search(run_id):
+        raise UnknownRunIdError(f"No run {str(run_id)[:MAX_RUN_ID_CHARS]!r}.")
+
+
+def _value_refused(error: BaseException) -> bool:
+    """Whether the store refused a value rather than failed: a DB-API ``DataError`` (PostgreSQL's
+    text with a NUL byte, a number out of range), which no store outage causes."""
+    return any(cls.__name__ == "DataError" for cls in type(error).__mro__)
+
+
+def _first_line(error: BaseException | str) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+_LIBPQ_PLACES = [
+    # libpq names where it tried to connect, and as whom, in its own words.
+    (re.compile(r'(connection to )server at "[^"]*"(?: \([^)]*\))?, port \d+'), r"\1the checkpoint store"),
+    (re.compile(r'(connection to )server on socket "[^"]*"'), r"\1the checkpoint store"),
+    (re.compile(r'(for |)(user|role|database) "[^"]*"'), r"\1its \2"),
+]
+
+
 def model_failure(error: str | None, errors: list[dict[str, Any]]) -> str:
     """What to tell of a run whose model failed: why there is no answer, and the model's own
     first complaint."""
@@ -264,6 +323,7 @@ class RunService(Databases):
         self._down_why = ""
         self._probed_at = 0.0
         self._unsaved: dict[str, dict[str, Any]] = {}
+        self._places: list[tuple[re.Pattern, str]] | None = None
         self._wake = threading.Event()
         self._keeper: threading.Thread | None = None
         if self.store is not None:
@@ -288,9 +348,11 @@ class RunService(Databases):
         run's statements hold at most that client's share of the database's statement workers.
 
         Raises:
-            EmptyQuestionError, QuestionTooLongError, UnknownDatabaseError.
+            EmptyQuestionError, QuestionTooLongError, ControlCharacterError, UnknownDatabaseError.
         """
         question, evidence = checked_question(question, evidence, self.settings.max_question_chars)
+        for name, text in (("question", question), ("hint", evidence)):
+            _refuse_control_characters(name, text)
         db_id, path = self.resolve(database)
         self._store_ready()
         live = LiveRun(new_run_id(), question, db_id)
@@ -311,7 +373,9 @@ class RunService(Databases):
         Raises:
             UnknownRunIdError, NoCheckpointsError.
         """
+        _refuse_unknown_form(run_id)
         if self.store is None:
+            self.get(run_id)  # an unknown run says so
             raise NoCheckpointsError("This server keeps no checkpoints (--no-checkpoints): there is nothing to resume.")
         self._store_ready()
         raw = self._reading(self.store.status, run_id)
@@ -324,7 +388,13 @@ class RunService(Databases):
         try:
             info = self._reading(self.store.run, thread)
         except UnknownRunError:
-            raise UnknownRunIdError(f"No run {run_id!r} in {self.store.path}.") from None
+            info = None
+        # The store also takes a unique part of an id (as the command line does); a server
+        # takes the id itself only.
+        if info is None or info["run_id"] != thread:
+            if raw is not None:  # a run that was refused or stopped before its first checkpoint
+                raise NoCheckpointsError(f"Run {run_id} has no checkpoints to go on from.")
+            raise UnknownRunIdError(f"No run {run_id!r}.")
         served = {engine_key(p): k for k, p in self.paths.items()}
         db_id = served.get(engine_key(info["db_path"])) if info["db_path"] else None
         if db_id is None:
@@ -369,6 +439,7 @@ class RunService(Databases):
         Raises:
             UnknownRunIdError: neither this server nor the store knows the run.
         """
+        _refuse_unknown_form(run_id)
         with self._lock:
             live = self._runs.get(run_id)
         if live is not None:
@@ -382,6 +453,7 @@ class RunService(Databases):
             record["result"] = _stale_result(record)
         for key in ("owner", "cancel_requested", "updated", "lease_until", "resume_claim"):
             record.pop(key, None)
+        record["result"] = self._public_result(record.get("result"))
         return record
 
     def _thread_of(self, run_id: str) -> str:
@@ -407,6 +479,7 @@ class RunService(Databases):
         Raises:
             UnknownRunIdError; RunFinishedError: it has already ended.
         """
+        _refuse_unknown_form(run_id)
         with self._lock:
             live = self._runs.get(run_id)
         if live is not None:
@@ -446,6 +519,7 @@ class RunService(Databases):
         Raises:
             UnknownRunIdError: no trace for that run here.
         """
+        _refuse_unknown_form(run_id)
         if self.settings.trace_folder and valid_run_id(run_id):
             path = Path(self.settings.trace_folder) / f"{run_id}.jsonl"
             if path.is_file():
@@ -462,7 +536,9 @@ class RunService(Databases):
         Raises:
             NoCheckpointsError, UnknownRunIdError.
         """
+        _refuse_unknown_form(run_id)
         if self.store is None:
+            self.get(run_id)  # an unknown run says so
             raise NoCheckpointsError("This server keeps no checkpoints (--no-checkpoints).")
         rows = self._reading(lambda: checkpoint_history(self.session.graph(self.settings, self.store),
                                                         self._thread_of(run_id)))
@@ -518,7 +594,7 @@ class RunService(Databases):
                 with self._lock:
                     self._runs.pop(live.run_id, None)
                 self._store_failed(e)
-                raise self._unavailable() from None
+                raise self._refusal(e) from None
         live.emit("run", status="queued", question=live.question, database=live.database, kind=live.kind,
                   parent=live.parent)
 
@@ -528,7 +604,7 @@ class RunService(Databases):
             self._outcome(live, work)
         except Exception as e:  # a fault after the run itself: it still ends, and says what it was
             if not live.done.is_set():
-                message = f"The run failed: {type(e).__name__}: {e}"
+                message = self._told(f"The run failed: {type(e).__name__}: {e}", live.run_id)
                 live.emit("error", kind="internal", message=message)
                 self._finish(live, "failed", {"error": message, "kind": "internal"}, None)
         finally:
@@ -544,22 +620,23 @@ class RunService(Databases):
         try:
             result = work()
         except SqlchorusError as e:  # a model that cannot be set up, a database or store that went away
-            live.emit("error", kind=e.kind, message=str(e))
-            self._finish(live, "failed", {"error": str(e), "kind": e.kind}, None)
+            message = self._told(e, live.run_id)
+            live.emit("error", kind=e.kind, message=message)
+            self._finish(live, "failed", {"error": message, "kind": e.kind}, None)
             return
         except Exception as e:  # a fault: the service goes on, the run says what it was
-            message = f"The run failed: {type(e).__name__}: {e}"
+            message = self._told(f"The run failed: {type(e).__name__}: {e}", live.run_id)
             live.emit("error", kind="internal", message=message)
             self._finish(live, "failed", {"error": message, "kind": "internal"}, None)
             return
-        data = answer_json(result, live.database)
+        data = self._public_result(answer_json(result, live.database), live.run_id)
         if result.error == "The run was cancelled.":
             live.emit("error", kind="cancelled", message=result.error)
             self._finish(live, "cancelled", data, result.trace_path)
             return
         if model_failed(result):
             data["kind"] = "model_failed"
-            live.emit("error", kind="model_failed", message=model_failure(result.error, result.errors))
+            live.emit("error", kind="model_failed", message=model_failure(data["error"], data["errors"]))
         else:
             live.emit("answer", answer=data)
         self._finish(live, "done", data, result.trace_path)
@@ -600,6 +677,9 @@ class RunService(Databases):
                 self.store.set_status(**end)
                 return
             except self.store.db_errors as e:
+                if _value_refused(e):  # no later try would do better
+                    _log.warning("sqlchorus: the checkpoint store refused the end of run %s: %s", live.run_id, e)
+                    return
                 self._store_failed(e)
         now = time.monotonic()
         with self._lock:
@@ -607,20 +687,101 @@ class RunService(Databases):
                                           "delay": RETRY_FIRST_S}
         self._wake.set()
 
+    # -- what clients are told ------------------------------------------------------------------
+
+    def public_message(self, error: BaseException | str) -> str:
+        """What a client is told of ``error``: its message without where the checkpoint store is
+        (its file; its PostgreSQL host, port, user and database), which the server's log keeps."""
+        if isinstance(error, CheckpointDamagedError):
+            return ("The checkpoint store is damaged: the runs it holds cannot be read. The server's log names "
+                    "its file and how to recover what it holds (sqlite3 FILE .recover).")
+        text = str(error)
+        if self.store is None or not text:
+            return text
+        for pattern, replacement in _LIBPQ_PLACES:
+            text = pattern.sub(replacement, text)
+        for place, replacement in self._store_places():
+            text = place.sub(replacement, text)
+        return text
+
+    def _store_places(self) -> list[tuple[re.Pattern, str]]:
+        """Patterns of what names the store's location, longest first: its URL or file, then the
+        parts of a URL (host, port, user, database) on their own."""
+        if self._places is not None:
+            return self._places
+        whole: set[str] = set()
+        parts: set[str] = set()
+        url = getattr(self.store, "url", None)
+        if isinstance(url, str) and "://" in url:
+            whole |= {url, str(self.store.path)}
+            split = urlsplit(url)
+            query = parse_qs(split.query)
+            try:
+                port = str(split.port or "")
+            except ValueError:
+                port = ""
+            parts |= {split.hostname or "", port or ("5432" if split.hostname else ""), split.username or "",
+                      split.path.lstrip("/")}
+            for key in ("host", "hostaddr", "port", "user", "dbname"):
+                parts |= set(query.get(key, []))
+            parts.discard("")
+        elif self.store.path is not None:
+            path = Path(self.store.path)
+            for each in {path, path.absolute(), path.resolve()}:
+                whole |= {str(each), str(each.with_name(each.stem + "-recovered.sqlite"))}
+        places = [(re.compile(re.escape(w)), "the checkpoint store") for w in sorted(whole, key=len, reverse=True) if w]
+        places += [(re.compile(r"(?<![\w.])" + re.escape(p) + r"(?![\w])"), "…")
+                   for p in sorted(parts, key=len, reverse=True) if len(p) > 1]
+        self._places = places
+        return places
+
+    def _told(self, error: BaseException | str, run_id: str) -> str:
+        """:meth:`public_message` of ``error``; what it leaves out goes to the log."""
+        told = self.public_message(error)
+        if told != str(error):
+            _log.warning("sqlchorus: run %s: %s", run_id, error)
+        return told
+
+    def _public_result(self, result: dict[str, Any] | None, run_id: str | None = None) -> dict[str, Any] | None:
+        """A run's result as clients see it: its error and the problems it met without the store's location."""
+        if not result or self.store is None:
+            return result
+        result = dict(result)
+        if isinstance(result.get("error"), str):
+            result["error"] = self._told(result["error"], run_id) if run_id else self.public_message(result["error"])
+        if isinstance(result.get("errors"), list):
+            result["errors"] = [
+                {**e, "message": self._told(e["message"], run_id) if run_id else self.public_message(e["message"])}
+                if isinstance(e, dict) and isinstance(e.get("message"), str) else e
+                for e in result["errors"]]
+        return result
+
     # -- the store's health ---------------------------------------------------------------------
 
     def _unavailable(self) -> StoreUnavailableError:
+        # Where the store is (its file, or its host, port, user and database) is in the log only.
         return StoreUnavailableError(
-            f"The checkpoint store {self.store.path} cannot be reached ({self._down_why}); try again shortly.",
+            f"The checkpoint store cannot be reached ({self.public_message(self._down_why)}); try again shortly.",
             retry_after_s=max(1, math.ceil(min(self.heartbeat_s, 30.0))))
 
+    def _refusal(self, error: BaseException) -> ServiceError:
+        """What a request whose store statement failed with ``error`` is told: the store refused
+        one of its values (422), or it cannot be reached (503)."""
+        if _value_refused(error):
+            return RefusedValueError("The checkpoint store cannot keep a value of this request "
+                                     f"({self.public_message(_first_line(error))}).")
+        return self._unavailable()
+
     def _store_failed(self, error: BaseException) -> None:
+        if _value_refused(error):  # the request's fault, not the store's: it stays reachable
+            _log.warning("sqlchorus: the checkpoint store %s refused a value: %s", self.store.path, _first_line(error))
+            return
         with self._lock:
             first = self._down_at is None
             if first:
                 self._down_at = time.monotonic()
                 self.store.away = True
-            self._down_why = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            self._down_why = _first_line(error)
             self._probed_at = time.monotonic()
         if first:
             _log.warning("sqlchorus: the checkpoint store %s is unreachable (%s); new runs are refused, and the "
@@ -659,7 +820,7 @@ class RunService(Databases):
             return use(*args)
         except self.store.db_errors as e:
             self._store_failed(e)
-            raise self._unavailable() from None
+            raise self._refusal(e) from None
 
     def health(self) -> dict[str, Any]:
         """Whether this server can take runs: its store's state (``ok``, ``unreachable`` or
@@ -676,7 +837,7 @@ class RunService(Databases):
                 "running": statuses.count("running"), "queued": statuses.count("queued"),
                 "max_pending": self.max_pending, "unsaved_runs": unsaved}
         if store == "unreachable":
-            data["store_error"] = self._down_why
+            data["store_error"] = self.public_message(self._down_why)
         return data
 
     def _keep(self) -> None:
@@ -719,6 +880,11 @@ class RunService(Databases):
             try:
                 self.store.set_status(**item["end"])
             except self.store.db_errors as e:
+                if _value_refused(e):  # no later try would do better
+                    _log.warning("sqlchorus: the checkpoint store refused the end of run %s: %s", run_id, e)
+                    with self._lock:
+                        self._unsaved.pop(run_id, None)
+                    continue
                 self._store_failed(e)
                 with self._lock:
                     for other in self._unsaved.values():  # backoff: the store is tried less as it stays away
