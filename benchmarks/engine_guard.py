@@ -122,6 +122,9 @@ class Targets:
         if engine == "postgres":
             from sqlchorus.tools.postgres_database import PostgresDatabase
 
+            # The server this benchmark starts is reached as its superuser: let open, as an
+            # administrator may (the guard's reads are the same under any role).
+            options.setdefault("allow_writable_role", True)
             return PostgresDatabase(self.pg_url(db_id), **options)
         from sqlchorus.tools.duckdb_database import DuckDatabase
 
