@@ -1,12 +1,15 @@
 """The PostgreSQL guard holds as tightly as the SQLite one, on a server the test starts.
 
-Spider's concert_singer is loaded into a database of the test's PostgreSQL server, with its keys
-and a few comments. Most tests connect as a read-only role (LOGIN, SELECT only, no TEMP or
-CREATE, temp_file_limit set on it) whose password comes from a password file, never from the
-URL; a few connect as the superuser the server was made with. Every statement of the attack
-corpus (tests/fixtures/guard_corpus_postgres) must end as the corpus says, and afterwards every
-table is byte-identical (row count and a checksum of its rows), with no new table, role or large
-object. Statements that could hang run in a process of their own.
+Spider's concert_singer is loaded into a database of the test's PostgreSQL server, with its keys,
+a few comments, and the adminpack and dblink extensions attackers reach for. Most tests connect
+as a read-only role (LOGIN, SELECT only, no TEMP or CREATE, temp_file_limit set on it) whose
+password comes from a password file, never from the URL; others as the superuser the server was
+made with, which opens only under allow_writable_role. Every statement of the attack corpus
+(tests/fixtures/guard_corpus_postgres) runs as both and must end as the corpus says; afterwards
+every table is byte-identical (row count and a checksum of its rows), no role, collation,
+replication slot or origin, large object, advisory lock or file beside the server's data has
+changed, and nothing returned holds a server file's content or path. Statements that could hang
+run in a process of their own.
 """
 
 from __future__ import annotations
