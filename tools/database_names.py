@@ -13,8 +13,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from sqlchorus.tools.sql_errors import DatabaseOpenError
+
 __all__ = ["DUCKDB_SCHEME", "DUCKDB_SUFFIXES", "ENGINES", "POSTGRES_SCHEMES", "duckdb_path", "engine_of",
-           "file_of", "is_server_url"]
+           "file_of", "is_server_url", "require_file"]
 
 ENGINES = ("sqlite", "postgresql", "duckdb")
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
@@ -57,3 +59,16 @@ def file_of(name: str | os.PathLike[str]) -> Path | None:
     if engine == "postgresql":
         return None
     return duckdb_path(name) if engine == "duckdb" else Path(name).expanduser()
+
+
+def require_file(path: str | os.PathLike[str]) -> None:
+    """Refuse, with one line, a database file that is not there or is not a file.
+
+    Raises:
+        DatabaseOpenError: the file does not exist, or ``path`` is a folder.
+    """
+    if not os.path.exists(path):
+        raise DatabaseOpenError(f"No database at {path}: the file does not exist.")
+    if not os.path.isfile(path):
+        raise DatabaseOpenError(f"{path} is not a file.")
+

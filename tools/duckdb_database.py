@@ -73,6 +73,7 @@ from sqlchorus.tools.duckdb_guard import (
     worker_command,
 )
 from sqlchorus.tools.schema import Column, ForeignKey, Table
+from sqlchorus.tools.database_names import require_file
 from sqlchorus.tools.sql_errors import (
     DatabaseOpenError,
     ExecutionError,
@@ -81,6 +82,7 @@ from sqlchorus.tools.sql_errors import (
     QueryTimeoutError,
     ResourceError,
     SqlError,
+    refusal_reason,
 )
 
 __all__ = [
@@ -296,12 +298,7 @@ def _function_name(node: exp.Func) -> str:
 
 def _refusal_reason(name: str) -> str | None:
     """The reason :data:`REFUSED_FUNCTIONS` gives for ``name`` (the longest matching entry)."""
-    best = None
-    for key, reason in REFUSED_FUNCTIONS.items():
-        if name == key or (key.endswith("_") and name.startswith(key)):
-            if best is None or len(key) > len(best[0]):
-                best = (key, reason)
-    return best[1] if best else None
+    return refusal_reason(name, REFUSED_FUNCTIONS)
 
 
 def _refuse_call(node: exp.Func, name: str, sql: str) -> ForbiddenError:
@@ -509,10 +506,7 @@ def _resolve(path: str | os.PathLike[str]) -> Path:
 def _check_file(path: Path) -> None:
     """Refuse, with one line, what is not a DuckDB file before DuckDB sees it (DuckDB would try to
     load an extension for a SQLite file, and create a missing one)."""
-    if not path.exists():
-        raise DatabaseOpenError(f"No database at {path}: the file does not exist.")
-    if not path.is_file():
-        raise DatabaseOpenError(f"{path} is not a file.")
+    require_file(path)
     with open(path, "rb") as f:
         header = f.read(16)
     if not header:

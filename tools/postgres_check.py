@@ -36,10 +36,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlchorus.tools.sql_errors import DatabaseOpenError, ForbiddenError, NotAQueryError
+from sqlchorus.tools.sql_errors import DatabaseOpenError, ForbiddenError, NotAQueryError, refusal_reason
 
 __all__ = [
-    "ALLOWED_FUNCTIONS", "ALLOWED_TYPES", "MAX_PAD", "REFUSED_FUNCTIONS", "ServerNames",
+    "ALLOWED_FUNCTIONS", "ALLOWED_TYPES", "MAX_PAD", "PLAN_TYPES", "REFUSED_FUNCTIONS", "ServerNames",
     "check_plan", "check_statement", "plan_calls", "refusal",
 ]
 
@@ -209,7 +209,7 @@ ALLOWED_TYPES: frozenset[str] = frozenset(
 ``regclass``, ``regproc``, ``oid``, ``xml``, ``pg_lsn`` and other types of the catalogue or the
 server (whose input functions look things up) are refused."""
 
-_PLAN_TYPES = frozenset({
+PLAN_TYPES = frozenset({
     "smallint", "integer", "bigint", "numeric", "real", "double precision", "text",
     "character varying", "character", "bpchar", "\"char\"", "name", "boolean", "date",
     "time without time zone", "time with time zone", "timestamp without time zone",
@@ -272,12 +272,7 @@ def refusal(name: str) -> str | None:
     >>> refusal("upper") is None
     True
     """
-    best = None
-    for key, reason in REFUSED_FUNCTIONS.items():
-        if name == key or (key.endswith("_") and name.startswith(key)):
-            if best is None or len(key) > len(best[0]):
-                best = (key, reason)
-    return best[1] if best else None
+    return refusal_reason(name, REFUSED_FUNCTIONS)
 
 
 def _refused(name: str, sql: str, how: str = "") -> ForbiddenError:
@@ -707,7 +702,7 @@ def check_plan(plan: Any, sql: str, *, schema: str = "public", names: ServerName
             raise _refused(name, sql, "as the server resolved the query: a padding call not written out")
     for type_name in calls.types:
         base = type_name.removeprefix("pg_catalog.")
-        if base not in _PLAN_TYPES and base.strip('"') not in names.schema_types:
+        if base not in PLAN_TYPES and base.strip('"') not in names.schema_types:
             raise ForbiddenError(f"The cast to {type_name} is not allowed: only plain data types may be cast to; "
                                  "the query was refused.", sql=sql)
     for rel_schema, relation in calls.relations:

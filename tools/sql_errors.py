@@ -85,3 +85,19 @@ def sqlite_error(text: str, refused: str | None, sql: str, budget_s: float) -> S
     if any(marker in text.lower() for marker in _RESOURCE_MESSAGES):
         return ResourceError(f"The query needs more than the guard allows: {text}.", sql=sql)
     return ExecutionError(text, sql=sql)
+
+
+def refusal_reason(name: str, reasons: dict[str, str]) -> str | None:
+    """The reason ``reasons`` (a guard's refused functions: a name, or a prefix ending in ``_``)
+    gives for the function ``name``: the longest matching entry's, or None.
+
+    >>> refusal_reason("pg_read_file", {"pg_": "a server's", "pg_read_file": "reads files"})
+    'reads files'
+    """
+    best = None
+    for key, reason in reasons.items():
+        if name == key or (key.endswith("_") and name.startswith(key)):
+            if best is None or len(key) > len(best[0]):
+                best = (key, reason)
+    return best[1] if best else None
+

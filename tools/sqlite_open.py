@@ -4,9 +4,9 @@ which its worker processes run on their own, without the package."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
 
+from sqlchorus.tools.database_names import require_file
 from sqlchorus.tools.sql_errors import DatabaseOpenError
 from sqlchorus.tools.sqlite_guard import GuardState, open_guarded
 
@@ -14,10 +14,7 @@ from sqlchorus.tools.sqlite_guard import GuardState, open_guarded
 def open_checked(path: str, state: GuardState, *, max_value_bytes: int | None = None) -> sqlite3.Connection:
     """:func:`open_guarded`, after checking that ``path`` is a SQLite file, every failure said as
     a :class:`~sqlchorus.tools.sql_errors.DatabaseOpenError`."""
-    if not os.path.exists(path):
-        raise DatabaseOpenError(f"No database at {path}: the file does not exist.")
-    if not os.path.isfile(path):
-        raise DatabaseOpenError(f"{path} is not a file.")
+    require_file(path)
     with open(path, "rb") as f:
         header = f.read(16)
     if header != b"SQLite format 3\x00":

