@@ -1,4 +1,4 @@
-"""Fidelity of Spider dev's gold SQL on PostgreSQL and DuckDB; prints one JSON line.
+"""Fidelity of Spider dev's gold SQL on PostgreSQL, DuckDB and MySQL/MariaDB; prints one JSON line.
 
 For every Spider dev question whose database exists, the gold SQL runs on SQLite and, transpiled
 by sqlglot from SQLite's dialect, on each engine given, against the databases that
@@ -22,11 +22,13 @@ significant digits), ``value types`` (equal once every value is text, e.g. ``'1'
 ``other``.
 
 Connections are read-only: psycopg with ``default_transaction_read_only=on`` and a
-``statement_timeout``; DuckDB opened ``read_only`` and interrupted at the time limit; SQLite with
-a progress handler. No query can run longer than ``--timeout`` seconds (10 by default).
+``statement_timeout``; DuckDB opened ``read_only`` and interrupted at the time limit; PyMySQL in a
+read-only session with ``max_statement_time`` (MariaDB) or ``max_execution_time`` (MySQL); SQLite
+with a progress handler. No query can run longer than ``--timeout`` seconds (10 by default).
 
 Run: ``.venv/bin/python benchmarks/engine_fidelity.py --postgres postgresql://user@host:port/postgres
---duckdb-dir DIR [--details FILE] [--db NAME ...]``. An engine not given is skipped.
+--duckdb-dir DIR --mysql mysql://user@host:port/ [--details FILE] [--db NAME ...]``. An engine not
+given is skipped.
 """
 
 from __future__ import annotations
@@ -46,8 +48,8 @@ from sqlchorus.evaluation.datasets import load_dataset
 from sqlchorus.tools.compare import normalise_rows, spider_order_matters, spider_result_eq
 from sqlchorus.tools.transpile import Names, sqlite_names, transpile
 
-ENGINES = ("postgres", "duckdb")
-DIALECT = {"postgres": "postgres", "duckdb": "duckdb"}
+ENGINES = ("postgres", "duckdb", "mysql")
+DIALECT = {"postgres": "postgres", "duckdb": "duckdb", "mysql": "mysql"}
 
 
 # -- running -------------------------------------------------------------------------------------
@@ -75,13 +77,15 @@ def run_sqlite(path: Path, sql: str, timeout_s: float) -> list[tuple]:
 class Engines:
     """One read-only connection per engine and database, opened on first use."""
 
-    def __init__(self, postgres_url: str | None, duckdb_dir: Path | None, timeout_s: float):
+    def __init__(self, postgres_url: str | None, duckdb_dir: Path | None, timeout_s: float,
+                 mysql_url: str | None = None):
         self.postgres_url, self.duckdb_dir, self.timeout_s = postgres_url, duckdb_dir, timeout_s
+        self.mysql_url = mysql_url
         self.connections: dict[tuple[str, str], Any] = {}
 
     @property
     def names(self) -> list[str]:
-        return [e for e, given in zip(ENGINES, (self.postgres_url, self.duckdb_dir)) if given]
+        return [e for e, given in zip(ENGINES, (self.postgres_url, self.duckdb_dir, self.mysql_url)) if given]
 
     def _connect(self, engine: str, db: str) -> Any:
         key = (engine, db)
@@ -95,6 +99,22 @@ class Engines:
                 params["options"] = (f"-c default_transaction_read_only=on "
                                      f"-c statement_timeout={int(self.timeout_s * 1000)}")
                 self.connections[key] = psycopg.connect(make_conninfo(**params), autocommit=True)
+            elif engine == "mysql":
+                import pymysql
+
+                from sqlchorus.tools.engines import database_url
+                from sqlchorus.tools.mysql_database import connection_parameters
+
+                conn = pymysql.connect(**connection_parameters(database_url(self.mysql_url, db)),
+                                       autocommit=True, charset="utf8mb4")
+                with conn.cursor() as cur:
+                    cur.execute("SELECT VERSION()")
+                    if "mariadb" in str(cur.fetchone()[0]).lower():
+                        cur.execute(f"SET SESSION max_statement_time = {self.timeout_s:g}, tx_read_only = 1")
+                    else:
+                        cur.execute(f"SET SESSION max_execution_time = {int(self.timeout_s * 1000)}, "
+                                    "transaction_read_only = 1")
+                self.connections[key] = conn
             else:
                 import duckdb
 
@@ -106,6 +126,10 @@ class Engines:
         conn = self._connect(engine, db)
         if engine == "postgres":
             return conn.execute(sql).fetchall()
+        if engine == "mysql":
+            with conn.cursor() as cur:
+                cur.execute(sql)
+                return list(cur.fetchall())
         timer = threading.Timer(self.timeout_s, conn.interrupt)
         timer.start()
         try:
@@ -198,14 +222,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--postgres", metavar="URL", help="server with the loaded databases")
     parser.add_argument("--duckdb-dir", metavar="DIR", type=Path, help="folder of <db>.duckdb files")
+    parser.add_argument("--mysql", metavar="URL", help="MySQL or MariaDB server with the loaded databases")
     parser.add_argument("--details", metavar="FILE", type=Path, help="write per-question records (JSON lines)")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per query (default 10)")
     parser.add_argument("--db", action="append", default=[], help="only these databases")
     parser.add_argument("--raw", action="store_true", help="plain sqlglot.transpile, no schema rewrites")
     args = parser.parse_args(argv)
-    engines = Engines(args.postgres, args.duckdb_dir, args.timeout)
+    engines = Engines(args.postgres, args.duckdb_dir, args.timeout, args.mysql)
     if not engines.names:
-        parser.error("give --postgres URL and/or --duckdb-dir DIR")
+        parser.error("give --postgres URL, --duckdb-dir DIR and/or --mysql URL")
     examples = [e for e in load_dataset("spider-dev").examples
                 if e.db_path is not None and (not args.db or e.db_id in args.db)]
     summary: dict[str, Any] = {"questions": len(examples), "transpile": "raw" if args.raw else "schema"}

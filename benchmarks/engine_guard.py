@@ -1,14 +1,15 @@
-"""What the guard costs per statement on SQLite, PostgreSQL and DuckDB, how long each engine takes
-to build a value index, and how each engine's guard ends its attack corpus.
+"""What the guard costs per statement on SQLite, PostgreSQL, DuckDB and MySQL/MariaDB, how long each
+engine takes to build a value index, and how each engine's guard ends its attack corpus.
 
 1. Statements. Every Spider dev gold query whose SQLite database is present (the others are
    counted as ``questions_without_database``) runs on each engine, on the same queries: on
-   SQLite as written, on PostgreSQL and DuckDB transpiled by
+   SQLite as written, on PostgreSQL, DuckDB and MySQL transpiled by
    :func:`sqlchorus.tools.transpile.transpile` with the database's names. Each runs twice per
-   engine: through the guard (``GuardedDatabase`` / ``PostgresDatabase`` / ``DuckDatabase``
-   ``.execute``, a 10 s budget) and raw (a plain ``sqlite3`` read-only connection, a plain psycopg
-   connection in autocommit, a plain ``duckdb.connect(path, read_only=True)``), the raw run
-   fetching at most the guard's row cap. Each database is opened once per engine and way and
+   engine: through the guard (``GuardedDatabase`` / ``PostgresDatabase`` / ``DuckDatabase`` /
+   ``MySQLDatabase`` ``.execute``, a 10 s budget) and raw (a plain ``sqlite3`` read-only
+   connection, a plain psycopg connection in autocommit, a plain ``duckdb.connect(path,
+   read_only=True)``, a plain PyMySQL connection in autocommit), the raw run fetching at most the
+   guard's row cap. Each database is opened once per engine and way and
    reused for all its queries; each query runs once as a warm-up, then once timed
    (``time.perf_counter``). A query that fails to transpile, fails guarded, or fails raw is
    skipped on that engine and counted by where it failed (guarded failures also by error kind:
@@ -25,21 +26,25 @@ to build a value index, and how each engine's guard ends its attack corpus.
    concert_singer as the tests build it (PostgreSQL: the test's loader, extra tables and a
    read-only role with ``temp_file_limit``; DuckDB: the test's file). Per class: cases and
    outcomes as expected; per engine the largest time past a budget. Statements run in this
-   process (the tests run the slow classes in a process each).
+   process (the tests run the slow classes in a process each). MySQL's corpus, which needs the
+   server's files watched and a second database beside the one read, is run by
+   ``tests/test_mysql_guard.py``.
 
 Without ``--postgres`` a throwaway PostgreSQL server is started (``tests/servers.py``'s
-``PostgresServer``: initdb in a temporary folder, as the postgres user when run as root) and
-stopped and removed at the end; without ``--duckdb-dir`` DuckDB files are made in a temporary
-folder. Both are loaded with ``scripts/load_spider_engines.py``'s ``load_database``. Given
-``--postgres URL`` / ``--duckdb-dir DIR`` are expected to hold the databases already (``--load``
-loads what is missing). The guard connects as the URL's role (the server's superuser for a
-throwaway server; the guard's checks do not depend on the role). An engine whose extra (psycopg,
-duckdb) or server programs are missing is reported as skipped.
+``PostgresServer``: initdb in a temporary folder, as the postgres user when run as root), and
+without ``--mysql`` a throwaway MariaDB server (``MariaDBServer``, likewise), each stopped and
+removed at the end; without ``--duckdb-dir`` DuckDB files are made in a temporary folder. All are
+loaded with ``scripts/load_spider_engines.py``'s ``load_database``. Given ``--postgres URL`` /
+``--mysql URL`` / ``--duckdb-dir DIR`` are expected to hold the databases already (``--load``
+loads what is missing). The guard connects as the URL's role or user (the server's administrator
+for a throwaway server, let open as ``--allow-writable-role`` does; the guard's checks do not
+depend on the user). An engine whose extra (psycopg, duckdb, pymysql) or server programs are
+missing is reported as skipped.
 
 Prints one JSON line; progress goes to standard error.
 
     SQLCHORUS_DATA=/work/shared/data .venv/bin/python benchmarks/engine_guard.py \
-        [--postgres URL] [--duckdb-dir DIR] [--load] [--limit N] [--corpus] [--skip-index]
+        [--postgres URL] [--mysql URL] [--duckdb-dir DIR] [--load] [--limit N] [--corpus] [--skip-index]
 """
 
 from __future__ import annotations
@@ -71,8 +76,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from conftest import FIXTURES, load_pairs  # the suite's one fixture reader
 
-ENGINES = ("sqlite", "postgres", "duckdb")
-DIALECT = {"postgres": "postgresql", "duckdb": "duckdb"}
+ENGINES = ("sqlite", "postgres", "duckdb", "mysql")
+DIALECT = {"postgres": "postgresql", "duckdb": "duckdb", "mysql": "mysql"}
 TIMEOUT_S = 10.0
 
 
@@ -97,10 +102,18 @@ def summary(values: list[float]) -> dict[str, float] | None:
 
 
 class Targets:
-    """Where each engine's copy of a Spider database is: a PostgreSQL server URL, a DuckDB folder."""
+    """Where each engine's copy of a Spider database is: a PostgreSQL server URL, a DuckDB folder,
+    a MySQL or MariaDB server URL."""
 
-    def __init__(self, postgres_url: str | None, duckdb_dir: Path | None, skipped: dict[str, str]):
+    def __init__(self, postgres_url: str | None, duckdb_dir: Path | None, skipped: dict[str, str],
+                 mysql_url: str | None = None):
         self.postgres_url, self.duckdb_dir, self.skipped = postgres_url, duckdb_dir, skipped
+        self.mysql_url = mysql_url
+
+    def my_url(self, db_id: str) -> str:
+        from sqlchorus.tools.engines import database_url
+
+        return database_url(self.mysql_url, db_id)
 
     @property
     def engines(self) -> list[str]:
@@ -126,6 +139,11 @@ class Targets:
             # administrator may (the guard's reads are the same under any role).
             options.setdefault("allow_writable_role", True)
             return PostgresDatabase(self.pg_url(db_id), **options)
+        if engine == "mysql":
+            from sqlchorus.tools.mysql_database import MySQLDatabase
+
+            options.setdefault("allow_writable_role", True)  # as for PostgreSQL's administrator
+            return MySQLDatabase(self.my_url(db_id), **options)
         from sqlchorus.tools.duckdb_database import DuckDatabase
 
         return DuckDatabase(self.duck_path(db_id), **options)
@@ -139,12 +157,18 @@ class Targets:
             import psycopg
 
             return psycopg.connect(self.pg_url(db_id), autocommit=True)
+        if engine == "mysql":
+            import pymysql
+
+            from sqlchorus.tools.mysql_database import connection_parameters
+
+            return pymysql.connect(**connection_parameters(self.my_url(db_id)), autocommit=True, charset="utf8mb4")
         import duckdb
 
         return duckdb.connect(str(self.duck_path(db_id)), read_only=True)
 
 
-def missing_extras(postgres_given: bool) -> dict[str, str]:
+def missing_extras(postgres_given: bool, mysql_given: bool = False) -> dict[str, str]:
     skipped = {}
     if importlib.util.find_spec("psycopg") is None:
         skipped["postgres"] = "psycopg is not installed (pip install 'sqlchorus[postgres]')"
@@ -155,14 +179,21 @@ def missing_extras(postgres_given: bool) -> dict[str, str]:
             skipped["postgres"] = "no --postgres URL and PostgreSQL's server programs are not installed"
     if importlib.util.find_spec("duckdb") is None:
         skipped["duckdb"] = "duckdb is not installed (pip install 'sqlchorus[duckdb]')"
+    if importlib.util.find_spec("pymysql") is None:
+        skipped["mysql"] = "PyMySQL is not installed (pip install 'sqlchorus[mysql]')"
+    elif not mysql_given:
+        from servers import mariadb_bin
+
+        if mariadb_bin() is None:
+            skipped["mysql"] = "no --mysql URL and MariaDB's server programs are not installed"
     return skipped
 
 
 @contextlib.contextmanager
 def engines_ready(args: argparse.Namespace, sqlite_paths: list[Path]) -> Iterator[Targets]:
     """The engines' copies of the databases: given, or made here and removed at the end."""
-    skipped = missing_extras(bool(args.postgres))
-    server = None
+    skipped = missing_extras(bool(args.postgres), bool(args.mysql))
+    server = maria = None
     folder = None
     try:
         postgres_url = args.postgres
@@ -172,25 +203,37 @@ def engines_ready(args: argparse.Namespace, sqlite_paths: list[Path]) -> Iterato
             log("starting a throwaway PostgreSQL server")
             server = PostgresServer().start()
             postgres_url = server.url()
+        mysql_url = args.mysql
+        if "mysql" not in skipped and not mysql_url:
+            from servers import MariaDBServer
+
+            log("starting a throwaway MariaDB server")
+            maria = MariaDBServer().start()
+            mysql_url = maria.url("")
         duckdb_dir = args.duckdb_dir
         if "duckdb" not in skipped and duckdb_dir is None:
             folder = Path(tempfile.mkdtemp(prefix="engine-guard-duckdb-"))
             duckdb_dir = folder
         load_pg = "postgres" not in skipped and (server is not None or args.load)
         load_duck = "duckdb" not in skipped and (folder is not None or args.load)
-        if load_pg or load_duck:
+        load_my = "mysql" not in skipped and (maria is not None or args.load)
+        if load_pg or load_duck or load_my:
             from load_spider_engines import load_database
 
             start = time.perf_counter()
             for path in sqlite_paths:
                 load_database(path, postgres_url=postgres_url if load_pg else None,
-                              duckdb_path=duckdb_dir if load_duck else None)
+                              duckdb_path=duckdb_dir if load_duck else None,
+                              mysql_url=mysql_url if load_my else None)
             log(f"loaded {len(sqlite_paths)} databases in {time.perf_counter() - start:.1f} s")
-        yield Targets(postgres_url, duckdb_dir, skipped)
+        yield Targets(postgres_url, duckdb_dir, skipped, mysql_url)
     finally:
         if server is not None:
             server.stop()
             log("PostgreSQL server stopped and removed")
+        if maria is not None:
+            maria.stop()
+            log("MariaDB server stopped and removed")
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -199,6 +242,11 @@ def engines_ready(args: argparse.Namespace, sqlite_paths: list[Path]) -> Iterato
 
 
 def fetch_raw(conn: Any, sql: str) -> None:
+    if hasattr(conn, "cursor") and type(conn).__module__.startswith("pymysql"):
+        with conn.cursor() as cur:  # PyMySQL's connections run statements through a cursor only
+            cur.execute(sql)
+            cur.fetchmany(DEFAULT_MAX_ROWS)
+        return
     conn.execute(sql).fetchmany(DEFAULT_MAX_ROWS)
 
 
@@ -387,6 +435,9 @@ def corpora(targets: Targets, source: Path) -> dict:
                                          lambda budget: GuardedDatabase(source, timeout_s=budget))
             elif engine == "postgres":
                 out[engine] = postgres_corpus(targets, source)
+            elif engine == "mysql":
+                out[engine] = {"skipped": "tests/test_mysql_guard.py runs MySQL's corpus, as the read-only "
+                                          "user and as the administrator"}
             else:
                 out[engine] = duckdb_corpus(source)
         except Exception as e:  # noqa: BLE001  a corpus that could not be set up; the others run
@@ -401,15 +452,19 @@ def corpora(targets: Targets, source: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--postgres", metavar="URL", help="server with the loaded databases (default: start one)")
+    parser.add_argument("--mysql", metavar="URL",
+                        help="MySQL or MariaDB server with the loaded databases (default: start a MariaDB one)")
     parser.add_argument("--duckdb-dir", metavar="DIR", type=Path,
                         help="folder of <db>.duckdb files (default: load into a temporary folder)")
-    parser.add_argument("--load", action="store_true", help="load what is missing into the given --postgres/--duckdb-dir")
+    parser.add_argument("--load", action="store_true",
+                        help="load what is missing into the given --postgres/--mysql/--duckdb-dir")
     parser.add_argument("--limit", type=int, help="gold queries at most")
     parser.add_argument("--corpus", action="store_true", help="also run each engine's attack corpus")
     parser.add_argument("--skip-index", action="store_true", help="do not time the value index")
     args = parser.parse_args(argv)
     # The guard warns once per database that a superuser could write; expected here.
     logging.getLogger("sqlchorus.tools.postgres_database").setLevel(logging.ERROR)
+    logging.getLogger("sqlchorus.tools.mysql_database").setLevel(logging.ERROR)
     logging.getLogger("sqlglot").setLevel(logging.ERROR)  # the corpus's non-queries parse as commands
     start = time.perf_counter()
     by_db: dict[str, tuple[Path, list[tuple[int, str]]]] = {}

@@ -66,10 +66,11 @@ def earlier_text(candidate: dict, no_sql: int = 0) -> str:
     return "".join(f"{line}\n" for line in lines)
 
 
-def examples_text(settings: Any) -> str:
-    """The fixer's few-shot examples, laid out as the task is, each followed by its answer."""
+def examples_text(settings: Any, dialect: str = "sqlite") -> str:
+    """The fixer's few-shot examples, laid out as the task is, each followed by its answer; their
+    SQL and results those of the database's ``dialect``."""
     blocks = []
-    for i, ex in enumerate(fewshot.examples(NODE, settings), 1):
+    for i, ex in enumerate(fewshot.examples(NODE, settings, dialect), 1):
         schema = render_view(fewshot.schema_of(ex["schema"]), settings.schema_format, sample_values=0)
         values = values_text({key: [{"value": v} for v in shown] for key, shown in (ex.get("values") or {}).items()})
         blocks.append(
@@ -87,7 +88,7 @@ def fix_candidates(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
     beta = context.settings.fix_rounds
     changed, usage, errors = [], [], []
     answers: dict[tuple[str, bool], str | ModelCallError] = {}  # one call per distinct request in a round
-    examples = examples_text(context.settings)
+    examples = examples_text(context.settings, context.db.dialect)
     for candidate in state.get("candidates") or []:
         if not can_fix(candidate, beta):
             continue

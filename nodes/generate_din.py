@@ -111,11 +111,12 @@ def _shot(kind: str, ex: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _examples_text(kind: str, settings: Any) -> str:
-    """Examples grouped by database, each database's schema shown once in the run's format."""
+def _examples_text(kind: str, settings: Any, dialect: str = "sqlite") -> str:
+    """Examples grouped by database, each database's schema shown once in the run's format; their
+    SQL in the database's ``dialect``."""
     blocks: list[str] = []
     current = None
-    for ex in fewshot.examples(kind, settings):
+    for ex in fewshot.examples(kind, settings, dialect):
         if ex.get("schema") and ex.get("db_id") != current:
             current = ex.get("db_id")
             blocks.append("Database schema:\n" + render_view(fewshot.schema_of(ex["schema"]), settings.schema_format, sample_values=0))
@@ -152,7 +153,7 @@ def generate_din(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
 
     classify_text = ask(
         prompts.render(
-            CLASSIFY_PROMPT, examples=_examples_text(CLASSIFY_PROMPT, settings), schema=view,
+            CLASSIFY_PROMPT, examples=_examples_text(CLASSIFY_PROMPT, settings, context.db.dialect), schema=view,
             values=retrieved, schema_links=links, question=question, evidence=evidence,
         ),
         "generation",
@@ -170,7 +171,8 @@ def generate_din(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
 
     kind = PROMPT_OF_CLASS[label]
     values: dict[str, Any] = {
-        "examples": _examples_text(kind, settings), "schema": view, "values": retrieved, "schema_links": links,
+        "examples": _examples_text(kind, settings, context.db.dialect), "schema": view, "values": retrieved,
+        "schema_links": links,
         "question": question, "evidence": evidence,
     }
     if kind == "din_hard":

@@ -23,13 +23,13 @@ NODE = "generate_direct"
 KEY = "direct"
 
 
-def _examples_text(settings) -> str:
-    return "\n".join(f"Question: {ex['question']}\nSQL: {ex['sql']}" for ex in fewshot.examples(NODE, settings))
+def _examples_text(settings, dialect: str = "sqlite") -> str:
+    return "\n".join(f"Question: {ex['question']}\nSQL: {ex['sql']}" for ex in fewshot.examples(NODE, settings, dialect))
 
 
 def generate_direct(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
     return generate_once(
-        state, runtime.context, node=NODE, generator=KEY, examples=_examples_text(runtime.context.settings),
+        state, runtime.context, node=NODE, generator=KEY, examples=_examples_text(runtime.context.settings, runtime.context.db.dialect),
         grammar_tables=list(state.get("links") or {}),
     )
 

@@ -24,16 +24,18 @@ NODE = "generate_divide_conquer"
 KEY = "divide_conquer"
 
 
-def _examples_text(settings) -> str:
+def _examples_text(settings, dialect: str = "sqlite") -> str:
     return "\n\n".join(
         f"**************************\nDatabase Info\n{ex['schema']}\n**************************\n"
         f"Question: {ex['question']}\nHint: {ex['evidence']}\n**************************\n{ex['answer']}"
-        for ex in fewshot.examples(NODE, settings)
+        for ex in fewshot.examples(NODE, settings, dialect)
     )
 
 
 def generate_divide_conquer(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
-    return generate_once(state, runtime.context, node=NODE, generator=KEY, examples=_examples_text(runtime.context.settings))
+    context = runtime.context
+    return generate_once(state, context, node=NODE, generator=KEY,
+                         examples=_examples_text(context.settings, context.db.dialect))
 
 
 GENERATOR = Generator(

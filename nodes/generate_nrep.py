@@ -74,8 +74,8 @@ def _example_schema(example: dict[str, Any], view: View) -> str:
     )
 
 
-def _shots(prompt: str, question: str, evidence: str, settings: Any) -> list[dict[str, Any]]:
-    return fewshot.retrieve(prompt, question, SHOTS, evidence=evidence, settings=settings)
+def _shots(prompt: str, question: str, evidence: str, settings: Any, dialect: str = "sqlite") -> list[dict[str, Any]]:
+    return fewshot.retrieve(prompt, question, SHOTS, evidence=evidence, settings=settings, dialect=dialect)
 
 
 def _link_examples(fmt: str, question: str, evidence: str, settings: Any) -> str:
@@ -87,9 +87,9 @@ def _link_examples(fmt: str, question: str, evidence: str, settings: Any) -> str
     return "\n\n".join(parts)
 
 
-def _generation_examples(question: str, evidence: str, view: View, settings: Any) -> str:
+def _generation_examples(question: str, evidence: str, view: View, settings: Any, dialect: str = "sqlite") -> str:
     parts = []
-    for ex in _shots(GENERATE_PROMPT, question, evidence, settings):
+    for ex in _shots(GENERATE_PROMPT, question, evidence, settings, dialect):
         schema = _example_schema(ex, view)
         parts.append(
             f"Database schema:\n{schema}\nQuestion: {ex['question']}\nHint: {ex.get('evidence') or '(none)'}\n"
@@ -155,7 +155,7 @@ def generate_nrep(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
         )
         prompt = prompts.render(
             GENERATE_PROMPT,
-            examples=_generation_examples(question, state.get("evidence") or "", view, settings),
+            examples=_generation_examples(question, state.get("evidence") or "", view, settings, context.db.dialect),
             schema=schema,
             question=question,
             evidence=evidence,

@@ -31,18 +31,20 @@ def derive_examples(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**ex, "plan": plan_for_schema(ex["schema"], ex["sql"])} for ex in examples]
 
 
-def _examples_text(settings) -> str:
+def _examples_text(settings, dialect: str = "sqlite") -> str:
     return "\n\n".join(
         f"**************************\nDatabase Info\n{ex['schema']}\n**************************\n"
         f"Answer Repeating the question and evidence, and generating the SQL with a query plan.\n"
         f"Question: {ex['question']}\nEvidence: {ex['evidence']}\n**Query Plan**:\n{ex['plan']}\n\n"
         f"**Final Optimized SQL Query:**\n{ex['sql']}"
-        for ex in fewshot.examples(NODE, settings)
+        for ex in fewshot.examples(NODE, settings, dialect)
     )
 
 
 def generate_query_plan(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
-    return generate_once(state, runtime.context, node=NODE, generator=KEY, examples=_examples_text(runtime.context.settings))
+    context = runtime.context
+    return generate_once(state, context, node=NODE, generator=KEY,
+                         examples=_examples_text(context.settings, context.db.dialect))
 
 
 GENERATOR = Generator(

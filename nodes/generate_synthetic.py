@@ -48,8 +48,8 @@ def _quote(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-def _other_database(settings: Settings) -> tuple[str, str, str]:
-    shots = fewshot.examples(SCHEMA_PROMPT, settings)
+def _other_database(settings: Settings, dialect: str = "sqlite") -> tuple[str, str, str]:
+    shots = fewshot.examples(SCHEMA_PROMPT, settings, dialect)
     lines = []
     for i, ex in enumerate(shots, 1):
         hint = f" (Hints: {ex['evidence']})" if ex.get("evidence") else ""
@@ -105,7 +105,7 @@ def generate_synthetic(state: GeneratorInput, runtime: Runtime[Context]) -> dict
         filtered = schema_view(
             context, state, level="columns" if links else "full", links=links or None, shuffle_seed=seed,
         )
-        other_db, other_schema, other_examples = _other_database(settings)
+        other_db, other_schema, other_examples = _other_database(settings, context.db.dialect)
         prompt = prompts.render(SCHEMA_PROMPT, k=n_t, schema=filtered, other_db=other_db,
                                 other_schema=other_schema, other_examples=other_examples)
         proposed += parse_examples(_ask(context, prompt, temperature, sample, usage, errors, "examples over the linked columns"), n_t)

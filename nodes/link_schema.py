@@ -83,7 +83,8 @@ def _examples_text(context: Context, state: SqlchorusState) -> str:
     counter = schema_counter(context)
     parts: list[str] = []
     used = 0
-    for ex in fewshot.retrieve(fewshot.POOL, state["question"], SHOTS, evidence=state.get("evidence") or "", settings=settings):
+    for ex in fewshot.retrieve(fewshot.POOL, state["question"], SHOTS, evidence=state.get("evidence") or "",
+                               settings=settings, dialect=context.db.dialect):
         schema = render_view(fewshot.schema_of(ex["schema"]), settings.schema_format, sample_values=0)
         text = (
             f"Database schema:\n{schema}\nQ: \"{ex['question']}\"\nHint: {ex.get('evidence') or '(none)'}\n"

@@ -27,10 +27,11 @@ from sqlchorus.tools.verify import same_query
 NODE = "list_write_step"
 
 
-def examples_text(settings: Any = None) -> str:
-    """The first two back-translated examples, each step with the query that writes it."""
+def examples_text(settings: Any = None, dialect: str = "sqlite") -> str:
+    """The first two back-translated examples, each step with the query that writes it (in the
+    database's ``dialect``)."""
     blocks = []
-    for ex in examples("list_plan", settings)[:2]:
+    for ex in examples("list_plan", settings, dialect)[:2]:
         lines = [f"Question: {ex['question']}"]
         for n, s in enumerate(ex["steps"], 1):
             lines.append(f"Step {n}: {s['instruction']}\n```sql\n{s['sql']}\n```")
@@ -80,7 +81,7 @@ def list_write_step(state: dict, runtime: Runtime[Context]) -> dict:
     failures = carried_failures(state)
     prompt = prompts.render(
         NODE,
-        examples=examples_text(context.settings),
+        examples=examples_text(context.settings, context.db.dialect),
         feedback=_feedback(state, failures),
         **shared_values(state),
         **step_values(state),

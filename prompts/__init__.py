@@ -3,6 +3,13 @@
 A template names its inputs as ``{name}``; :func:`render` fills exactly those, so literal braces
 in examples (JSON, SQL) need no escaping. Few-shot examples live in ``<prompt>_examples.json``
 and are replaceable without touching code.
+
+The templates and examples are written in SQLite's SQL. Every other engine's examples are the
+same ones carried into its SQL (``examples_<dialect>.json``, built by
+``scripts/build_dialect_examples.py``: transpiled, and run on a copy of each example's database
+on that engine), each file holding, per prompt, what differs from SQLite's example, and ``null``
+for an example that could not be carried, which that engine's prompts leave out (the file's
+``not_carried`` says why).
 """
 
 from __future__ import annotations
@@ -36,10 +43,50 @@ def load(name: str) -> str:
 
 
 @cache
-def examples(name: str) -> list[dict[str, Any]]:
-    """The few-shot examples shipped for prompt ``name``."""
+def examples(name: str, dialect: str = "sqlite") -> list[dict[str, Any]]:
+    """The few-shot examples shipped for prompt ``name``, in ``dialect``'s SQL (sqlglot's name of
+    an engine's dialect): SQLite's as written, another engine's as carried into its SQL (those that
+    could not be carried left out). A prompt whose examples hold no SQL has the same everywhere."""
     path = resources.files(__package__).joinpath(f"{name}_examples.json")
+    shipped = json.loads(path.read_text(encoding="utf-8"))
+    if dialect == "sqlite" or dialect not in DIALECT_NAMES:
+        return shipped
+    return carried(name, shipped, dialect)
+
+
+@cache
+def dialect_examples(dialect: str) -> dict[str, Any]:
+    """The file of examples carried into ``dialect``'s SQL: ``examples`` (per prompt, each shipped
+    example's fields that differ there, or None where it could not be carried; the pool as
+    ``fewshot_pool``), ``not_carried`` (each with its prompt, question and why) and ``counts``."""
+    path = resources.files(__package__).joinpath(f"examples_{dialect}.json")
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def carried(name: str, shipped: list[dict[str, Any]], dialect: str) -> list[dict[str, Any]]:
+    """``shipped``, the examples of prompt ``name`` (or the pool's), in ``dialect``'s SQL: each
+    with what :func:`dialect_examples` changes in it, those it could not carry left out; as they are
+    when it holds nothing for ``name`` (examples without SQL).
+
+    Raises:
+        ValueError: the carried file does not match the shipped one (it was built from other
+            examples: ``scripts/build_dialect_examples.py`` makes it again).
+    """
+    changes_of = dialect_examples(dialect)["examples"].get(name)
+    if changes_of is None:
+        return shipped
+    if len(changes_of) != len(shipped):
+        raise ValueError(f"examples_{dialect}.json has {len(changes_of)} examples of {name}, the shipped file "
+                         f"{len(shipped)}: rebuild it with scripts/build_dialect_examples.py.")
+    out = []
+    for example, changes in zip(shipped, changes_of):
+        if changes is None:
+            continue
+        if changes.get("question", example.get("question")) != example.get("question"):
+            raise ValueError(f"examples_{dialect}.json does not match {name}_examples.json "
+                             f"({changes.get('question')!r}): rebuild it with scripts/build_dialect_examples.py.")
+        out.append({**example, **changes})
+    return out
 
 
 def variables(name: str) -> set[str]:
@@ -64,7 +111,7 @@ def render(name: str, **values: Any) -> Prompt:
     return Prompt(_VARIABLE.sub(lambda m: str(values[m.group(1)]), load(name)), name)
 
 
-DIALECT_NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL", "duckdb": "DuckDB"}
+DIALECT_NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL", "duckdb": "DuckDB", "mysql": "MySQL"}
 """How a prompt names each engine's SQL, by sqlglot's dialect name."""
 
 DUCKDB_LAMBDAS = (
@@ -73,6 +120,13 @@ DUCKDB_LAMBDAS = (
 )
 """How DuckDB's prompts ask for lambdas: DuckDB 1.3 brought ``lambda x: ...`` and deprecated the
 arrow form, and DuckDB 2.0 refuses the arrow form (a binder error), though sqlglot reads both."""
+
+MYSQL_QUOTES = (
+    "quote a name that needs it (a keyword, a space) with backticks, as in `order`, never with double "
+    "quotes, which MySQL reads as a string"
+)
+"""How MySQL's prompts ask for quoted names: without ``ANSI_QUOTES`` (the guard takes it out of the
+session's SQL mode) ``"order"`` is a string, so a name quoted the standard way compares a constant."""
 
 _DIALECT_ADVICE = {
     "postgres": [
@@ -87,15 +141,22 @@ _DIALECT_ADVICE = {
         (" Be aware that SQLite has limited built-in date/time functions compared to other sql dialects.",
          f" For lists, {DUCKDB_LAMBDAS}."),
     ],
+    "mysql": [
+        ("use only SQLite functions; use STRFTIME() for dates (for example STRFTIME('%Y', date) for the year)",
+         f"use only MySQL functions; use YEAR(), MONTH() or DATE_FORMAT(date, '%Y') for parts of dates; {MYSQL_QUOTES}"),
+        (" Be aware that SQLite has limited built-in date/time functions compared to other sql dialects.",
+         f" Names: {MYSQL_QUOTES}."),
+        ("CAST to REAL before dividing", "CAST to DOUBLE before dividing"),
+    ],
 }
 """Advice the templates give for SQLite's SQL, and what each other engine's prompts say instead
-(DuckDB's add how to write a lambda)."""
+(DuckDB's add how to write a lambda, MySQL's how to quote a name)."""
 
 
 def for_dialect(text: str, dialect: str) -> str:
     """A prompt's text for a database of ``dialect`` (sqlglot's name): the templates are written
     for SQLite; another engine's prompts name it instead, with its own advice on dates (and, for
-    DuckDB, on lambdas)."""
+    DuckDB, on lambdas; for MySQL, on quoting names)."""
     if dialect == "sqlite" or dialect not in DIALECT_NAMES:
         return text
     for old, new in _DIALECT_ADVICE.get(dialect, []):

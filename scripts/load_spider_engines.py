@@ -1,7 +1,9 @@
-"""Load Spider's SQLite databases into PostgreSQL and DuckDB, keeping names, keys and values.
+"""Load Spider's SQLite databases into PostgreSQL, DuckDB and MySQL/MariaDB, keeping names, keys and values.
 
 One PostgreSQL database per Spider database, named after it (``--postgres URL``: a server URL
-whose role can CREATE DATABASE), and one ``<name>.duckdb`` file per database (``--duckdb-dir``).
+whose role can CREATE DATABASE), one ``<name>.duckdb`` file per database (``--duckdb-dir``), and
+one MySQL or MariaDB database per Spider database (``--mysql URL``: ``mysql://`` or ``mariadb://``,
+a user that can CREATE DATABASE; the password from the URL, ``~/.my.cnf`` or ``MYSQL_PWD``).
 Tables and columns keep their SQLite names exactly (quoted identifiers, case kept).
 
 Types follow the SQLite declared type, checked against the data, because SQLite's type affinity
@@ -26,13 +28,23 @@ NULL in the data (they then get a UNIQUE constraint, which both engines require 
 key), the types agree, and every non-NULL referencing tuple exists; otherwise they are skipped and reported. An engine that
 still refuses a key reports it skipped with its message.
 
+MySQL and MariaDB differ where SQLite's results depend on it (:func:`load_mysql`): text compares
+there case-sensitively and without padding only under a binary collation without PAD SPACE
+(``utf8mb4_nopad_bin`` on MariaDB, ``utf8mb4_0900_bin`` on MySQL), which every loaded database
+takes, as SQLite's BINARY compares; text is ``VARCHAR(255)`` (a key needs a bounded length), or
+``LONGTEXT`` when a value is longer (a key on it is then skipped and reported); NUMERIC/DECIMAL
+columns are ``DOUBLE``, which is how SQLite holds them (a ``DECIMAL`` would make ``avg`` and ``/``
+exact decimals that SQLite's doubles are not); DATETIME is ``DATETIME(6)``.
+
 PostgreSQL is loaded with COPY; DuckDB with multi-row INSERT ... VALUES statements in one
 transaction per table (see :data:`DUCKDB_BATCH`; pyarrow, DuckDB's fastest path, is not a
-dependency, and Spider dev is small: 77 tables, 8.5k rows).
+dependency, and Spider dev is small: 77 tables, 8.5k rows); MySQL with multi-row INSERTs.
 
 Run: ``python scripts/load_spider_engines.py --postgres postgresql://user@host:port/postgres
---duckdb-dir DIR [--replace] [--reader-role] [DB ...]``. Prints one line per database and engine,
-then one JSON line of totals.
+--duckdb-dir DIR --mysql mysql://user@host:port/ [--replace] [--reader-role] [DB ...]``. Prints
+one line per database and engine, then one JSON line of totals. ``--reader-role`` is PostgreSQL's
+only: sqlchorus refuses a MySQL user that may read other databases than the one it opens, so one
+reader of every Spider database would be refused on each.
 """
 
 from __future__ import annotations
@@ -50,7 +62,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["Column", "Table", "Schema", "read_schema", "load_database", "load_postgres",
-           "load_duckdb", "main"]
+           "load_duckdb", "load_mysql", "main"]
 
 READER_ROLE = "sqlchorus_reader"
 
@@ -81,6 +93,13 @@ class Column:
             return f"DECIMAL({self.precision[0]},{self.precision[1]})" if self.precision else "DOUBLE"
         return {"bigint": "BIGINT", "double": "DOUBLE", "date": "DATE", "timestamp": "TIMESTAMP",
                 "blob": "BLOB", "text": "VARCHAR"}[self.kind]
+
+    def mysql_type(self, longest: int = 0) -> str:
+        """MySQL's and MariaDB's type; ``longest`` is the column's longest text value."""
+        if self.kind == "text":
+            return "VARCHAR(255)" if longest <= MYSQL_VARCHAR else "LONGTEXT"
+        return {"bigint": "BIGINT", "double": "DOUBLE", "numeric": "DOUBLE", "date": "DATE",
+                "timestamp": "DATETIME(6)", "blob": "LONGBLOB"}[self.kind]
 
 
 @dataclass
@@ -517,21 +536,132 @@ def _duckdb_row(table: Table, row: tuple) -> tuple:
                  for c, v in zip(table.columns, row))
 
 
-# -- both ----------------------------------------------------------------------------------------
+# -- MySQL and MariaDB ---------------------------------------------------------------------------
+
+MYSQL_VARCHAR = 255
+"""Characters a loaded text column holds as ``VARCHAR`` (keys need a bounded length); a column with
+a longer value is ``LONGTEXT``."""
+MYSQL_BATCH = 500
+"""Rows per INSERT statement."""
+
+
+def mysql_quote(name: str) -> str:
+    """A name quoted for MySQL and MariaDB (backquotes; SQLite's names keep their case)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _mysql_connect(server_url: str, database: str | None = None) -> Any:
+    """A PyMySQL connection to the server of ``server_url`` (to ``database`` if given), with the
+    password found as sqlchorus finds it (the URL, ``~/.my.cnf``, ``MYSQL_PWD``)."""
+    import pymysql
+
+    from sqlchorus.tools.engines import database_url
+    from sqlchorus.tools.mysql_database import connection_parameters
+
+    params = connection_parameters(database_url(server_url, database or "mysql"))
+    if database is None:
+        params.pop("database")
+    return pymysql.connect(**params, autocommit=True, charset="utf8mb4")
+
+
+def _mysql_collation(cur: Any) -> str:
+    """The binary collation without PAD SPACE: text compares as SQLite's BINARY does."""
+    cur.execute("SELECT VERSION()")
+    return "utf8mb4_nopad_bin" if "mariadb" in str(cur.fetchone()[0]).lower() else "utf8mb4_0900_bin"
+
+
+def load_mysql(schema: Schema, server_url: str, *, replace: bool = False) -> dict[str, Any]:
+    """Create database ``schema.name`` on the MySQL or MariaDB server and load it; same return
+    shape as :func:`load_postgres`. Keys are added after the rows, each on its own, so that one the
+    server refuses is reported rather than losing its table."""
+    start = time.perf_counter()
+    conn = _mysql_connect(server_url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (schema.name,))
+            exists = cur.fetchone() is not None
+            if exists and not replace:
+                return {"status": "exists", "tables": 0, "rows": 0, "seconds": 0.0, "skipped_keys": []}
+            if exists:
+                cur.execute(f"DROP DATABASE {mysql_quote(schema.name)}")
+            collation = _mysql_collation(cur)
+            cur.execute(f"CREATE DATABASE {mysql_quote(schema.name)} CHARACTER SET utf8mb4 COLLATE {collation}")
+            cur.execute(f"USE {mysql_quote(schema.name)}")
+            cur.execute("SET SESSION foreign_key_checks = 0, unique_checks = 0, sql_mode = 'STRICT_ALL_TABLES'")
+            rows = 0
+            for table in schema.tables:
+                types = [c.mysql_type(_longest(table, i)) for i, c in enumerate(table.columns)]
+                cols = ", ".join(f"{mysql_quote(c.name)} {t}" for c, t in zip(table.columns, types))
+                cur.execute(f"CREATE TABLE {mysql_quote(table.name)} ({cols}) ENGINE=InnoDB")
+                _mysql_insert(cur, table)
+                rows += len(table.rows)
+            skipped: list[str] = []
+            for table in schema.tables:
+                if table.primary_key:
+                    _mysql_try(cur, f"ALTER TABLE {mysql_quote(table.name)} ADD PRIMARY KEY "
+                                    f"({', '.join(mysql_quote(c) for c in table.primary_key)})",
+                               f"{table.name} primary key", skipped)
+                for unique in table.unique_keys:
+                    _mysql_try(cur, f"ALTER TABLE {mysql_quote(table.name)} ADD UNIQUE "
+                                    f"({', '.join(mysql_quote(c) for c in unique)})",
+                               f"{table.name} unique ({', '.join(unique)})", skipped)
+            for table in schema.tables:
+                for fk in table.foreign_keys:
+                    _mysql_try(cur, f"ALTER TABLE {mysql_quote(table.name)} ADD FOREIGN KEY "
+                                    f"({', '.join(mysql_quote(c) for c in fk.columns)}) REFERENCES "
+                                    f"{mysql_quote(fk.parent)} ({', '.join(mysql_quote(c) for c in fk.parent_columns)})",
+                               fk.describe(table.name), skipped)
+            cur.execute("SET SESSION foreign_key_checks = 1, unique_checks = 1")
+            for table in schema.tables:
+                cur.execute(f"ANALYZE TABLE {mysql_quote(table.name)}")
+                cur.fetchall()
+    finally:
+        conn.close()
+    return {"status": "loaded", "tables": len(schema.tables), "rows": rows,
+            "seconds": time.perf_counter() - start, "skipped_keys": skipped}
+
+
+def _longest(table: Table, i: int) -> int:
+    return max((len(row[i]) for row in table.rows if isinstance(row[i], str)), default=0)
+
+
+def _mysql_insert(cur: Any, table: Table) -> None:
+    if not table.rows:
+        return
+    names = ", ".join(mysql_quote(c.name) for c in table.columns)
+    marks = "(" + ", ".join("%s" for _ in table.columns) + ")"
+    for i in range(0, len(table.rows), MYSQL_BATCH):
+        chunk = table.rows[i:i + MYSQL_BATCH]
+        cur.execute(f"INSERT INTO {mysql_quote(table.name)} ({names}) VALUES {', '.join([marks] * len(chunk))}",
+                    [v for row in chunk for v in row])
+
+
+def _mysql_try(cur: Any, statement: str, what: str, skipped: list[str]) -> None:
+    import pymysql
+
+    try:
+        cur.execute(statement)
+    except pymysql.err.Error as e:
+        message = e.args[1] if len(e.args) > 1 else str(e)
+        skipped.append(f"{what}: {str(message).splitlines()[0]}")
+
+
+# -- every engine --------------------------------------------------------------------------------
 
 
 def load_database(sqlite_path: str | Path, *, postgres_url: str | None = None,
-                  duckdb_path: str | Path | None = None, replace: bool = False,
+                  duckdb_path: str | Path | None = None, mysql_url: str | None = None, replace: bool = False,
                   reader_role: bool = False) -> dict[str, Any]:
-    """Load one SQLite database into PostgreSQL (a server URL) and/or DuckDB (a folder, or a
-    path ending in ``.duckdb`` whose stem must be the database's name).
+    """Load one SQLite database into PostgreSQL (a server URL), DuckDB (a folder, or a path
+    ending in ``.duckdb`` whose stem must be the database's name) and/or MySQL or MariaDB (a
+    ``mysql://`` or ``mariadb://`` server URL).
 
-    Returns ``{"database", "postgres": {...}|None, "duckdb": {...}|None, "skipped_keys",
-    "text_columns"}``; keys skipped by the data check are listed once, keys an engine refused
-    under that engine.
+    Returns ``{"database", "postgres": {...}|None, "duckdb": {...}|None, "mysql": {...}|None,
+    "skipped_keys", "text_columns"}``; keys skipped by the data check are listed once, keys an
+    engine refused under that engine.
     """
     schema = read_schema(sqlite_path)
-    result: dict[str, Any] = {"database": schema.name, "postgres": None, "duckdb": None,
+    result: dict[str, Any] = {"database": schema.name, "postgres": None, "duckdb": None, "mysql": None,
                               "skipped_keys": schema.skipped_keys, "text_columns": schema.text_columns}
     if postgres_url:
         result["postgres"] = load_postgres(schema, postgres_url, replace=replace, reader_role=reader_role)
@@ -540,6 +670,8 @@ def load_database(sqlite_path: str | Path, *, postgres_url: str | None = None,
         if folder.suffix == ".duckdb":
             folder = folder.parent
         result["duckdb"] = load_duckdb(schema, folder, replace=replace)
+    if mysql_url:
+        result["mysql"] = load_mysql(schema, mysql_url, replace=replace)
     return result
 
 
@@ -561,24 +693,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("databases", nargs="*", help="Spider database names (default: every one found)")
     parser.add_argument("--postgres", metavar="URL", help="PostgreSQL server URL (a role that can CREATE DATABASE)")
     parser.add_argument("--duckdb-dir", metavar="DIR", help="folder for <name>.duckdb files")
+    parser.add_argument("--mysql", metavar="URL",
+                        help="MySQL or MariaDB server URL (mysql://user@host:port/; a user that can CREATE DATABASE)")
     parser.add_argument("--replace", action="store_true", help="drop and recreate what exists")
     parser.add_argument("--reader-role", action="store_true",
-                        help=f"create the read-only role {READER_ROLE} and grant it every loaded database")
+                        help=f"create the read-only PostgreSQL role {READER_ROLE} and grant it every loaded database")
     args = parser.parse_args(argv)
-    if not args.postgres and not args.duckdb_dir:
-        parser.error("give --postgres URL and/or --duckdb-dir DIR")
+    if not args.postgres and not args.duckdb_dir and not args.mysql:
+        parser.error("give --postgres URL, --duckdb-dir DIR and/or --mysql URL")
     totals: dict[str, Any] = {"databases": 0, "tables": 0, "rows": 0,
                               "postgres_seconds": 0.0 if args.postgres else None,
                               "duckdb_seconds": 0.0 if args.duckdb_dir else None,
+                              "mysql_seconds": 0.0 if args.mysql else None,
                               "keys_skipped": [], "columns_kept_as_text": [], "existing_left": []}
     for path in _spider_databases(args.databases):
-        r = load_database(path, postgres_url=args.postgres, duckdb_path=args.duckdb_dir,
+        r = load_database(path, postgres_url=args.postgres, duckdb_path=args.duckdb_dir, mysql_url=args.mysql,
                           replace=args.replace, reader_role=args.reader_role)
         totals["databases"] += 1
         totals["keys_skipped"] += [f"{r['database']}: {k}" for k in r["skipped_keys"]]
         totals["columns_kept_as_text"] += [f"{r['database']}.{c}" for c in r["text_columns"]]
         tables = rows = 0
-        for engine in ("postgres", "duckdb"):
+        for engine in ("postgres", "duckdb", "mysql"):
             e = r[engine]
             if e is None:
                 continue
@@ -591,7 +726,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{e['rows']:>6} rows {e['seconds']:.3f} s", file=sys.stderr, flush=True)
         totals["tables"] += tables
         totals["rows"] += rows
-    for k in ("postgres_seconds", "duckdb_seconds"):
+    for k in ("postgres_seconds", "duckdb_seconds", "mysql_seconds"):
         if totals[k] is not None:
             totals[k] = round(totals[k], 3)
     print(json.dumps(totals))

@@ -1,6 +1,6 @@
 """Servers for tests: `sqlchorus serve` and `sqlchorus mcp` started for real on loopback, gates
 that hold their model calls until a test lets them go, and a PostgreSQL server of the test's own
-(initdb in a temporary folder, stopped at the end)."""
+(initdb in a temporary folder, stopped at the end), and a MariaDB server of the test's own (likewise)."""
 
 from __future__ import annotations
 
@@ -312,6 +312,251 @@ def postgres_of_a_test() -> Iterator[PostgresServer]:
             pytest.fail("PostgreSQL's server programs are not installed, and this run requires them.")
         pytest.skip("PostgreSQL's server programs (initdb, pg_ctl) are not installed: apt-get install postgresql")
     server = PostgresServer().start()
+    try:  # stopped however the test ends, even when it drives this generator by hand and fails
+        yield server
+    finally:
+        server.stop()
+
+
+# -- MariaDB -------------------------------------------------------------------------------------
+
+
+def mariadb_bin() -> Path | None:
+    """The folder of MariaDB's server programs (mariadbd, mariadb-install-db), or None."""
+    for name in ("mariadbd", "mysqld"):
+        found = shutil.which(name) or (f"/usr/sbin/{name}" if os.path.exists(f"/usr/sbin/{name}") else None)
+        if found:
+            return Path(found).resolve().parent
+    return None
+
+
+def _mariadb_program(folder: Path, *names: str) -> str:
+    for name in names:
+        for where in (folder, Path("/usr/bin"), Path("/usr/sbin")):
+            if (where / name).exists():
+                return str(where / name)
+        found = shutil.which(name)
+        if found:
+            return found
+    raise RuntimeError(f"none of {', '.join(names)} is installed: apt-get install mariadb-server")
+
+
+class MariaDBServer:
+    """A MariaDB server in a temporary folder on a loopback port: its own data folder, socket,
+    temporary folder and error log, no option file read (``--no-defaults``), the grant tables
+    in force. ``admin`` is a user with every privilege and no password, known only from
+    127.0.0.1; LOAD_FILE and INTO OUTFILE reach only ``outside`` (``secure_file_priv``), a folder
+    the tests watch.
+
+    MariaDB will not run as root; as root, it runs as the ``mysql`` user the Debian package
+    creates.
+    """
+
+    ADMIN = "sqlchorus"
+    ADMIN_PASSWORD = "admin-Pw-3x9q"
+    """The administrator's password, given in its URLs (so that an option file or MYSQL_PWD a
+    test sets for a read-only user is not used for it)."""
+
+    def __init__(self) -> None:
+        self.bin = mariadb_bin()
+        if self.bin is None:
+            raise RuntimeError("MariaDB's server programs (mariadbd, mariadb-install-db) are not installed: "
+                               "apt-get install mariadb-server")
+        self.user = "mysql" if os.geteuid() == 0 else None
+        if self.user:
+            try:
+                import pwd
+
+                pwd.getpwnam(self.user)
+            except KeyError:
+                raise RuntimeError("running as root and there is no mysql user to run MariaDB as") from None
+        self.folder = Path(tempfile.mkdtemp(prefix="sqlchorus-mariadb-"))
+        self.port = free_port()
+        self.data = self.folder / "data"
+        self.socket = self.folder / "mysqld.sock"
+        self.outside = self.folder / "outside"
+        self.outside.mkdir()
+        self.tmp = self.folder / "tmp"
+        self.tmp.mkdir()
+        self.process: subprocess.Popen | None = None
+        if self.user:
+            for path in (self.folder, self.outside, self.tmp):
+                shutil.chown(path, self.user, self.user)
+
+    def _user_args(self) -> list[str]:
+        return [f"--user={self.user}"] if self.user else []
+
+    def start(self) -> MariaDBServer:
+        install = _mariadb_program(self.bin, "mariadb-install-db", "mysql_install_db")
+        subprocess.run([install, "--no-defaults", *self._user_args(), f"--datadir={self.data}",
+                        "--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve"],
+                       check=True, capture_output=True, timeout=300)
+        self._launch()
+        self.admin_sql(f"CREATE USER '{self.ADMIN}'@'127.0.0.1' IDENTIFIED BY '{self.ADMIN_PASSWORD}'",
+                       f"GRANT ALL PRIVILEGES ON *.* TO '{self.ADMIN}'@'127.0.0.1' WITH GRANT OPTION")
+        return self
+
+    def _launch(self) -> None:
+        server = _mariadb_program(self.bin, "mariadbd", "mysqld")
+        log = self.folder / "error.log"
+        self.process = subprocess.Popen(
+            [server, "--no-defaults", *self._user_args(), f"--datadir={self.data}", f"--socket={self.socket}",
+             f"--port={self.port}", "--bind-address=127.0.0.1", f"--pid-file={self.folder / 'mysqld.pid'}",
+             f"--log-error={log}", "--skip-name-resolve", f"--secure-file-priv={self.outside}",
+             f"--tmpdir={self.tmp}", "--innodb-buffer-pool-size=32M", "--innodb-flush-log-at-trx-commit=0",
+             "--max-connections=300", "--skip-log-bin"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"MariaDB exited ({self.process.returncode}): "
+                                   f"{log.read_text(errors='replace')[-3000:] if log.exists() else ''}")
+            try:
+                self.root().close()
+                return
+            except Exception:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no MariaDB within {START_TIMEOUT_S:g} s")
+            time.sleep(0.2)
+
+    def root(self):
+        """A connection as root over the server's socket (root has no password here)."""
+        import pymysql
+
+        return pymysql.connect(unix_socket=str(self.socket), user="root", autocommit=True, charset="utf8mb4")
+
+    def admin_sql(self, *statements: str, database: str | None = None) -> list[list[tuple]]:
+        """Run ``statements`` as root; each one's rows."""
+        conn = self.root()
+        try:
+            out = []
+            with conn.cursor() as cur:
+                if database:
+                    cur.execute(f"USE `{database}`")
+                for statement in statements:
+                    cur.execute(statement)
+                    out.append(list(cur.fetchall()))
+            return out
+        finally:
+            conn.close()
+
+    def url(self, database: str, user: str = ADMIN, password: str | None = None, scheme: str = "mysql") -> str:
+        """The URL of ``database`` for ``user`` (the administrator's with its password; another's
+        with ``password`` if given, else none: it then comes from the option file or MYSQL_PWD)."""
+        if user == self.ADMIN and password is None:
+            password = self.ADMIN_PASSWORD
+        secret = f":{password}" if password else ""
+        return f"{scheme}://{user}{secret}@127.0.0.1:{self.port}/{database}"
+
+    def new_database(self) -> str:
+        """A fresh, empty database on this server; its name."""
+        name = f"t_{uuid.uuid4().hex[:10]}"
+        self.admin_sql(f"CREATE DATABASE `{name}`")
+        return name
+
+    def reader(self, database: str, user: str, password: str) -> None:
+        """A user that may only read ``database``, with a password (the README's read-only user)."""
+        escaped = database.replace("_", "\\_")
+        self.admin_sql(f"CREATE USER IF NOT EXISTS '{user}'@'127.0.0.1' IDENTIFIED BY '{password}'",
+                       f"GRANT SELECT, SHOW VIEW ON `{escaped}`.* TO '{user}'@'127.0.0.1'")
+
+    def running_statements(self, user: str) -> int:
+        """How many of ``user``'s sessions are running a statement now."""
+        rows = self.admin_sql(
+            "SELECT count(*) FROM information_schema.PROCESSLIST WHERE COMMAND = 'Query' "
+            f"AND USER = '{user}' AND ID <> CONNECTION_ID()")[0]
+        return int(rows[0][0])
+
+    def halt(self) -> None:
+        """Stop the server as a crash would (SIGKILL), keeping its data for :meth:`restart`."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=60)
+
+    def restart(self) -> None:
+        """Start the server again on the same port and data, after :meth:`halt`."""
+        self._launch()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _mysql_type(declared: str) -> str:
+    lowered = (declared or "").lower()
+    if "int" in lowered:
+        return "bigint"
+    if any(t in lowered for t in ("real", "float", "double", "numeric", "decimal")):
+        return "double"
+    return "varchar(255)"
+
+
+def load_sqlite_into_mariadb(server: MariaDBServer, sqlite_path: Path, database: str) -> None:
+    """Copy a SQLite database into the empty database ``database`` of ``server``: names kept as
+    they are, primary and foreign keys kept (a referencing column takes its referenced column's
+    type), text as ``varchar(255)`` (a key must have a bounded length)."""
+    import sqlite3
+
+    src = sqlite3.connect(f"file:{sqlite_path}?mode=ro", uri=True)
+    try:
+        tables = [r[0] for r in src.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                            "AND name NOT LIKE 'sqlite_%' ORDER BY rowid")]
+        info = {t: src.execute(f'PRAGMA table_info("{t}")').fetchall() for t in tables}
+        fks = {t: src.execute(f'PRAGMA foreign_key_list("{t}")').fetchall() for t in tables}
+        types = {(t, c[1].lower()): _mysql_type(c[2]) for t in tables for c in info[t]}
+        for t in tables:
+            for fk in fks[t]:
+                types[(t, fk[3].lower())] = types.get((fk[2], fk[4].lower()), types[(t, fk[3].lower())])
+        rows = {t: src.execute(f'SELECT * FROM "{t}"').fetchall() for t in tables}
+    finally:
+        src.close()
+    conn = server.root()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"USE `{database}`")
+            cur.execute("SET SESSION foreign_key_checks = 0")
+            for t in tables:
+                cols = [f"`{c[1]}` {types[(t, c[1].lower())]}" for c in info[t]]
+                pk = [f"`{c[1]}`" for c in sorted(info[t], key=lambda c: c[5]) if c[5]]
+                if pk:
+                    cols.append(f"PRIMARY KEY ({', '.join(pk)})")
+                for fk in fks[t]:
+                    cols.append(f"FOREIGN KEY (`{fk[3]}`) REFERENCES `{fk[2]}` (`{fk[4]}`)")
+                cur.execute(f"CREATE TABLE `{t}` ({', '.join(cols)}) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4")
+            for t in tables:
+                names = [c[1] for c in info[t]]
+                if rows[t]:
+                    cur.executemany(f"INSERT INTO `{t}` ({', '.join(f'`{n}`' for n in names)}) VALUES "
+                                    f"({', '.join(['%s'] * len(names))})", rows[t])
+            cur.execute("SET SESSION foreign_key_checks = 1")
+    finally:
+        conn.close()
+
+
+def mariadb_of_a_test() -> Iterator[MariaDBServer]:
+    """A MariaDB server of the test's own, for a fixture to yield from and stop at its end.
+    Without MariaDB's server programs (or PyMySQL) the test skips, unless the run requires them
+    (SQLCHORUS_REQUIRE_MARIADB), and then it fails."""
+    missing = None
+    if mariadb_bin() is None:
+        missing = "MariaDB's server programs (mariadbd) are not installed: apt-get install mariadb-server"
+    else:
+        try:
+            import pymysql  # noqa: F401
+        except ImportError:
+            missing = "PyMySQL is not installed: pip install 'sqlchorus[mysql]'"
+    if missing:
+        if os.environ.get("SQLCHORUS_REQUIRE_MARIADB"):
+            pytest.fail(f"{missing}; this run requires it.")
+        pytest.skip(missing)
+    server = MariaDBServer().start()
     try:  # stopped however the test ends, even when it drives this generator by hand and fails
         yield server
     finally:

@@ -74,7 +74,7 @@ def test_where_the_databases_are_is_required_and_checked(tmp_path):
         on_engine(_spider(), "duckdb", None)
     with pytest.raises(EngineTargetError, match="No folder of DuckDB databases"):
         on_engine(_spider(), "duckdb", tmp_path / "absent")
-    with pytest.raises(EngineTargetError, match="Not a PostgreSQL URL"):
+    with pytest.raises(EngineTargetError, match="Not a PostgreSQL or MySQL URL"):
         on_engine(_spider(), "postgresql", "/some/folder")
     result = CliRunner().invoke(cli, ["eval", "--dataset", "spider-dev", "--databases", str(tmp_path)])
     assert result.exit_code == 2 and "go with --engine" in result.output
@@ -103,7 +103,7 @@ def test_the_pipeline_answers_over_duckdb_with_a_scripted_model(duckdb_dir, tmp_
     monkeypatch.setattr("sqlchorus.core.models.resolve_model", lambda spec, **kw: model)
     limit = 8
     result = CliRunner().invoke(cli, ["eval", "--dataset", "spider-dev", "--limit", str(limit), "--engine", "duckdb",
-                                      "--databases", str(duckdb_dir), "--model", "x:y", "--out",
+                                      "--databases", str(duckdb_dir), "--model", "openai:x", "--out",
                                       str(tmp_path / "run"), "--json"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout.splitlines()[-1])
@@ -114,7 +114,7 @@ def test_the_pipeline_answers_over_duckdb_with_a_scripted_model(duckdb_dir, tmp_
     meta = json.loads((tmp_path / "run" / "run.json").read_text(encoding="utf-8"))
     assert meta["engine"] == "duckdb"
     # The same folder does not resume as a run on another engine.
-    again = CliRunner().invoke(cli, ["eval", "--dataset", "spider-dev", "--limit", str(limit), "--model", "x:y",
+    again = CliRunner().invoke(cli, ["eval", "--dataset", "spider-dev", "--limit", str(limit), "--model", "openai:x",
                                      "--out", str(tmp_path / "run")])
     assert again.exit_code == 2 and "holds a run on duckdb, not on sqlite" in again.output
 
@@ -146,7 +146,7 @@ def test_gold_and_the_pipeline_on_postgresql(postgres, spider, tmp_path, monkeyp
     moved = on_engine(subset(dataset, 6), "postgresql", postgres.url())
     model = oracle_model({e.question: e.gold_sql for e in moved.examples}.get)
     monkeypatch.setattr("sqlchorus.core.models.resolve_model", lambda spec, **kw: model)
-    ran = _eval_limit(6, "--engine", "postgresql", "--databases", postgres.url(), "--model", "x:y",
+    ran = _eval_limit(6, "--engine", "postgresql", "--databases", postgres.url(), "--model", "openai:x",
                       "--out", str(tmp_path / "run"))
     assert ran["n_correct"] == 6 and ran["engine"] == "postgresql"
 

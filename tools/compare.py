@@ -34,7 +34,8 @@ Spider test-suite evaluation (``result_eq`` in ``exec_eval.py`` of test-suite-sq
     same verdict deterministically, and the backtracking search avoids enumerating the full
     product of candidate columns.
 
-Results of other engines (PostgreSQL through psycopg, DuckDB) are first put into those terms by
+Results of other engines (PostgreSQL through psycopg, DuckDB, MySQL and MariaDB through PyMySQL) are
+first put into those terms by
 :func:`normalise_rows`, value by value (:func:`normalise_value`), as SQLite would have returned
 the same data, so that both comparators keep their meaning:
 
@@ -88,7 +89,7 @@ _PLAIN = (type(None), int, float, str, bytes)
 
 
 def normalise_value(value: Any) -> Any:
-    """One value of PostgreSQL or DuckDB as SQLite would hold it (rules in the module docstring)."""
+    """One value of PostgreSQL, DuckDB or MySQL as SQLite would hold it (rules in the module docstring)."""
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, _PLAIN):

@@ -260,14 +260,15 @@ _CONSTRUCTS = frozenset({"case", "cast", "try_cast", "exists", "extract", "colum
 _ALLOWED_TYPE_NAMES = (
     "BIGINT INT SMALLINT TINYINT INT128 UBIGINT UINT UINT128 USMALLINT UTINYINT HUGEINT UHUGEINT "
     "BIGDECIMAL DECIMAL DOUBLE FLOAT BOOLEAN BIT CHAR NCHAR VARCHAR NVARCHAR TEXT "
-    "DATE TIME TIMETZ TIMESTAMP TIMESTAMPTZ TIMESTAMPLTZ TIMESTAMP_S TIMESTAMP_MS TIMESTAMP_NS "
+    "DATE TIME TIMETZ TIMESTAMP TIMESTAMPNTZ TIMESTAMPTZ TIMESTAMPLTZ TIMESTAMP_S TIMESTAMP_MS TIMESTAMP_NS "
     "INTERVAL JSON UUID ARRAY LIST STRUCT MAP VARBINARY BINARY BLOB"
 ).split()
 ALLOWED_TYPES: frozenset[exp.DataType.Type] = frozenset(
     getattr(exp.DataType.Type, n) for n in _ALLOWED_TYPE_NAMES if hasattr(exp.DataType.Type, n)
 )
 """Types a value may be cast to: plain data types (a cast to a type sqlglot does not know, or to
-one of DuckDB's internal types, is refused)."""
+one of DuckDB's internal types, is refused). sqlglot reads DuckDB's ``TIMESTAMP`` as
+``TIMESTAMPNTZ`` (a timestamp without a time zone), which is why both are here."""
 
 _WRITING_NODES: tuple[type[exp.Expression], ...] = tuple(
     getattr(exp, n) for n in

@@ -8,7 +8,10 @@ Python API, the servers, the LangChain tools):
   What the URL leaves out comes from the usual ``PG*`` environment variables and the password
   file (``~/.pgpass`` or ``PGPASSFILE``), as for ``psql``; a password is never shown: traces,
   logs and messages name the database by :func:`display_name`;
-* a DuckDB file: a path ending in ``.duckdb`` or ``.ddb``, or ``duckdb:///path/to/file``.
+* a DuckDB file: a path ending in ``.duckdb`` or ``.ddb``, or ``duckdb:///path/to/file``;
+* a MySQL or MariaDB database: ``mysql://user@host:3306/name`` (or ``mariadb://``). What the URL
+  leaves out comes from the ``[client]`` group of ``~/.my.cnf`` and then ``MYSQL_PWD``, as for
+  the ``mysql`` client; a password is never shown either.
 
 :func:`open_database` opens any of them as a :class:`~sqlchorus.tools.database.Database`.
 """
@@ -24,17 +27,21 @@ from sqlchorus.tools.database_names import (
     DUCKDB_SCHEME,
     DUCKDB_SUFFIXES,
     ENGINES,
+    MYSQL_SCHEMES,
     POSTGRES_SCHEMES,
     duckdb_path,
     engine_of,
     file_of,
     is_server_url,
+    redact_url,
 )
 from sqlchorus.tools.duckdb_database import DuckDatabase
-from sqlchorus.tools.postgres_database import PostgresDatabase, redact_url
+from sqlchorus.tools.mysql_database import MySQLDatabase
+from sqlchorus.tools.postgres_database import PostgresDatabase
 
-__all__ = ["DUCKDB_SCHEME", "DUCKDB_SUFFIXES", "ENGINES", "POSTGRES_SCHEMES", "database_key", "database_name",
-           "database_url", "display_name", "duckdb_path", "engine_of", "file_of", "is_server_url", "open_database"]
+__all__ = ["DUCKDB_SCHEME", "DUCKDB_SUFFIXES", "ENGINES", "MYSQL_SCHEMES", "POSTGRES_SCHEMES", "database_key",
+           "database_name", "database_url", "display_name", "duckdb_path", "engine_of", "file_of", "is_server_url",
+           "open_database", "redact_url"]
 
 
 def display_name(name: str | os.PathLike[str] | Database) -> str:
@@ -58,7 +65,7 @@ def open_database(name: str | os.PathLike[str], **options: Any) -> Database:
     """Open the database ``name`` under its engine's guard.
 
     ``options`` are the guard's (``timeout_s``, ``max_rows``, ``max_bytes``, ``tracer``,
-    ``prestart``, ``workers``, ``client_workers``); PostgreSQL also takes
+    ``prestart``, ``workers``, ``client_workers``); PostgreSQL, MySQL and MariaDB also take
     ``allow_writable_role`` (by default from ``SQLCHORUS_ALLOW_WRITABLE_ROLE``) and
     ``require_readonly_role``.
 
@@ -67,11 +74,13 @@ def open_database(name: str | os.PathLike[str], **options: Any) -> Database:
             its engine), or its engine's extra is not installed.
     """
     engine = engine_of(name)
-    if engine == "postgresql":
+    if engine in ("postgresql", "mysql"):
         if options.get("allow_writable_role") is None:
             # Not said by the caller: the administrator's choice in the environment, as Settings reads it.
             flag = os.environ.get("SQLCHORUS_ALLOW_WRITABLE_ROLE", "").strip().lower()
             options["allow_writable_role"] = flag in ("1", "true", "yes", "on")
+        if engine == "mysql":
+            return MySQLDatabase(str(name), **options)
         return PostgresDatabase(str(name), **options)
     options.pop("require_readonly_role", None)
     options.pop("allow_writable_role", None)
@@ -81,14 +90,16 @@ def open_database(name: str | os.PathLike[str], **options: Any) -> Database:
 
 
 def database_url(server_url: str, database: str) -> str:
-    """The URL of database ``database`` on the server of ``server_url`` (a ``postgresql://`` URL
-    whose own database, if any, is replaced; user, host, port and query are kept).
+    """The URL of database ``database`` on the server of ``server_url`` (a ``postgresql://``,
+    ``mysql://`` or ``mariadb://`` URL whose own database, if any, is replaced; user, host, port
+    and query are kept).
 
     Raises:
-        ValueError: ``server_url`` is not a ``postgresql://`` URL.
+        ValueError: ``server_url`` is not a server's URL.
     """
     if not is_server_url(server_url):
-        raise ValueError(f"Not a PostgreSQL URL (postgresql://user@host:port/): {display_name(server_url)}")
+        raise ValueError(f"Not a PostgreSQL or MySQL URL (postgresql://user@host:port/, mysql://user@host:port/): "
+                         f"{display_name(server_url)}")
     parts = urlsplit(server_url)
     path = "/" + quote(database, safe="")
     if not parts.netloc:  # postgresql:///name: urlunsplit would drop the empty authority
@@ -98,9 +109,10 @@ def database_url(server_url: str, database: str) -> str:
 
 def database_name(db: Database) -> str:
     """The name that opens ``db`` again, without secrets: a file's path (``duckdb://`` before a
-    DuckDB file whose name does not say so), or a PostgreSQL URL without its password (the
-    password then comes from the environment or the password file, as the first time should)."""
-    if db.engine == "postgresql" or db.path is None:
+    DuckDB file whose name does not say so), or a server's URL without its password (the
+    password then comes from the environment or the password or option file, as the first time
+    should)."""
+    if db.engine in ("postgresql", "mysql") or db.path is None:
         return db.location
     if db.engine == "duckdb" and not str(db.path).lower().endswith(DUCKDB_SUFFIXES):
         return f"{DUCKDB_SCHEME}{db.path}"

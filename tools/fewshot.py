@@ -4,6 +4,10 @@ Every prompt's examples live in ``prompts/<prompt>_examples.json``. A user repla
 touching code by pointing ``Settings.examples_dir`` at a folder holding a file of the same name;
 prompts without such a file keep the shipped examples.
 
+The shipped examples are SQLite's SQL; a database of another engine gets them carried into its
+SQL (``dialect``, sqlglot's name of the engine's: see :func:`sqlchorus.prompts.examples`), those
+that could not be carried left out. A user's file is shown as it is written, whatever the engine.
+
 The generic example format, which the N-rep prompts use and :func:`load_train_file` writes::
 
     {"db_id": "college_2", "question": "...", "evidence": "", "sql": "SELECT ...",
@@ -51,12 +55,14 @@ class ExamplesFileError(SqlchorusError, ValueError):
     kind = "examples_file"
 
 
-def examples(name: str, settings: Any = None) -> list[dict[str, Any]]:
-    """The few-shot examples of prompt ``name``: the user's file if there is one, else the shipped one.
+def examples(name: str, settings: Any = None, dialect: str = "sqlite") -> list[dict[str, Any]]:
+    """The few-shot examples of prompt ``name``: the user's file if there is one, else the shipped
+    one in ``dialect``'s SQL.
 
     Args:
         name: the prompt name (the file is ``<name>_examples.json``).
         settings: a ``Settings`` whose ``examples_dir`` may hold a replacement file.
+        dialect: sqlglot's name of the database's dialect (``Database.dialect``).
 
     Raises:
         ExamplesFileError: the user's file exists but is not a usable examples file.
@@ -66,7 +72,7 @@ def examples(name: str, settings: Any = None) -> list[dict[str, Any]]:
         path = Path(folder) / f"{name}_examples.json"
         if path.exists():
             return load_examples_file(path)
-    return prompts.examples(name)
+    return prompts.examples(name, dialect)
 
 
 def load_examples_file(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -307,9 +313,10 @@ when the question has none): BIRD's examples carry evidence and Spider's do not,
 of the question's own kind reads more like it."""
 
 
-def pool(settings: Any = None) -> list[dict[str, Any]]:
+def pool(settings: Any = None, dialect: str = "sqlite") -> list[dict[str, Any]]:
     """The retrieval pool: the user's ``fewshot_pool.json`` in ``Settings.examples_dir`` if there
-    is one, else the shipped pool, as examples in the generic format (each with its schema).
+    is one, else the shipped pool in ``dialect``'s SQL, as examples in the generic format (each
+    with its schema).
 
     Raises:
         ExamplesFileError: the user's file exists but is not a usable pool.
@@ -318,7 +325,7 @@ def pool(settings: Any = None) -> list[dict[str, Any]]:
     path = Path(folder) / f"{POOL}.json" if folder else None
     if path is not None and path.exists():
         return load_pool_file(path)
-    return _shipped_pool()
+    return _shipped_pool(dialect)
 
 
 def user_examples(name: str, settings: Any = None) -> list[dict[str, Any]] | None:
@@ -328,16 +335,19 @@ def user_examples(name: str, settings: Any = None) -> list[dict[str, Any]] | Non
     return load_examples_file(path) if path is not None and path.exists() else None
 
 
-def pool_for(name: str, settings: Any = None) -> list[dict[str, Any]]:
+def pool_for(name: str, settings: Any = None, dialect: str = "sqlite") -> list[dict[str, Any]]:
     """What prompt ``name`` retrieves from: the user's ``<name>_examples.json`` when
     ``examples_dir`` holds one (the way every prompt's examples are replaced), else :func:`pool`."""
     own = user_examples(name, settings)
-    return own if own is not None else pool(settings)
+    return own if own is not None else pool(settings, dialect)
 
 
 @cache
-def _shipped_pool() -> list[dict[str, Any]]:
-    return _pool_examples(json.loads(resources.files(prompts).joinpath(f"{POOL}.json").read_text(encoding="utf-8")), POOL)
+def _shipped_pool(dialect: str = "sqlite") -> list[dict[str, Any]]:
+    data = json.loads(resources.files(prompts).joinpath(f"{POOL}.json").read_text(encoding="utf-8"))
+    if dialect != "sqlite" and dialect in prompts.DIALECT_NAMES:
+        data = {**data, "examples": prompts.carried(POOL, data["examples"], dialect)}
+    return _pool_examples(data, POOL)
 
 
 def load_pool_file(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -564,11 +574,12 @@ def most_similar(
 _RETRIEVERS: dict[tuple[Any, ...], Retriever] = {}
 
 
-def retrieve(name: str, question: str, k: int, *, evidence: str = "", settings: Any = None) -> list[dict[str, Any]]:
-    """The ``k`` examples of prompt ``name``'s pool (:func:`pool_for`) most similar to the
-    question: by the embeddings of ``Settings.value_embedder``'s local model when one is set and
-    loads, otherwise lexically. The retriever of a pool is built once per process."""
-    examples = pool_for(name, settings)
+def retrieve(name: str, question: str, k: int, *, evidence: str = "", settings: Any = None,
+             dialect: str = "sqlite") -> list[dict[str, Any]]:
+    """The ``k`` examples of prompt ``name``'s pool (:func:`pool_for`, in ``dialect``'s SQL) most
+    similar to the question: by the embeddings of ``Settings.value_embedder``'s local model when one
+    is set and loads, otherwise lexically. The retriever of a pool is built once per process."""
+    examples = pool_for(name, settings, dialect)
     model = getattr(settings, "value_embedder", None)
     key = (tuple(ex["question"] for ex in examples), tuple(ex["sql"] for ex in examples), model)
     retriever = _RETRIEVERS.get(key)

@@ -30,7 +30,10 @@ Design choices:
 * Per dialect (``dialect``, sqlglot's name of the engine): SQLite and DuckDB match names
   case-insensitively, so the above holds. PostgreSQL folds an unquoted name to lower case, so
   there a name with a capital letter is admitted only double-quoted as the schema spells it
-  (``"Country"``), and its reserved words are quoted as well (``"user"``).
+  (``"Country"``), and its reserved words are quoted as well (``"user"``). MySQL (and MariaDB)
+  quotes with backticks (a double-quoted word is a string there), its reserved words among the
+  quoted (```rank```, ```year_month```); its column names match in any case, its table names only
+  as the schema spells them (they are file names on most systems).
 
 :func:`matches` is a small recogniser for the GBNF subset written here (literals, character
 classes, rule references, groups, alternatives and ``* + ?``). It lets tests check, without
@@ -43,6 +46,8 @@ import functools
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+
+from sqlglot.dialects.mysql import MySQL
 
 from sqlchorus.tools.errors import SqlchorusError
 from sqlchorus.tools.schema import DatabaseSchema
@@ -72,6 +77,16 @@ _POSTGRES_KEYWORDS = _KEYWORDS | frozenset(
     analyse any array asymmetric both current_catalog current_role current_schema current_user
     do false fetch grant lateral leading localtime localtimestamp only placing returning
     session_user some symmetric trailing true user variadic window
+    """.split()
+)
+
+# MySQL's and MariaDB's reserved words (sqlglot's list of MySQL's, which follows MySQL's manual,
+# and MariaDB's own besides), quoted there as names besides the SQLite keywords above.
+_MYSQL_KEYWORDS = _KEYWORDS | frozenset(w.lower() for w in MySQL.Generator.RESERVED_KEYWORDS) | frozenset(
+    """
+    current_role delete_domain_id do_domain_ids general ignore_domain_ids ignore_server_ids
+    master_heartbeat_period offset page_checksum parse_vcol_expr position_columns returning
+    ref_system_id slow stats_auto_recalc stats_persistent stats_sample_pages
     """.split()
 )
 
@@ -121,7 +136,7 @@ limit ::= kw-limit " " [1-9] ([0-9] ([0-9] [0-9]?)?)?
 
 def schema_grammar(schema: DatabaseSchema, dialect: str = "sqlite") -> str:
     """A GBNF grammar whose sentences are single SELECT queries over ``schema``'s names, as
-    ``dialect`` (``sqlite``, ``duckdb``, ``postgres``) reads them.
+    ``dialect`` (``sqlite``, ``duckdb``, ``postgres``, ``mysql``) reads them.
 
     The result is deterministic: the same schema always gives the same text.
 
@@ -130,7 +145,7 @@ def schema_grammar(schema: DatabaseSchema, dialect: str = "sqlite") -> str:
     """
     if not schema.tables:
         raise ValueError(f"Schema {schema.name!r} has no tables to build a grammar from.")
-    tables = _unique((t.name for t in schema.tables), dialect)
+    tables = _unique((t.name for t in schema.tables), dialect, tables=True)
     columns = _unique((c.name for t in schema.tables for c in t.columns), dialect)
     lines = [_BODY.strip()]
     lines.append("table ::= " + " | ".join(_name_literal(n, dialect) for n in tables))
@@ -226,19 +241,26 @@ def _bare(name: str, dialect: str) -> bool:
     """Whether ``name`` may be written without quotes in ``dialect`` and still mean itself."""
     if dialect == "postgres":  # unquoted names fold to lower case there
         return bool(_PLAIN.match(name)) and name == name.lower() and name not in _POSTGRES_KEYWORDS
+    if dialect == "mysql":
+        return bool(_PLAIN.match(name)) and name.lower() not in _MYSQL_KEYWORDS
     return bool(_PLAIN.match(name)) and name.lower() not in _KEYWORDS
 
 
 def _quoted(name: str, dialect: str = "sqlite") -> str:
-    return name if _bare(name, dialect) else '"' + name.replace('"', '""') + '"'
+    if _bare(name, dialect):
+        return name
+    if dialect == "mysql":  # backticks: without ANSI_QUOTES a double-quoted word is a string
+        return "`" + name.replace("`", "``") + "`"
+    return '"' + name.replace('"', '""') + '"'
 
 
-def _unique(names, dialect: str = "sqlite") -> list[str]:
+def _unique(names, dialect: str = "sqlite", tables: bool = False) -> list[str]:
     # Each name as the schema spells it and in lower case (SQLite and DuckDB names are
     # case-insensitive and small models tend to write them in lower case; PostgreSQL's quoted
-    # names are not, so there only the schema's spelling). Longest first, then alphabetical: a
-    # stable order in which a name comes before any name that is a prefix of it.
-    if dialect == "postgres":
+    # names are not, nor MySQL's table names, so there only the schema's spelling). Longest
+    # first, then alphabetical: a stable order in which a name comes before any name that is a
+    # prefix of it.
+    if dialect == "postgres" or (dialect == "mysql" and tables):
         spellings = set(names)
     else:
         spellings = {spelling for name in names for spelling in (name, name.lower())}

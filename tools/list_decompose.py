@@ -137,7 +137,7 @@ def decompose(
         DecomposeError: the text is empty, does not parse, or is not exactly one query.
     """
     tree = _parse(sql, dialect)
-    builder = _Builder(dialect, _column_map(schema))
+    builder = _Builder(sql_text.writer(dialect), _column_map(schema))
     builder.query(tree, _Context())
     if not builder.steps:
         raise DecomposeError("The query produced no steps.")
@@ -381,7 +381,7 @@ def _set_operation_name(node: exp.SetOperation) -> str:
     return name if node.args.get("distinct", True) else f"{name} ALL"
 
 
-def _tail_elements(query: exp.Expression, dialect: str) -> str:
+def _tail_elements(query: exp.Expression, dialect: Any) -> str:
     parts = []
     if query.args.get("limit") is not None:
         parts.append(query.args["limit"].sql(dialect=dialect).strip())
@@ -394,7 +394,7 @@ def _tail_elements(query: exp.Expression, dialect: str) -> str:
 
 
 class _Builder:
-    def __init__(self, dialect: str, columns: dict[str, frozenset[str]] | None):
+    def __init__(self, dialect: Any, columns: dict[str, frozenset[str]] | None):
         self.dialect = dialect
         self.columns = columns
         self.steps: list[Step] = []

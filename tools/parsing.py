@@ -89,8 +89,20 @@ def _after_marker(rest: str) -> list[str]:
     return found
 
 
+def _unwrap(text: str) -> str:
+    """``text`` without the backquotes of markdown (inline code, a fence's remains) around it; a
+    backquote that belongs to the query (MySQL's quoted name at its end: ``... ORDER BY `rank```)
+    stays."""
+    text = text.strip().lstrip("`")  # a query starts with a word, never a backquote
+    body = text.rstrip("`")
+    # Names are quoted in pairs: the last backquote is the query's own when the text before it
+    # holds an odd number of them (it closes a name); the rest are markdown's.
+    own = body.count("`") % 2
+    return (body + "`" * own if len(text) > len(body) else text).strip()
+
+
 def _clean(candidate: str) -> str:
-    sql = candidate.strip().strip("`").strip()
+    sql = _unwrap(candidate)
     if sql.lower().startswith(("sql\n", "sqlite\n")):
         sql = sql.split("\n", 1)[1]
     # Prose after the query: stop at the first blank line or markdown line that is not SQL.
@@ -104,7 +116,7 @@ def _clean(candidate: str) -> str:
         if stripped.startswith(("**", "#", "* ", "- ", "```")) and lines:
             break
         lines.append(line.rstrip())
-    sql = "\n".join(lines).strip().strip("`").strip()
+    sql = _unwrap("\n".join(lines))
     sql = sql.rstrip(";").strip()
     if sql.startswith("**") or sql.startswith("*"):
         sql = sql.strip("*").strip()
@@ -128,12 +140,19 @@ def _trim_to_query(sql: str) -> str:
     return sql
 
 
+_OTHER_DIALECTS = ("mysql", "postgres", "duckdb")
+"""The engines' dialects a candidate is read in when SQLite's reading fails: a query in the
+engine's own SQL (MySQL's ``GROUP_CONCAT(x SEPARATOR ',')``, DuckDB's lambdas) is still a query."""
+
+
 def _is_query(sql: str) -> bool:
-    try:
-        check_single_query(sql)
-    except NotAQueryError:
-        return False
-    return True
+    for dialect in ("sqlite", *_OTHER_DIALECTS):
+        try:
+            check_single_query(sql, dialect=dialect)
+        except NotAQueryError:
+            continue
+        return True
+    return False
 
 
 _LIST = re.compile(r"\[[^\[\]]*\]", re.DOTALL)

@@ -62,7 +62,6 @@ import time
 import weakref
 from collections.abc import Hashable
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from sqlglot import exp
 
@@ -80,6 +79,7 @@ from sqlchorus.tools.database import (
 )
 from sqlchorus.tools import sql_text
 from sqlchorus.tools.duckdb_guard import plain
+from sqlchorus.tools.database_names import redact_url
 from sqlchorus.tools.errors import SqlchorusError
 from sqlchorus.tools.postgres_check import (
     ALLOWED_FUNCTIONS,
@@ -155,26 +155,6 @@ _WRITING_NODES: tuple[type[exp.Expression], ...] = tuple(
 
 _OTHER_SCHEMAS = "pg_catalog information_schema pg_toast pg_temp".split()
 
-_URL_SCHEMES = ("postgresql://", "postgres://")
-_PASSWORD_KV = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
-
-
-def redact_url(url: str) -> str:
-    """``url`` (a libpq URL or ``key=value`` conninfo) with any password removed."""
-    text = url or ""
-    if text.lower().startswith(_URL_SCHEMES):
-        parts = urlsplit(text)
-        netloc = parts.netloc
-        if "@" in netloc:
-            userinfo, _, hosts = netloc.rpartition("@")
-            user = userinfo.split(":", 1)[0]
-            netloc = f"{user}@{hosts}" if user else hosts
-        query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
-                           if k.lower() != "password"], safe=",")
-        # Written by hand: urlunsplit drops an empty authority (postgresql:///db -> postgresql:/db).
-        return (f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
-                + (f"#{parts.fragment}" if parts.fragment else ""))
-    return _PASSWORD_KV.sub(r"\1***", text).strip()
 
 
 def check_postgres_query(

@@ -15,6 +15,10 @@ query, and its output columns, close the plan.
 
 The text has four sections, as in the paper's Figure 19: preparation (tables opened), matching
 and filtering, finishing (aggregation, grouping, ordering, limits), delivering the result.
+
+Another engine's examples keep SQLite's plan of the SQLite query (its steps, order and indexes)
+and write every condition, key and output in the engine's SQL: :func:`plan_for_schema` with
+``written``, the same query carried into that ``dialect``, whose tables and aliases are SQLite's.
 """
 
 from __future__ import annotations
@@ -59,12 +63,13 @@ def query_plan_text(db: GuardedDatabase, sql: str) -> str:
     return describe_plan(sql, explain(db, sql))
 
 
-def plan_for_schema(ddl: str, sql: str) -> str:
+def plan_for_schema(ddl: str, sql: str, *, written: str | None = None, dialect: str = "sqlite") -> str:
     """The plan of ``sql`` over an empty database built from ``ddl`` (``CREATE`` statements).
 
     Few-shot examples carry only their schema, so their plans come from a scratch database that
     holds the schema and no rows; the plan of a query does not depend on the data unless the
-    database has been analysed, and a fresh one has not.
+    database has been analysed, and a fresh one has not. With ``written`` (``sql`` carried into
+    ``dialect``, sqlglot's name), the plan is SQLite's and its expressions are ``written``'s.
     """
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "schema.sqlite"
@@ -75,7 +80,9 @@ def plan_for_schema(ddl: str, sql: str) -> str:
         finally:
             conn.close()
         with GuardedDatabase(path) as db:
-            return query_plan_text(db, sql)
+            if written is None:
+                return query_plan_text(db, sql)
+            return describe_plan(written, explain(db, sql), dialect=dialect)
 
 
 # -- the syntax side ---------------------------------------------------------------------------
@@ -88,7 +95,7 @@ class _Conjunct:
     join: bool
 
 
-def _without_subqueries(node: exp.Expression) -> str:
+def _without_subqueries(node: exp.Expression, dialect: str = "sqlite") -> str:
     copy = node.copy()
     for sub in list(copy.find_all(exp.Subquery)):
         if sub is not copy:
@@ -96,7 +103,7 @@ def _without_subqueries(node: exp.Expression) -> str:
     for sub in list(copy.find_all(exp.Select)):
         if sub is not copy and sub.parent is not None:
             sub.replace(exp.column("(subquery)"))
-    return copy.sql(dialect="sqlite").replace('"(subquery)"', "(subquery)")
+    return copy.sql(dialect=dialect).replace('"(subquery)"', "(subquery)").replace("`(subquery)`", "(subquery)")
 
 
 def _own_columns(node: exp.Expression, select: exp.Select) -> list[exp.Column]:
@@ -123,7 +130,7 @@ def _split_and(node: exp.Expression | None) -> list[exp.Expression]:
     return [node]
 
 
-def _conjuncts(tree: exp.Expression) -> list[_Conjunct]:
+def _conjuncts(tree: exp.Expression, dialect: str = "sqlite") -> list[_Conjunct]:
     found: list[_Conjunct] = []
     for select in tree.find_all(exp.Select):
         sources = _sources(select)
@@ -141,7 +148,7 @@ def _conjuncts(tree: exp.Expression) -> list[_Conjunct]:
                 else:
                     names |= set(sources)  # unqualified: testable once every source is open
             names &= set(sources) or names
-            found.append(_Conjunct(_without_subqueries(part), frozenset(names), len(names) > 1))
+            found.append(_Conjunct(_without_subqueries(part, dialect), frozenset(names), len(names) > 1))
     return found
 
 
@@ -243,52 +250,53 @@ class _Walker:
             self.walk(step.id, depth + 1)
 
 
-def _finishing(tree: exp.Expression) -> list[str]:
+def _finishing(tree: exp.Expression, dialect: str = "sqlite") -> list[str]:
     lines: list[str] = []
     select = tree if isinstance(tree, exp.Select) else None
     if select is not None:
-        aggregates = sorted({_without_subqueries(a) for e in select.expressions for a in e.find_all(exp.AggFunc)
-                             if a.find_ancestor(exp.Select) is select})
+        aggregates = sorted({_without_subqueries(a, dialect) for e in select.expressions
+                             for a in e.find_all(exp.AggFunc) if a.find_ancestor(exp.Select) is select})
         group = select.args.get("group")
         if group is not None:
-            keys = ", ".join(_without_subqueries(g) for g in group.expressions)
+            keys = ", ".join(_without_subqueries(g, dialect) for g in group.expressions)
             lines.append(f"Group the rows by {keys}.")
         if aggregates:
             per = " for each group" if group is not None else " over all remaining rows"
             lines.append(f"Compute {', '.join(aggregates)}{per}.")
         having = select.args.get("having")
         if having is not None:
-            lines.append(f"Keep only groups where {_without_subqueries(having.this)}.")
+            lines.append(f"Keep only groups where {_without_subqueries(having.this, dialect)}.")
         if select.args.get("distinct") is not None:
             lines.append("Remove duplicate rows.")
     order = tree.args.get("order")
     if order is not None:
-        keys = ", ".join(_without_subqueries(o) for o in order.expressions)
+        keys = ", ".join(_without_subqueries(o, dialect) for o in order.expressions)
         lines.append(f"Order the rows by {keys}.")
     limit = tree.args.get("limit")
     if limit is not None:
-        count = _without_subqueries(limit.expression) if limit.expression is not None else "?"
+        count = _without_subqueries(limit.expression, dialect) if limit.expression is not None else "?"
         offset = tree.args.get("offset")
-        skip = f", after skipping {_without_subqueries(offset.expression)}" if offset is not None else ""
+        skip = f", after skipping {_without_subqueries(offset.expression, dialect)}" if offset is not None else ""
         lines.append(f"Keep the first {count} row(s){skip}.")
     return lines
 
 
-def _outputs(tree: exp.Expression) -> str:
+def _outputs(tree: exp.Expression, dialect: str = "sqlite") -> str:
     while isinstance(tree, exp.SetOperation):
         tree = tree.left
     if isinstance(tree, exp.Subquery):
         tree = tree.this
     if not isinstance(tree, exp.Select):
         return "the result"
-    return ", ".join(_without_subqueries(e) for e in tree.expressions)
+    return ", ".join(_without_subqueries(e, dialect) for e in tree.expressions)
 
 
-def describe_plan(sql: str, steps: list[PlanStep]) -> str:
-    """Turn the engine's plan ``steps`` of ``sql`` into the four-section text."""
-    tree = sql_text.parse_one(sql)
+def describe_plan(sql: str, steps: list[PlanStep], *, dialect: str = "sqlite") -> str:
+    """Turn the engine's plan ``steps`` of ``sql`` (in sqlglot's ``dialect``) into the four-section
+    text, its expressions written in that dialect."""
+    tree = sql_text.parse_one(sql, dialect=dialect)
     aliases = _aliases(tree)
-    walker = _Walker(steps, aliases, _conjuncts(tree))
+    walker = _Walker(steps, aliases, _conjuncts(tree, dialect))
     walker.walk()
     out = ["** Preparation Steps:**", "1. Initialize the process: start preparing to execute the query."]
     n = 1
@@ -303,11 +311,11 @@ def describe_plan(sql: str, steps: list[PlanStep]) -> str:
     lines = walker.lines + [(0, f"Also keep only rows where {c.text}.") for c in walker.pending]
     for i, (depth, text) in enumerate(lines, 1):
         out.append(f"{'   ' * depth}{i}. {text}")
-    finishing = _finishing(tree)
+    finishing = _finishing(tree, dialect)
     if finishing:
         out.append("** Finishing:**")
         out += [f"{i}. {text}" for i, text in enumerate(finishing, 1)]
     out.append("** Delivering the Result:**")
-    out.append(f"1. Output {_outputs(tree)} for each resulting row.")
+    out.append(f"1. Output {_outputs(tree, dialect)} for each resulting row.")
     out.append("2. End the process.")
     return "\n".join(out)

@@ -15,6 +15,8 @@ import re
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.dialects.mysql import MySQL
 from sqlglot.errors import SqlglotError
 
 from sqlchorus.tools.sql_errors import NotAQueryError, SqlTooDeepError, SqlTooLongError
@@ -87,3 +89,30 @@ def parse_one(text: str, *, dialect: str = "sqlite") -> exp.Expression:
     if len(statements) != 1:
         raise NotAQueryError(f"Expected exactly one statement, found {len(statements)}.", sql=text)
     return statements[0]
+
+
+# -- writing -------------------------------------------------------------------------------------
+
+
+def _regexp(generator: MySQL.Generator, expression: exp.RegexpLike) -> str:
+    if expression.args.get("flag") is not None:
+        return generator.func("REGEXP_LIKE", expression.this, expression.expression, expression.args["flag"])
+    return generator.binary(expression, "REGEXP")
+
+
+class MySQLAndMariaDB(MySQL):
+    """sqlglot's MySQL, writing what MariaDB reads too: ``x REGEXP y`` for sqlglot's
+    ``REGEXP_LIKE(x, y)``, a function of MySQL 8 that MariaDB lacks (it calls it as a stored
+    function of the database, which the guard refuses), and which MySQL reads as the same test."""
+
+    class Generator(MySQL.Generator):
+        TRANSFORMS = {**MySQL.Generator.TRANSFORMS, exp.RegexpLike: _regexp}
+
+
+_MYSQL = MySQLAndMariaDB()
+
+
+def writer(dialect: str) -> str | Dialect:
+    """What to write SQL of ``dialect`` (sqlglot's name) with, for ``Expression.sql(dialect=...)``:
+    the dialect itself, but MySQL's as both MySQL and MariaDB read it (:class:`MySQLAndMariaDB`)."""
+    return _MYSQL if dialect == "mysql" else dialect

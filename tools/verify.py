@@ -169,7 +169,7 @@ def _growth(
         if parts is None:
             continue
         left_sql, right_sql, join = parts
-        target = join.this.sql(dialect=db.dialect)
+        target = join.this.sql(dialect=sql_text.writer(db.dialect))
         try:
             left = _count(db, left_sql, timeout_s)
             right = _count(db, right_sql, timeout_s)
@@ -197,7 +197,7 @@ def _growth(
             return "growth", step.sql, f"counting the rows of the join of {target} ran out of time: the join explodes"
         except SqlError:
             continue
-        how = f"ON {condition.sql(dialect=db.dialect)}" if related else "its condition"
+        how = f"ON {condition.sql(dialect=sql_text.writer(db.dialect))}" if related else "its condition"
         if left > 1 and right > 1 and rows == left * right:
             return "growth", step.sql, (
                 f"the join of {target} pairs every row with every row: {how} holds for all "
@@ -250,7 +250,7 @@ def _join_parts(sql: str, dialect: str = "sqlite") -> tuple[str, str, exp.Join] 
     right = exp.select("*").from_(join.this.copy())
     if tree.args.get("with") is not None:
         right.set("with", tree.args["with"].copy())
-    return left.sql(dialect=dialect), right.sql(dialect=dialect), join
+    return left.sql(dialect=sql_text.writer(dialect)), right.sql(dialect=sql_text.writer(dialect)), join
 
 
 def _factor(factor: float) -> str:

@@ -391,18 +391,20 @@ class Settings(BaseSettings):
         True,
         "Refuse to open a PostgreSQL database when the connecting role could write to it or reach "
         "past it (a superuser, write grants, CREATE or TEMP, membership of pg_read_server_files, "
-        "pg_write_server_files, pg_execute_server_program or pg_signal_backend): the default. "
-        "Set, it refuses such a role even with allow_writable_role.",
+        "pg_write_server_files, pg_execute_server_program or pg_signal_backend), or a MySQL database "
+        "when the user could (a privilege past SELECT and SHOW VIEW, FILE, SUPER, PROCESS, any on "
+        "another database): the default. Set, it refuses such a role even with allow_writable_role.",
         negate=("--require-readonly-role", True,
-                "Refuse a PostgreSQL role that could write to the database or reach past it (the default)."),
+                "Refuse a PostgreSQL role or MySQL user that could write to the database or reach past it "
+                "(the default)."),
     )
     allow_writable_role: bool = _field(
         False,
-        "Open a PostgreSQL database even when the connecting role could write to it or reach past "
-        "it; every run is then warned of what no guard can stop under such a role.",
+        "Open a PostgreSQL or MySQL database even when the connecting role or user could write to "
+        "it or reach past it; every run is then warned of what no guard can stop under such a role.",
         negate=("--allow-writable-role", True,
-                "Open a PostgreSQL database as a role that could write to it or reach past it, with a "
-                "warning on every run."),
+                "Open a PostgreSQL or MySQL database as a role or user that could write to it or reach "
+                "past it, with a warning on every run."),
     )
     max_rows: int = _field(10_000, "Rows fetched per statement at most; more are cut and flagged.", ge=1)
     max_bytes: int = _field(16 * 1024 * 1024, "Approximate bytes fetched per statement at most.", ge=1)

@@ -1,8 +1,8 @@
-"""A benchmark's questions asked of its databases loaded into PostgreSQL or DuckDB.
+"""A benchmark's questions asked of its databases loaded into PostgreSQL, DuckDB or MySQL/MariaDB.
 
 Spider and BIRD ship SQLite files; ``scripts/load_spider_engines.py`` loads them into a
-PostgreSQL server (one database per ``db_id``) and into DuckDB files (``<db_id>.duckdb`` in one
-folder). :func:`on_engine` points a :class:`~sqlchorus.evaluation.datasets.Dataset` at those
+PostgreSQL or a MySQL/MariaDB server (one database per ``db_id``) and into DuckDB files
+(``<db_id>.duckdb`` in one folder). :func:`on_engine` points a :class:`~sqlchorus.evaluation.datasets.Dataset` at those
 copies: each question's database becomes the engine's, and its gold SQL, written for SQLite, is
 transpiled to the engine's dialect with the rewrites of :mod:`sqlchorus.tools.transpile` (names
 spelled as the schema does, SQLite's comparison rules made explicit), using the SQLite file's
@@ -16,6 +16,7 @@ normalised as SQLite would hold them (:func:`~sqlchorus.tools.compare.normalise_
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from sqlglot.errors import SqlglotError
 
 from sqlchorus.evaluation.datasets import Dataset, Example
 from sqlchorus.tools.database import DatabaseOpenError
-from sqlchorus.tools.engines import ENGINES, database_url, display_name, open_database
+from sqlchorus.tools.engines import ENGINES, database_url, display_name, engine_of, is_server_url, open_database
 from sqlchorus.tools.errors import SqlchorusError
 from sqlchorus.tools.transpile import Names, sqlite_names, transpile
 
@@ -44,11 +45,14 @@ def on_engine(
     gold SQL in that engine's dialect.
 
     Args:
-        engine: ``sqlite`` (``dataset`` is returned as it is), ``postgresql`` or ``duckdb``.
+        engine: ``sqlite`` (``dataset`` is returned as it is), ``postgresql``, ``duckdb`` or
+            ``mysql`` (MySQL and MariaDB).
         where: PostgreSQL: a server URL (``postgresql://user@host:port/``; its database part is
             replaced by each question's ``db_id``; password from ``PG*``/``~/.pgpass`` as
-            for ``psql``; None: the server the ``PG*`` variables name). DuckDB: the folder of
-            ``<db_id>.duckdb`` files.
+            for ``psql``; None: the server the ``PG*`` variables name). MySQL: likewise
+            (``mysql://`` or ``mariadb://``; password from ``~/.my.cnf`` or ``MYSQL_PWD`` as for
+            ``mysql``; None: the server ``~/.my.cnf`` names, else localhost). DuckDB: the folder
+            of ``<db_id>.duckdb`` files.
         transpile_gold: write the gold SQL (SQLite's) in the engine's dialect.
 
     A question whose database is not on the engine (no such file, no such database on the
@@ -64,6 +68,8 @@ def on_engine(
         return dataset
     if not where and engine == "postgresql":
         where = "postgresql://"  # the server libpq finds from PG* variables, as psql would
+    if not where and engine == "mysql":
+        where = "mysql://"  # the server ~/.my.cnf names, as the mysql client would find it
     if not where:
         raise EngineTargetError(f"Evaluating on {engine} needs where its databases are: the folder of "
                                 "its <db_id>.duckdb files.")
@@ -117,6 +123,9 @@ def _locations(dataset: Dataset, engine: str, where: str) -> dict[str, str | Pat
         if not folder.is_dir():
             raise EngineTargetError(f"No folder of DuckDB databases at {folder}.")
         return {i: (folder / f"{i}.duckdb" if (folder / f"{i}.duckdb").is_file() else None) for i in ids}
+    if is_server_url(where) and engine_of(where) != engine:
+        raise EngineTargetError(f"Not a {_URL_OF[engine]} URL ({_URL_OF[engine].lower()}://user@host:port/): "
+                                f"{display_name(where)}")
     try:
         urls = {i: database_url(where, i) for i in ids}
     except ValueError as e:
@@ -126,9 +135,21 @@ def _locations(dataset: Dataset, engine: str, where: str) -> dict[str, str | Pat
         try:
             open_database(url, workers=1, prestart=False).close()
         except DatabaseOpenError as e:
-            if f'database "{db_id}" does not exist' not in str(e):  # unreachable or refused: all would be
+            if not _missing(str(e), db_id):  # unreachable or refused: all would be
                 raise EngineTargetError(f"Cannot evaluate on {display_name(where)}: {e}") from None
             found[db_id] = None
         else:
             found[db_id] = url
     return found
+
+
+_URL_OF = {"postgresql": "PostgreSQL", "mysql": "MySQL"}
+
+
+def _missing(message: str, db_id: str) -> bool:
+    """Whether the server's refusal says only that database ``db_id`` is not there for this user:
+    PostgreSQL's ``database "x" does not exist``, MySQL's ``Unknown database 'x'``, or the
+    ``Access denied ... to database 'x'`` MySQL gives a user that may not see a database, whether
+    or not it exists (any other refusal, of the login or the server, would be every database's)."""
+    return (f'database "{db_id}" does not exist' in message or f"Unknown database '{db_id}'" in message
+            or bool(re.search(r"Access denied for user .* to database '" + re.escape(db_id) + "'", message)))

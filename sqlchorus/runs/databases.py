@@ -1,28 +1,31 @@
 """The databases a server or a toolkit answers over, each known by an id (its file's stem, or a
-PostgreSQL database's name), opened once in one session."""
+PostgreSQL or MySQL database's name), opened once in one session."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from sqlchorus.config.errors import ServiceError, UnknownDatabaseError, UnknownTableError
 from sqlchorus.runs.session import Session
 from sqlchorus.tools.database import Database
 from sqlchorus.tools.engines import display_name, duckdb_path, engine_of, is_server_url
 from sqlchorus.tools.json_values import json_value
+from sqlchorus.tools.mysql_database import connection_parameters
 from sqlchorus.tools.schema import DatabaseSchema
 from sqlchorus.tools.schema_search import close_tables, table_detail
 
 
 def database_ids(paths: Sequence[str | Path]) -> dict[str, str | Path]:
     """Ids for ``paths`` (database names: files or URLs): each file's name without its
-    extension, each PostgreSQL database's name.
+    extension, each PostgreSQL or MySQL database's name.
 
     Raises:
         ServiceError: two databases would share an id.
+        DatabaseOpenError: a MySQL URL that names no database, where the option file names none
+            either (MySQL has no default database).
     """
     ids: dict[str, str | Path] = {}
     for path in paths:
@@ -36,8 +39,13 @@ def database_ids(paths: Sequence[str | Path]) -> dict[str, str | Path]:
 
 def _id_of(name: str | Path) -> str:
     if is_server_url(name):
-        database = urlsplit(str(name)).path.strip("/")
-        return database or "postgres"
+        database = unquote(urlsplit(str(name)).path.strip("/"))
+        if database:
+            return database
+        if engine_of(name) == "mysql":
+            # The database the mysql client would use: the option file's [client] database.
+            return connection_parameters(str(name))["database"]
+        return "postgres"
     if engine_of(name) == "duckdb":
         return duckdb_path(name).stem
     return Path(name).stem

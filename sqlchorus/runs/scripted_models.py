@@ -291,8 +291,13 @@ def _list_answer(role: str, prompt: str, sql: str | None) -> str:
 
     if sql is None:
         return "I am not sure how to answer this question."
+    # LIST's prompts name the engine's SQL ("in MySQL grammar", "one PostgreSQL query"): its steps
+    # are read and written in that dialect, as a model asked for it would write them.
+    named = re.search(r"\b(?:in|one|step-wise) (SQLite|PostgreSQL|DuckDB|MySQL) (?:grammar|query)\b", prompt)
+    dialect = {"PostgreSQL": "postgres", "DuckDB": "duckdb", "MySQL": "mysql"}.get(named.group(1), "sqlite") \
+        if named else "sqlite"
     try:
-        steps = decompose(sql)
+        steps = decompose(sql, dialect=dialect)
     except DecomposeError:
         steps = []
     if role == "list:plan":
