@@ -151,3 +151,54 @@ def test_benchmark_command_prints_one_json_line(pool_files, tmp_path, capsys):
     differ = [json.loads(l) for l in details.read_text().splitlines()]
     assert [d["index"] for d in differ] == [1, 2, 3, 5, 6]
     assert {d["rule"] for d in differ} == {"empty_set_aside", "other"}
+
+
+def test_many_pools_print_one_line_with_every_pools_figures(pool_files, tmp_path, capsys):
+    """--pools: a spec names each system's file and the pools; one JSON line gives, per pool, the
+    best single system, majority, the old rules, every rule, the oracle and the sign tests."""
+    bench = load_benchmark()
+    dataset_file, files = pool_files
+    folder = tmp_path / "predictions"
+    folder.mkdir()
+    systems = {}
+    for path, name in zip(files, POOL["systems"]):
+        if name == "sys_c":  # one system as a CSV file with a PREDICTED SQL column, as DIN-SQL publishes
+            import csv
+
+            with open(folder / "sys_c.csv", "w", newline="", encoding="utf-8") as f:
+                writer = csv.writer(f)
+                writer.writerow(["NLQ", "PREDICTED SQL", "GOLD SQL", "DATABASE"])
+                for q in POOL["questions"]:
+                    writer.writerow([q["question"], q["candidates"][2], q["gold_sql"], POOL["db_id"]])
+            systems[name] = {"file": "sys_c.csv"}
+        else:
+            (folder / path.name).write_text(path.read_text())
+            systems[name] = {"file": path.name}
+    spec = tmp_path / "pools.json"
+    spec.write_text(json.dumps({"target": 50.0, "target_pool_size": 3, "systems": systems,
+                                "pools": {"trio1": POOL["systems"], "pair1": ["sys_b", "sys_c"]}}))
+    assert bench.main(["--pools", str(spec), "--predictions", str(folder), "--dataset", str(dataset_file)]) == 0
+    (line,) = capsys.readouterr().out.strip().splitlines()
+    figures = json.loads(line)
+    assert set(figures["pools"]) == {"trio1", "pair1"}
+    whole = figures["pools"]["trio1"]
+    n = len(POOL["questions"])
+    assert whole["best_single"] == {"system": "sys_c", "ex": round(100 * 9 / n, 2)}
+    assert whole["majority"] == round(100.0 * sum(q["expect"]["majority_correct"] for q in POOL["questions"]) / n, 2)
+    assert whole["new_rules"] == round(100.0 * sum(q["expect"]["selection_correct"] for q in POOL["questions"]) / n, 2)
+    assert whole["oracle"] == 100.0 and whole["old_rules"] is not None
+    versus = whole["new_vs_majority"]
+    assert versus["wins"] - versus["losses"] == round((whole["new_rules"] - whole["majority"]) * n / 100)
+    assert 0 <= versus["sign_test_p"] <= 1
+    assert set(whole["without"]) == set(bench.RULES)
+    assert bench.BASE_RULES == {"errors", "empty", "shape", "weights"} < bench.RULES
+    assert set(whole["halves"]) == {"even_databases", "odd_databases"}
+    summary = figures["summary"]
+    assert summary["all_pools"]["pools"] == 2 and summary["all_pools"]["pools_of_target_size"] == 1
+    assert set(summary) == {"all_pools", "trio", "pair"}  # pools grouped by name without the trailing number
+    missing = json.loads(spec.read_text())
+    missing["systems"]["sys_a"]["file"] = "absent.txt"
+    spec.write_text(json.dumps(missing))
+    assert bench.main(["--pools", str(spec), "--predictions", str(folder), "--dataset", str(dataset_file)]) == 2
+    assert "absent.txt" in capsys.readouterr().err
+

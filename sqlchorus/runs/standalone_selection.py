@@ -16,20 +16,31 @@ fine-tuning JSON Lines format (``{"messages": [user, assistant]}``). Which candi
 first is drawn from a seeded generator, so the model cannot learn an order bias and the file is
 reproducible. A model fine-tuned on it is used by naming it as the ``selection`` model.
 
-Without a selection model, the choice is a vote over execution results (:func:`decide`), with
-these rules, each of which can be turned off (``rules``) to measure what it buys:
+Without a selection model, the choice is a vote over execution results (:func:`decide`), whose
+rules are data (:mod:`sqlchorus.core.vote_rules`, one module each, applied in this order), each
+of which can be turned off (``rules``) to measure what it buys:
 
-* ``errors``: a candidate that fails votes for no answer (off: failed candidates form a cluster
-  of their own, counted as a result with rows, which can win).
-* ``empty``: an empty result votes only when no candidate has rows.
-* ``shape``: only candidates with the column count most of the voters give (weighted as below,
-  counted over every candidate that ran) can win, when any has it.
 * ``weights``: each candidate's vote weighs its system's agreement with the others, estimated
   from the candidates alone, without gold answers (:func:`agreement_weights`): over all the
-  questions of a run, the mean share of the other systems whose result equals its own. N-rep reads the vote count as confidence; this weighs each vote by its generator's
-  record. A single question has no record: every vote weighs 1.
+  questions of a run, the mean share of the other systems whose result equals its own. N-rep
+  reads the vote count as confidence; this weighs each vote by its generator's record. A single
+  question has no record: every vote weighs 1.
+* ``errors``: a candidate that fails votes for no answer (off: failed candidates form a cluster
+  of their own, counted as a result with rows, which can win).
+* ``agreed_empty``: empty results that hold at least 3/4 of the (weighted) votes of the
+  candidates that ran are an answer like any other, which ``empty`` then leaves alone.
+* ``empty``: an empty result votes only when no candidate has rows.
+* ``degenerate``: a result of one row of zeros or NULLs (a count or sum over nothing) votes only
+  when no candidate has another result with rows.
+* ``key_only``: a result made only of key values (whole numbers in primary or foreign key
+  columns), to a question that asks for no id, code, number or key, votes only when no other
+  candidate answers.
+* ``shape``: only candidates with the column count most of the voters give (weighted, counted
+  over every candidate that ran) can win, when any has it.
+* ``column_order``: results with the same rows in another column order are one answer.
 
-Ties go to the larger cluster, then the earlier candidate.
+Ties go to the larger cluster, then the earlier candidate. The reason of a choice says what each
+rule did; ``vote_rules`` in :func:`select`'s answer lists it rule by rule.
 """
 
 from __future__ import annotations
@@ -46,15 +57,22 @@ from sqlchorus.core.dependencies import DatabaseResources, Dependencies, open_wi
 from sqlchorus.core.llm import ModelAuthError
 from sqlchorus.core.models import ModelConfigError
 from sqlchorus.core.selection import PREVIEW_ROWS, choose, pair_schema, selection_prompt
+from sqlchorus.core.vote_rules import BASE, NAMES
+from sqlchorus.core.vote_rules import decide as _decide
+from sqlchorus.core.vote_rules import evidence as result_evidence
+from sqlchorus.core.vote_rules import weights as _weights
 from sqlchorus.tools.database import Database, SqlError
-from sqlchorus.tools.results import check_sql, preview
+from sqlchorus.tools.results import fingerprint, preview
 from sqlchorus.tools.schema import DatabaseSchema, introspect
 
 SELECT_NODE = "select"
-RULES = frozenset({"errors", "empty", "shape", "weights"})
+RULES = frozenset(NAMES)
 """The rules of the vote without a model, all on by default (see the module's docstring)."""
-MIN_HISTORY = 10
+BASE_RULES = BASE
+"""The four rules the vote had first (``errors``, ``empty``, ``shape``, ``weights``)."""
+MIN_HISTORY = _weights.MIN_HISTORY
 """Questions a run needs before per-system weights are estimated; with fewer, votes weigh 1."""
+agreement_weights = _weights.estimate
 
 
 def _open(db: str | os.PathLike[str] | Database, settings: Settings) -> tuple[Database, bool]:
@@ -64,103 +82,61 @@ def _open(db: str | os.PathLike[str] | Database, settings: Settings) -> tuple[Da
 
 
 def check(db: Database, sqls: Sequence[str]) -> list[dict[str, Any]]:
-    """Run each query through the guard: ``{id, sql, status, error, fingerprint, row_count}``."""
+    """Run each query through the guard once: ``{id, index, sql, status, error, error_kind,
+    fingerprint, row_count, columns}``, and for a query that ran what the vote's rules read of
+    its result (:func:`sqlchorus.core.vote_rules.evidence.describe`)."""
     checked = []
     for i, sql in enumerate(sqls):
         item: dict[str, Any] = {"id": f"c{i}", "index": i, "sql": (sql or "").strip(), "generator": "input"}
-        item.update(check_sql(db, item["sql"], columns=True))
+        try:
+            result = db.execute(item["sql"])
+        except SqlError as e:
+            item.update(status="error", error=e.message, error_kind=e.kind, fingerprint=None, row_count=None,
+                        columns=None)
+        else:
+            item.update(status="ok" if result.rows else "empty", error=None, error_kind=None,
+                        fingerprint=fingerprint(result.rows), row_count=result.row_count,
+                        columns=len(result.columns), **result_evidence.describe(result.columns, result.rows))
         checked.append(item)
     return checked
+
+
+def key_columns(schema: DatabaseSchema | None) -> frozenset[str]:
+    """The names (lower case) of the schema's key columns: primary keys, foreign keys and the
+    columns foreign keys reference, which the ``key_only`` rule reads."""
+    names: set[str] = set()
+    for table in schema.tables if schema is not None else []:
+        names.update(c.name.lower() for c in table.columns if c.primary_key)
+        for fk in table.foreign_keys:
+            names.update((fk.column.lower(), fk.ref_column.lower()))
+    return frozenset(names)
 
 
 def decide(
     checked: Sequence[Mapping[str, Any]],
     weights: Sequence[float] | None = None,
     rules: Iterable[str] = RULES,
+    *,
+    question: str = "",
+    key_columns: Iterable[str] = (),
 ) -> dict[str, Any] | None:
     """The vote without a model over checked candidates (:func:`check`'s records, in order).
 
     Args:
-        checked: the candidates, each with ``status``, ``fingerprint`` and ``columns``.
+        checked: the candidates, each with ``status``, ``fingerprint`` and ``columns`` (and
+            what :func:`check` adds for the rules that read results).
         weights: one weight per candidate (its system's, :func:`agreement_weights`); None
             weighs every vote 1.
         rules: the rules in force, a subset of :data:`RULES`.
+        question: the question, whose words ``key_only`` reads.
+        key_columns: the schema's key columns (:func:`key_columns`), for ``key_only``.
 
     Returns:
-        ``{"chosen", "members", "score", "total", "columns", "reason"}``: the index of the
-        chosen candidate, the indices sharing its result, its cluster's weighted votes and all
-        votes cast; None when no candidate can be chosen.
+        ``{"chosen", "members", "score", "total", "columns", "reason", "rules"}``: the index of
+        the chosen candidate, the indices sharing its result, its cluster's weighted votes, all
+        votes cast, and what each rule did; None when no candidate can be chosen.
     """
-    rules = frozenset(rules)
-    use = list(weights) if weights is not None and "weights" in rules else [1.0] * len(checked)
-    if len(use) != len(checked):
-        raise ValueError("one weight per candidate")
-    if "errors" in rules:
-        ran = [k for k, c in enumerate(checked) if c["status"] != "error"]
-    else:
-        ran = list(range(len(checked)))
-    if not ran:
-        return None
-    voters = ran
-    if "empty" in rules:
-        voters = [k for k in ran if checked[k]["status"] != "empty"] or voters
-    shape = ""
-    if "shape" in rules:
-        counts: dict[Any, float] = {}
-        for k in ran:
-            counts[checked[k].get("columns")] = counts.get(checked[k].get("columns"), 0.0) + use[k]
-        top = max(counts.values())
-        modal = {n for n, v in counts.items() if v == top}
-        kept = [k for k in voters if checked[k].get("columns") in modal]
-        if kept and len(kept) < len(voters):
-            voters = kept
-            shape = f"; only results with {' or '.join(str(n) for n in sorted(modal, key=str))} column(s), " \
-                    f"the count most votes give, could win"
-    score: dict[str, float] = {}
-    members: dict[str, list[int]] = {}
-    for k in voters:
-        c = checked[k]
-        key = c["fingerprint"] if c["status"] != "error" else "error"
-        score[key] = score.get(key, 0.0) + use[k]
-        members.setdefault(key, []).append(k)
-    best = max(score, key=lambda f: (round(score[f], 9), len(members[f]), -members[f][0]))
-    total = sum(use[k] for k in voters)
-    chosen = members[best][0]
-    weighed = "weighted votes" if weights is not None and "weights" in rules else "votes"
-    reason = (f"c{chosen}'s result has {round(score[best], 3)} of {round(total, 3)} {weighed}"
-              f" ({len(members[best])} candidate(s))" + shape)
-    return {"chosen": chosen, "members": members[best], "score": round(score[best], 4), "total": round(total, 4),
-            "columns": checked[chosen].get("columns"), "reason": reason}
-
-
-def agreement_weights(
-    runs: Sequence[Sequence[Mapping[str, Any]]], *, min_questions: int = MIN_HISTORY
-) -> list[float] | None:
-    """Each system's weight: how often its result agrees with the other systems'.
-
-    ``runs`` holds one list of checked candidates per question, candidate ``k`` of every list
-    coming from system ``k``. On each question a system scores the share of the other systems
-    whose result equals its own (a failed query agrees with nothing); its weight is its mean
-    score, smoothed as ``(sum + 1) / (questions + 2)`` so a system never seen weighs 1/2. No
-    gold answer is used.
-
-    Returns:
-        one weight per system, or None with fewer than ``min_questions`` questions, fewer than
-        two systems, or lists of different lengths (then votes weigh 1).
-    """
-    if len(runs) < max(min_questions, 1) or len({len(r) for r in runs}) != 1 or len(runs[0]) < 2:
-        return None
-    n = len(runs[0])
-    agree = [0.0] * n
-    for checked in runs:
-        for s in range(n):
-            mine = checked[s]
-            if mine["status"] == "error":
-                continue
-            same = sum(1 for k, c in enumerate(checked)
-                       if k != s and c["status"] != "error" and c["fingerprint"] == mine["fingerprint"])
-            agree[s] += same / (n - 1)
-    return [round((a + 1) / (len(runs) + 2), 4) for a in agree]
+    return _decide(checked, weights, rules, question=question, key_columns=key_columns)
 
 
 def selector(model: Any = None, settings: Settings | None = None) -> Dependencies:
@@ -214,9 +190,10 @@ def select(
 
     Returns:
         ``{"question", "sql", "chosen", "cluster", "votes", "confidence", "method", "reason",
-        "clusters", "pairwise", "scores", "model_calls", "weights", "usage", "candidates"}``; ``chosen`` is
-        the index of the chosen candidate (None when none ran), ``cluster`` the indices that
-        share its result.
+        "clusters", "pairwise", "scores", "model_calls", "weights", "vote_rules", "usage",
+        "candidates"}``; ``chosen`` is the index of the chosen candidate (None when none ran),
+        ``cluster`` the indices that share its result, ``vote_rules`` (without a selection
+        model) what each rule of the vote did and why it is a rule.
     """
     deps = dependencies or selector(model, settings)
     settings = deps.settings
@@ -236,7 +213,7 @@ def select(
             deps.close()
     selection = outcome["selection"]
     if deps.models.get("selection") is None and selection["clusters"]:
-        _vote_without_model(selection, checked, weights, rules)
+        _vote_without_model(selection, checked, weights, rules, question, key_columns(schema))
     index = {c["id"]: c["index"] for c in checked}
     chosen = index.get(selection["chosen"]) if selection["chosen"] else None
     cluster = next((c for c in selection["clusters"] if selection["chosen"] in c["members"]), None)
@@ -257,6 +234,7 @@ def select(
         "scores": {str(index[k]): v for k, v in selection["scores"].items()},
         "model_calls": selection["model_calls"],
         "weights": selection.get("weights"),
+        "vote_rules": selection.get("vote_rules"),
         "usage": outcome["usage"],
         "errors": outcome["errors"],
         "candidates": [
@@ -266,9 +244,10 @@ def select(
 
 
 def _vote_without_model(selection: dict[str, Any], checked: Sequence[Mapping[str, Any]],
-                        weights: Sequence[float] | None, rules: Iterable[str]) -> None:
+                        weights: Sequence[float] | None, rules: Iterable[str], question: str,
+                        keys: frozenset[str]) -> None:
     """Put :func:`decide`'s choice in ``selection`` (the record :func:`choose` made)."""
-    decision = decide(checked, weights, rules)
+    decision = decide(checked, weights, rules, question=question, key_columns=keys)
     if decision is None:
         selection.update(chosen=None, confidence=0.0, method="none", reason="no candidate can be chosen")
         return
@@ -287,6 +266,7 @@ def _vote_without_model(selection: dict[str, Any], checked: Sequence[Mapping[str
                      reason=f"{selection['reason']}; {decision['reason']}" if same else
                      f"no selection model: {decision['reason']}")
     selection["weights"] = list(weights) if weights is not None else None
+    selection["vote_rules"] = decision["rules"]
 
 
 def _db_path(raw: str, base: Path) -> str | Path:
