@@ -20,11 +20,24 @@ one run on the bundled demo database, every run with its trace file and SQLite c
   gives the asks' p50/p95 and when each expensive statement ended. Once with one statement
   worker per database (``--statement-workers 1``, how the servers ran statements before the
   pool) and once with the default pool, in the same run.
+* ``health_under_load`` (``--only health_under_load``): 100 clients ask questions without pause
+  for ``--health-s`` seconds, every run taken (``max_pending_runs`` 200), while one more client
+  reads ``/v1/health`` every 50 ms: the health reads' p50/p95, with one server over a SQLite
+  store and two servers sharing a PostgreSQL store (skipped without PostgreSQL).
+* ``store_away`` (``--only store_away``): a server over a PostgreSQL store the benchmark stops
+  (immediate mode, as a crash); how long the first request after that takes (``POST /v1/runs``,
+  and ``GET`` of an unknown run), and what it is answered, over ``--rounds`` outages.
+
+``--code DIR`` runs the servers from the sqlchorus checkout in DIR (put first on their
+``PYTHONPATH``), to measure an earlier version (``git worktree add /tmp/before HEAD``) with the
+same benchmark.
 
 Prints one JSON line: p50/p95 latency of each, the added p50/p95 of REST and MCP over in-process,
 and the throughputs.
 
     python benchmarks/serve.py [--requests 100] [--load 300] [--rounds 5] [--expensive-s 2]
+    python benchmarks/serve.py --only health_under_load [--health-s 30] [--code DIR]
+    python benchmarks/serve.py --only store_away [--rounds 5] [--code DIR]
 """
 
 from __future__ import annotations
@@ -36,6 +49,7 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -47,13 +61,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from statement_parallelism import BUDGET_S, EXPENSIVE, calibrate  # noqa: E402
 
-from servers import PostgresServer, free_port, postgres_bin, running, server_env  # noqa: E402
+from servers import (  # noqa: E402
+    PostgresServer,
+    free_port,
+    halt_postgres,
+    postgres_bin,
+    restart_postgres,
+    running,
+    server_env,
+)
 from sqlchorus import Session  # noqa: E402
 from sqlchorus.config.settings import Settings  # noqa: E402
 from sqlchorus.runs.demo import demo_db_path, load_demo_questions  # noqa: E402
 from sqlchorus.testing import oracle_model  # noqa: E402
 
 CLIENTS = 50
+HEALTH_CLIENTS = 100
+"""Clients asking at once while ``/v1/health`` is read (``health_under_load``)."""
+HEALTH_EVERY_S = 0.05
+CODE: str | None = None
+"""``--code``: the checkout the servers run from, or None for this one."""
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -70,6 +97,14 @@ def summary(latencies: list[float], seconds: float | None = None) -> dict[str, A
     if seconds is not None:
         out["requests_per_s"] = round(len(latencies) / seconds, 2)
     return out
+
+
+def env_of(folder: Path, **extra: str) -> dict[str, str]:
+    """The servers' environment: the scripted model's, with ``--code`` first on the path."""
+    env = server_env(folder, **extra)
+    if CODE:
+        env["PYTHONPATH"] = os.pathsep.join([CODE, env["PYTHONPATH"]])
+    return env
 
 
 def server_args(kind: str, folder: Path, port: int, checkpoints: str) -> list[str]:
@@ -150,24 +185,178 @@ def beside_expensive(root: Path, statement_workers: int, depth: int, rounds: int
                 ends.append(sorted(ended))
         return asks, ends
 
-    with running(args, folder, server_env(folder), url):
+    with running(args, folder, env_of(folder), url):
         asks, ends = asyncio.run(rounds_of_asks())
     return {"statement_workers": statement_workers, "asks": summary(asks),
             "expensive_end_s": [round(statistics.median(r[k] for r in ends), 2) for k in range(4)]}
 
 
+def servers(root: Path, name: str, count: int, checkpoints: str | None, **env: str) -> tuple[list[str], list[Any]]:
+    """``count`` REST servers (``checkpoints``: a shared store, or a SQLite file each): their
+    base URLs and their running contexts, entered."""
+    bases, contexts = [], []
+    for n in range(count):
+        folder = root / f"{name}-{n}"
+        folder.mkdir()
+        port = free_port()
+        bases.append(f"http://127.0.0.1:{port}")
+        store = checkpoints or str(folder / "cp.sqlite")
+        contexts.append(running(server_args("rest", folder, port, store), folder, env_of(folder, **env),
+                                bases[-1] + "/v1/health"))
+    for context in contexts:
+        context.__enter__()
+    return bases, contexts
+
+
+def health_under_load(bases: list[str], questions: list[str], seconds: float) -> dict[str, Any]:
+    """``HEALTH_CLIENTS`` clients asking over ``bases`` for ``seconds`` while one more reads the
+    first server's health every ``HEALTH_EVERY_S``, from a thread of its own (so that its
+    timings are not the load's event loop's)."""
+    health: list[float] = []
+    codes: dict[int, int] = {}
+    stop = threading.Event()
+
+    def probe() -> None:
+        with httpx.Client(timeout=120) as client:
+            while not stop.is_set():
+                start = time.perf_counter()
+                response = client.get(f"{bases[0]}/v1/health")
+                health.append(time.perf_counter() - start)
+                codes[response.status_code] = codes.get(response.status_code, 0) + 1
+                stop.wait(HEALTH_EVERY_S)
+
+    async def asking() -> tuple[list[float], int]:
+        asked: list[float] = []
+        refused = 0
+        deadline = time.monotonic() + seconds
+        limits = httpx.Limits(max_connections=HEALTH_CLIENTS * 2)
+        async with httpx.AsyncClient(timeout=600, limits=limits) as client:
+            async def worker(w: int) -> None:
+                nonlocal refused
+                i = w
+                while time.monotonic() < deadline:
+                    start = time.perf_counter()
+                    response = await client.post(f"{bases[i % len(bases)]}/v1/ask",
+                                                 json={"question": questions[i % len(questions)]})
+                    i += 1
+                    if response.status_code == 200 and not response.json().get("error"):
+                        asked.append(time.perf_counter() - start)
+                    elif response.status_code in (429, 503):  # a refusal that passes: wait as told
+                        refused += 1
+                        await asyncio.sleep(min(float(response.headers.get("retry-after", 1)), 2.0))
+                    else:
+                        raise RuntimeError(f"request failed: {response.status_code} {response.text[:300]}")
+
+            await asyncio.gather(*[worker(w) for w in range(HEALTH_CLIENTS)])
+        return asked, refused
+
+    prober = threading.Thread(target=probe, daemon=True)
+    prober.start()
+    try:
+        asked, refused = asyncio.run(asking())
+    finally:
+        stop.set()
+        prober.join(timeout=180)
+    return {"servers": len(bases), "clients": HEALTH_CLIENTS, "seconds": seconds,
+            "health": {**summary(health), "max_ms": round(max(health) * 1000, 2),
+                       "status_codes": {str(k): v for k, v in sorted(codes.items())}},
+            "asks": summary(asked, seconds) if asked else {"n": 0}, "asks_refused": refused}
+
+
+def health_part(root: Path, questions: list[str], seconds: float) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    bases, contexts = servers(root, "health-sqlite", 1, None, SQLCHORUS_MAX_PENDING_RUNS="200")
+    try:
+        for base in bases:  # the first question opens the database and its index: not counted
+            httpx.post(f"{base}/v1/ask", json={"question": questions[0]}, timeout=120)
+        out["sqlite_1"] = health_under_load(bases, questions, seconds)
+    finally:
+        for context in reversed(contexts):
+            context.__exit__(None, None, None)
+    if postgres_bin() is None:
+        out["postgres_2"] = "skipped: PostgreSQL's server programs are not installed"
+        return out
+    pg = PostgresServer().start()
+    try:
+        bases, contexts = servers(root, "health-pg", 2, pg.new_database(), SQLCHORUS_MAX_PENDING_RUNS="200")
+        try:
+            for base in bases:
+                httpx.post(f"{base}/v1/ask", json={"question": questions[0]}, timeout=120)
+            out["postgres_2"] = health_under_load(bases, questions, seconds)
+        finally:
+            for context in reversed(contexts):
+                context.__exit__(None, None, None)
+    finally:
+        pg.stop()
+    return out
+
+
+def store_away(root: Path, questions: list[str], rounds: int) -> dict[str, Any]:
+    """The first requests after the PostgreSQL store stops: their latency and status."""
+    if postgres_bin() is None:
+        return {"skipped": "PostgreSQL's server programs are not installed"}
+    pg = PostgresServer().start()
+    first: list[float] = []
+    unknown: list[float] = []
+    statuses: dict[str, int] = {}
+    try:
+        bases, contexts = servers(root, "away", 1, pg.new_database(), SQLCHORUS_RUN_HEARTBEAT_S="30")
+        base = bases[0]
+        try:
+            with httpx.Client(timeout=120) as client:
+                for _ in range(rounds):
+                    assert client.post(f"{base}/v1/ask", json={"question": questions[0]}).status_code == 200
+                    halt_postgres(pg)
+                    start = time.perf_counter()
+                    response = client.post(f"{base}/v1/runs", json={"question": questions[0]})
+                    first.append(time.perf_counter() - start)
+                    key = f"{response.status_code} {response.json().get('error', {}).get('kind', '')}".strip()
+                    statuses[key] = statuses.get(key, 0) + 1
+                    start = time.perf_counter()
+                    client.get(f"{base}/v1/runs/20990101T000000-00000000")
+                    unknown.append(time.perf_counter() - start)
+                    restart_postgres(pg)
+                    deadline = time.monotonic() + 120
+                    while client.get(f"{base}/v1/health").status_code != 200:  # bounded: 120 s
+                        if time.monotonic() > deadline:
+                            raise RuntimeError("the store was not found back within 120 s")
+                        time.sleep(0.2)
+        finally:
+            for context in reversed(contexts):
+                context.__exit__(None, None, None)
+    finally:
+        pg.stop()
+    return {"rounds": rounds, "first_request": {**summary(first), "max_ms": round(max(first) * 1000, 2)},
+            "first_request_statuses": statuses,
+            "next_request": {**summary(unknown), "max_ms": round(max(unknown) * 1000, 2)}}
+
+
 def main() -> None:
+    global CODE
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=100, help="sequential questions per interface")
     parser.add_argument("--load", type=int, default=300, help="questions in each 50-client load")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of four expensive statements")
     parser.add_argument("--expensive-s", type=float, default=2.0, help="an expensive statement's length alone")
-    parser.add_argument("--only", choices=["beside_expensive"], help="run only this part")
+    parser.add_argument("--health-s", type=float, default=30.0, help="how long health is read under load")
+    parser.add_argument("--only", choices=["beside_expensive", "health_under_load", "store_away"],
+                        help="run only this part")
+    parser.add_argument("--code", help="run the servers from the sqlchorus checkout in this folder")
     args = parser.parse_args()
+    CODE = str(Path(args.code).resolve()) if args.code else None
     gold = {q["question"]: q["sql"] for q in load_demo_questions()}
     questions = list(gold)
     root = Path(tempfile.mkdtemp(prefix="sqlchorus-bench-serve-"))
-    out: dict[str, Any] = {"model": "scripted, zero latency", "database": "demo", "clients": CLIENTS}
+    out: dict[str, Any] = {"model": "scripted, zero latency", "database": "demo", "clients": CLIENTS,
+                           "code": CODE or "this checkout", "cpus": os.cpu_count()}
+    if args.only == "health_under_load":
+        out["health_under_load"] = health_part(root, questions, args.health_s)
+        print(json.dumps(out))
+        return
+    if args.only == "store_away":
+        out["store_away"] = store_away(root, questions, args.rounds)
+        print(json.dumps(out))
+        return
     depth, alone = calibrate(demo_db_path(), args.expensive_s)
     out["beside_expensive"] = {"expensive_alone_s": round(alone, 2), "cpus": os.cpu_count(), "rounds": args.rounds,
                                **{f"workers_{n}": beside_expensive(root, n, depth, args.rounds, questions)
@@ -191,9 +380,9 @@ def main() -> None:
 
     with Session(settings, model=oracle_model(gold.get)) as session, \
             running(server_args("rest", folders["rest"], ports["rest"], str(folders["rest"] / "cp.sqlite")),
-                    folders["rest"], server_env(folders["rest"]), base + "/v1/health"), \
+                    folders["rest"], env_of(folders["rest"]), base + "/v1/health"), \
             running(server_args("mcp", folders["mcp"], ports["mcp"], str(folders["mcp"] / "cp.sqlite")),
-                    folders["mcp"], server_env(folders["mcp"]), mcp_url):
+                    folders["mcp"], env_of(folders["mcp"]), mcp_url):
 
         async def in_turn() -> dict[str, list[float]]:
             times: dict[str, list[float]] = {"inprocess": [], "rest": [], "mcp": []}
@@ -243,17 +432,7 @@ def main() -> None:
         pg = PostgresServer().start()
         try:
             for count in (1, 2):
-                url = pg.new_database()
-                bases, contexts = [], []
-                for n in range(count):
-                    folder = root / f"pg{count}-{n}"
-                    folder.mkdir()
-                    port = free_port()
-                    bases.append(f"http://127.0.0.1:{port}")
-                    contexts.append(running(server_args("rest", folder, port, url), folder, server_env(folder),
-                                            bases[-1] + "/v1/health"))
-                for context in contexts:
-                    context.__enter__()
+                bases, contexts = servers(root, f"pg{count}", count, pg.new_database())
                 try:
                     for b in bases:
                         httpx.post(f"{b}/v1/ask", json={"question": questions[0]}, timeout=60)

@@ -31,7 +31,7 @@ def run(*args):
 
 def test_missing_database(tmp_path, use_model):
     use_model(ScriptedChatModel(["x"]))
-    out = run("ask", "How many?", "--db", str(tmp_path / "nope.sqlite"), "--model", "x:y")
+    out = run("ask", "How many?", "--db", str(tmp_path / "nope.sqlite"), "--model", "openai:x")
     assert out.exit_code == 2
     assert "does not exist" in out.output
 
@@ -40,7 +40,7 @@ def test_file_that_is_not_a_database(tmp_path, use_model):
     use_model(ScriptedChatModel(["x"]))
     path = tmp_path / "notes.sqlite"
     path.write_text("just some notes\n" * 20)
-    out = run("ask", "How many?", "--db", str(path), "--model", "x:y")
+    out = run("ask", "How many?", "--db", str(path), "--model", "openai:x")
     assert out.exit_code == 2
     assert "not a SQLite database" in out.output
 
@@ -48,7 +48,7 @@ def test_file_that_is_not_a_database(tmp_path, use_model):
 @pytest.mark.parametrize("question", ["", "   \n"])
 def test_empty_question(question, use_model):
     use_model(ScriptedChatModel(["x"]))
-    out = run("ask", question, "--model", "x:y")
+    out = run("ask", question, "--model", "openai:x")
     assert out.exit_code == 2
     assert "The question is empty" in out.output
 
@@ -72,7 +72,7 @@ def test_model_that_raises(use_model, tmp_path):
         raise ConnectionError("connection refused by 127.0.0.1:9")
 
     use_model(ScriptedChatModel(boom))
-    out = run("ask", "How many customers do we have?", "--model", "x:y", "--trace-dir", str(tmp_path))
+    out = run("ask", "How many customers do we have?", "--model", "openai:x", "--trace-dir", str(tmp_path))
     assert out.exit_code == 1
     assert "No candidate query was produced" in out.output
     assert "connection refused" in out.output
@@ -84,7 +84,7 @@ def test_model_that_returns_no_sql(use_model, tmp_path):
         return "['customers']" if role == "keywords" else "I would rather talk about the weather."
 
     use_model(ScriptedChatModel(chatter))
-    out = run("ask", "How many customers do we have?", "--model", "x:y", "--json", "--trace-dir", str(tmp_path))
+    out = run("ask", "How many customers do we have?", "--model", "openai:x", "--json", "--trace-dir", str(tmp_path))
     assert out.exit_code == 1
     answer = json.loads(out.output)
     assert answer["ok"] is False
@@ -127,7 +127,7 @@ def test_enormous_schema(tmp_path, use_model):
             role, "**Final Optimized SQL Query:**\nSELECT c0 FROM t7")
 
     use_model(ScriptedChatModel(respond))
-    out = run("ask", "What is c0 of t7?", "--db", str(path), "--model", "x:y", "--json", "--trace-dir", str(tmp_path))
+    out = run("ask", "What is c0 of t7?", "--db", str(path), "--model", "openai:x", "--json", "--trace-dir", str(tmp_path))
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["rows"] == [["value 7"]]
 
@@ -142,7 +142,7 @@ def test_an_unexpected_failure_inside_the_graph_is_reported(use_model, monkeypat
         raise RuntimeError("fingerprint store unavailable")
 
     monkeypatch.setattr("sqlchorus.tools.results.fingerprint", broken)
-    out = run("ask", "How many customers do we have?", "--model", "x:y", "--trace-dir", str(tmp_path))
+    out = run("ask", "How many customers do we have?", "--model", "openai:x", "--trace-dir", str(tmp_path))
     assert out.exit_code == 1
     assert "The run failed: RuntimeError: fingerprint store unavailable" in out.output
     trace_file = next(tmp_path.glob("*.jsonl"))
@@ -154,7 +154,7 @@ def test_unusable_trace_folder_costs_the_trace_not_the_answer(use_model, tmp_pat
                                  "**Final Optimized SQL Query:**\nSELECT count(*) FROM customers"]))
     blocker = tmp_path / "afile"
     blocker.write_text("not a folder")
-    out = run("ask", "How many customers?", "--model", "x:y", "--trace-dir", str(blocker / "sub"))
+    out = run("ask", "How many customers?", "--model", "openai:x", "--trace-dir", str(blocker / "sub"))
     assert out.exit_code == 0, out.output
     assert "62" in out.output and "Traceback" not in out.output
     assert out.output.count("no trace file") == 1
@@ -209,6 +209,13 @@ print(result.exit_code, ",".join(heavy) or "-", result.output.strip().splitlines
     (["ask", "How many?", "--db", "duckdb:///no/such/sales", "--model", "openai:gpt-4o-mini"],
      "No database at /no/such/sales"),
     (["ask", "How many?", "--model", "gpt4"], "is not of the form 'provider:model'"),
+    (["ask", "How many?", "--model", "openai:"], "is not of the form 'provider:model'"),
+    (["ask", "How many?", "--model", "nosuch:foo"], "Model 'nosuch:foo' names an unknown provider 'nosuch'."),
+    (["ask", "How many?", "--model", "openai:gpt-4o-mini", "--role-model", "fixing=opnai:gpt-4o"],
+     "Did you mean openai:gpt-4o?"),
+    (["demo", "--model", "nosuch:foo"], "names an unknown provider 'nosuch'"),
+    (["ask", "How many?", "--model", "openai-compatible:qwen"], "'openai-compatible:<model>@<base_url>'"),
+    (["ask", "How many?", "--model", "python:factories"], "'python:package.module:factory', not 'python:factories'"),
     (["ask", "How many?", "--preset", "nosuch"], "Unknown preset"),
 ])
 def test_bad_input_is_refused_before_anything_is_built(args, said, tmp_path):
@@ -234,3 +241,66 @@ def test_no_model_at_all_is_refused_before_anything_is_built(tmp_path):
                          cwd=tmp_path, env=env, timeout=120)
     code, heavy, line = out.stdout.strip().split(" ", 2)
     assert (code, heavy) == ("2", "-") and line.startswith("Error: No model is configured"), out.stdout
+
+
+def test_an_unknown_provider_is_refused_with_the_closest_one_and_what_providers_there_are(monkeypatch):
+    monkeypatch.delenv("SQLCHORUS_MODEL", raising=False)
+    out = run("ask", "How many?", "--model", "anthropc:claude-sonnet-4-5")
+    assert out.exit_code == 2
+    line = out.output.strip()
+    assert line.count("\n") == 0, line
+    assert line.startswith("Error: Model 'anthropc:claude-sonnet-4-5' names an unknown provider 'anthropc'. "
+                           "Did you mean anthropic:claude-sonnet-4-5?")
+    assert "openai-compatible, local, python" in line and "ollama" in line
+    # From the environment too, before anything is built.
+    monkeypatch.setenv("SQLCHORUS_MODEL", "nosuch:foo")
+    out = run("ask", "How many?")
+    assert out.exit_code == 2 and "names an unknown provider 'nosuch'" in out.output
+
+
+def test_every_provider_langchain_builds_is_known_in_any_spelling_it_takes():
+    from langchain.chat_models.base import _BUILTIN_PROVIDERS
+
+    from sqlchorus.config.model_names import LANGCHAIN_PROVIDERS, check_model_name
+
+    assert sorted(LANGCHAIN_PROVIDERS) == sorted(_BUILTIN_PROVIDERS)
+    for provider in (*LANGCHAIN_PROVIDERS, "local"):
+        assert check_model_name(f"{provider}:some-model") == (provider, "some-model")
+    # sqlchorus's own providers whose names have parts: the form is checked as well.
+    assert check_model_name("openai-compatible:qwen@http://127.0.0.1:8000/v1") == (
+        "openai-compatible", "qwen@http://127.0.0.1:8000/v1")
+    assert check_model_name("python:pkg.mod:factory") == ("python", "pkg.mod:factory")
+    assert check_model_name("Azure-OpenAI:gpt-4o") == ("Azure-OpenAI", "gpt-4o")  # as init_chat_model reads it
+
+
+def test_a_provider_of_a_newer_langchain_passes_when_its_package_is_installed(tmp_path, monkeypatch):
+    from sqlchorus.config.errors import ModelConfigError
+    from sqlchorus.config.model_names import check_model_name
+
+    with pytest.raises(ModelConfigError, match="unknown provider 'zzfuture'"):
+        check_model_name("zzfuture:model-1")
+    (tmp_path / "langchain_zzfuture").mkdir()
+    (tmp_path / "langchain_zzfuture" / "__init__.py").write_text("", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert check_model_name("zzfuture:model-1") == ("zzfuture", "model-1")
+
+
+@pytest.mark.parametrize("args", [
+    ["eval", "--dataset", "spider-dev", "--limit", "1", "--model", "nosuch:foo"],
+    ["serve", "--model", "nosuch:foo", "--port", "1"],
+    ["mcp", "--model", "nosuch:foo"],
+    ["ui", "--model", "nosuch:foo", "--port", "1"],
+])
+def test_commands_that_run_questions_refuse_an_unknown_provider_before_starting(args, tmp_path, monkeypatch):
+    """An evaluation or a server with a mistyped provider stops at once with the same line as
+    ``ask``, rather than after every question (or every request) has failed."""
+    from click.testing import CliRunner
+
+    from sqlchorus.interfaces.cli import cli
+
+    monkeypatch.chdir(tmp_path)
+    out = CliRunner().invoke(cli, args, env={"SQLCHORUS_MODEL": None})
+    assert out.exit_code == 2, out.output
+    assert "Model 'nosuch:foo' names an unknown provider 'nosuch'." in out.output
+    assert "Traceback" not in out.output
+    assert not (tmp_path / "evals").exists()

@@ -7,12 +7,14 @@ import json
 import pytest
 from click.testing import CliRunner
 from langchain_core.messages import HumanMessage, SystemMessage
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import sqlchorus
 from sqlchorus.config.settings import Settings
 from sqlchorus.interfaces.cli import cli
 from sqlchorus.testing import ScriptedChatModel, oracle_model
 from sqlchorus.tools.cache import ResponseCache, default_cache_dir, model_identity, request_key
+from sqlchorus.tools.pricing import Price
 
 
 def demo_oracle(name="oracle"):
@@ -67,20 +69,53 @@ def test_identity_holds_endpoint_but_no_secret():
     assert model_identity(one) != model_identity(two)
 
 
-def test_repeated_run_costs_nothing(demo_db, tmp_path, spans, named):
+def test_repeated_run_costs_nothing_and_keeps_the_tokens_of_the_calls_it_replays(demo_db, tmp_path, spans, named,
+                                                                                  monkeypatch):
     model, question = demo_oracle()
     settings = Settings(model=named(model), cache_path=str(tmp_path / "c.sqlite"), trace_dir=None)
-    first = sqlchorus.ask(question, db=demo_db, settings=settings)
+    # Priced, so that "costs nothing" is the cache's doing and not a missing price.
+    monkeypatch.setattr("sqlchorus.tools.pricing.BUILTIN_PRICES", {"oracle": Price(1.0, 1.0)})
+    first_run = InMemorySpanExporter()  # a run shuts its exporters down: each run has its own
+    first = sqlchorus.ask(question, db=demo_db, settings=settings, exporters=[first_run])
     calls = model.calls
     assert first.ok and first.cost["cached_calls"] == 0 and first.cost["input_tokens"] > 0
+    assert first.cost["cost_usd"] > 0 and first.cost["unpriced_calls"] == 0
+    first_spans = _chat_spans(first_run)
     second = sqlchorus.ask(question, db=demo_db, settings=settings, exporters=[spans])
     assert model.calls == calls
     assert second.sql == first.sql and second.rows == first.rows
     assert second.cost["cached_calls"] == second.cost["calls"] == first.cost["calls"]
-    assert second.cost["input_tokens"] == second.cost["output_tokens"] == 0
+    # Each cached call counts the tokens of the call it replays, marked cached, at no cost.
+    assert [(u["node"], u["input_tokens"], u["output_tokens"]) for u in second.usage] == [
+        (u["node"], u["input_tokens"], u["output_tokens"]) for u in first.usage]
+    assert all(u["cached"] and u["cost_usd"] == 0 for u in second.usage)
+    assert (second.cost["input_tokens"], second.cost["output_tokens"]) == (first.cost["input_tokens"],
+                                                                           first.cost["output_tokens"])
+    assert (second.cost["cached_input_tokens"], second.cost["cached_output_tokens"]) == (
+        second.cost["input_tokens"], second.cost["output_tokens"])
     assert second.cost["cost_usd"] == 0
-    llm = [s for s in spans.get_finished_spans() if s.attributes.get("gen_ai.operation.name") == "chat"]
+    llm = _chat_spans(spans)
     assert llm and all(s.attributes["sqlchorus.cache_hit"] for s in llm)
+    tokens = ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens")
+    assert [[s.attributes[k] for k in tokens] for s in llm] == [[s.attributes[k] for k in tokens] for s in first_spans]
+
+
+def _chat_spans(spans):
+    return [s for s in spans.get_finished_spans() if s.attributes.get("gen_ai.operation.name") == "chat"]
+
+
+def test_a_cached_rerun_says_its_tokens_came_from_the_cache_on_the_command_line(demo_db, monkeypatch, tmp_path):
+    model, question = demo_oracle()
+    monkeypatch.setattr("sqlchorus.core.models.resolve_model", lambda spec, **kw: model)
+    base = ["ask", question, "--db", str(demo_db), "--model", "openai:x", "--no-trace",
+            "--cache-path", str(tmp_path / "c.sqlite")]
+    first = json.loads(CliRunner().invoke(cli, [*base, "--json"]).output)
+    printed = CliRunner().invoke(cli, base, env={"COLUMNS": "400"}).output
+    cost = first["cost"]
+    said = f"{cost['input_tokens']} tokens in, {cost['output_tokens']} out"
+    assert f"({cost['calls']} from cache), {said} ({cost['input_tokens']} in, {cost['output_tokens']} out from cache)" \
+        in printed
+    assert " 0 tokens in" not in printed
 
 
 def test_cache_off_and_model_objects_are_not_cached(demo_db, tmp_path, named):
@@ -99,7 +134,7 @@ def test_cache_off_and_model_objects_are_not_cached(demo_db, tmp_path, named):
 def test_no_cache_flag(monkeypatch, tmp_path):
     model, question = demo_oracle()
     monkeypatch.setattr("sqlchorus.core.models.resolve_model", lambda spec, **kw: model)
-    base = ["ask", question, "--model", "x:y", "--json", "--no-trace", "--cache-path", str(tmp_path / "c.sqlite")]
+    base = ["ask", question, "--model", "openai:x", "--json", "--no-trace", "--cache-path", str(tmp_path / "c.sqlite")]
     runs = [json.loads(CliRunner().invoke(cli, base + extra).output) for extra in ([], [], ["--no-cache"])]
     assert [r["cost"]["cached_calls"] for r in runs] == [0, 3, 0]
     assert all(r["ok"] for r in runs)

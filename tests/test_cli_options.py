@@ -48,37 +48,37 @@ def test_every_option_shows_the_fields_help_and_default(command):
 
 
 def test_untyped_options_leave_the_settings_defaults(seen):
-    ask("--model", "x:y")
+    ask("--model", "openai:x")
     # The command line's traces go to ./traces; a program's, to the per-user data folder.
-    assert seen["settings"] == Settings(model="x:y", trace_dir="traces")
+    assert seen["settings"] == Settings(model="openai:x", trace_dir="traces")
     assert Settings().trace_dir == "auto"
 
 
 def test_typed_options_reach_the_settings(seen):
-    ask("--model", "x:y", "--role-model", "generation=a:b", "--generator", "din=2", "--generator", "nrep",
+    ask("--model", "openai:x", "--role-model", "generation=openai:b", "--generator", "din=2", "--generator", "nrep",
         "--fix-rounds", 1, "--schema-level", "columns", "--timeout", 2.5, "--no-trace", "--no-cache",
         "--no-grammar", "--pairwise", "always", "--max-clusters", 3)
     s = seen["settings"]
     assert (s.models, s.generators, s.fix_rounds, s.schema_level, s.sql_timeout_s) == (
-        {"generation": "a:b"}, {"din": 2, "nrep": 1}, 1, "columns", 2.5)
+        {"generation": "openai:b"}, {"din": 2, "nrep": 1}, 1, "columns", 2.5)
     assert (s.trace_dir, s.cache, s.grammar, s.pairwise, s.pairwise_max_clusters) == (None, False, False, "always", 3)
 
 
 def test_an_option_typed_at_its_default_wins_over_the_preset(seen):
-    ask("--model", "x:y", "--preset", "balanced", "--fix-rounds", 3, "--pairwise", "low-confidence")
+    ask("--model", "openai:x", "--preset", "balanced", "--fix-rounds", 3, "--pairwise", "low-confidence")
     assert (seen["settings"].fix_rounds, seen["settings"].preset) == (3, "balanced")
-    ask("--model", "x:y", "--preset", "balanced")
+    ask("--model", "openai:x", "--preset", "balanced")
     assert seen["settings"].fix_rounds == 1
-    ask("--model", "x:y", "--preset", "full", "--pairwise", "low-confidence")
+    ask("--model", "openai:x", "--preset", "full", "--pairwise", "low-confidence")
     assert (seen["settings"].pairwise, seen["settings"].fix_rounds) == ("low-confidence", 3)
-    ask("--model", "x:y", "--preset", "full")
+    ask("--model", "openai:x", "--preset", "full")
     assert seen["settings"].pairwise == "always"
 
 
 def test_environment_counts_as_typed(seen, monkeypatch):
-    monkeypatch.setenv("SQLCHORUS_MODEL", "env:model")
+    monkeypatch.setenv("SQLCHORUS_MODEL", "openai:from-env")
     ask()
-    assert seen["settings"].model == "env:model"
+    assert seen["settings"].model == "openai:from-env"
 
 
 @pytest.mark.parametrize("args,message", [
@@ -91,7 +91,7 @@ def test_environment_counts_as_typed(seen, monkeypatch):
 ])
 def test_bad_values_are_clear_errors(args, message, monkeypatch):
     monkeypatch.setattr("sqlchorus.core.models.resolve_model", lambda spec, **kw: ScriptedChatModel(["x"]))
-    out = ask("--model", "x:y", *args)
+    out = ask("--model", "openai:x", *args)
     assert out.exit_code == 2
     assert message in out.output
     assert "Traceback" not in out.output

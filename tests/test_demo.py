@@ -50,8 +50,8 @@ def test_the_demo_without_a_model_runs_the_tiny_preset_and_a_typed_preset_wins(m
         "local:smollm2", "tiny", {"direct": 1}, "question", "lexical", "from")
     CliRunner().invoke(cli, ["demo", "--no-trace", "--preset", "fast"])
     assert (seen["settings"].preset, seen["settings"].generators) == ("fast", {"divide_conquer": 1})
-    CliRunner().invoke(cli, ["demo", "--no-trace", "--model", "x:y"])
-    assert (seen["settings"].model, seen["settings"].preset) == ("x:y", None)
+    CliRunner().invoke(cli, ["demo", "--no-trace", "--model", "openai:x"])
+    assert (seen["settings"].model, seen["settings"].preset) == ("openai:x", None)
 
 
 def test_the_tiny_preset_answers_with_one_call(demo_db):

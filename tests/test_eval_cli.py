@@ -46,7 +46,7 @@ def run_json(*args) -> dict:
 def test_oracle_on_spider_dev(use_model, tmp_path):
     data = spider_dev()
     model = use_model(oracle_for(data))
-    out = run_json("--dataset", "spider-dev", "--limit", LIMIT, "--model", "x:y", "--out", tmp_path / "run")
+    out = run_json("--dataset", "spider-dev", "--limit", LIMIT, "--model", "openai:x", "--out", tmp_path / "run")
     assert REQUIRED_KEYS <= set(out)
     assert (out["ex"], out["n_scored"], out["n_missing_db"]) == (100.0, LIMIT, 0)
     assert sum(v["n"] for v in out["by_difficulty"].values()) == LIMIT
@@ -64,7 +64,7 @@ def test_oracle_on_spider_dev(use_model, tmp_path):
 def test_a_wrong_model_gives_lower_ex(use_model, tmp_path):
     data = spider_dev()
     use_model(oracle_for(data, wrong={0, 3}))
-    out = run_json("--dataset", "spider-dev", "--limit", LIMIT, "--model", "x:y", "--out", tmp_path / "run")
+    out = run_json("--dataset", "spider-dev", "--limit", LIMIT, "--model", "openai:x", "--out", tmp_path / "run")
     assert out["ex"] == round(100.0 * (LIMIT - 2) / LIMIT, 2)
 
 
@@ -72,10 +72,10 @@ def test_rerun_resumes_without_model_calls(use_model, tmp_path, monkeypatch):
     data = spider_dev()
     model = use_model(oracle_for(data))
     monkeypatch.chdir(tmp_path)
-    first = run_json("--dataset", "spider-dev", "--limit", 3, "--model", "x:y", "--run-name", "mine")
+    first = run_json("--dataset", "spider-dev", "--limit", 3, "--model", "openai:x", "--run-name", "mine")
     calls = model.calls
     assert first["out_dir"] == "evals/mine" and first["run"]["n_run"] == 3
-    again = run("--dataset", "spider-dev", "--limit", 4, "--model", "x:y", "--run-name", "mine")
+    again = run("--dataset", "spider-dev", "--limit", 4, "--model", "openai:x", "--run-name", "mine")
     assert again.exit_code == 0, again.output
     assert "resuming: 3 question(s) already recorded" in again.stderr
     assert "EX 100% on 4 question(s)" in again.stdout
@@ -87,9 +87,9 @@ def test_rerun_resumes_without_model_calls(use_model, tmp_path, monkeypatch):
 def test_missing_databases_are_counted(use_model, tmp_path):
     data = small_dataset(tmp_path)
     use_model(oracle_for(data))
-    out = run_json("--dataset", data.source, "--model", "x:y", "--out", tmp_path / "run")
+    out = run_json("--dataset", data.source, "--model", "openai:x", "--out", tmp_path / "run")
     assert (out["ex"], out["n_scored"], out["n_missing_db"]) == (100.0, N_SPIDER, N_MISSING)
-    text = run("--dataset", data.source, "--model", "x:y", "--out", tmp_path / "run")
+    text = run("--dataset", data.source, "--model", "openai:x", "--out", tmp_path / "run")
     assert f"{N_MISSING} question(s) not scored: their database is missing" in text.stdout
 
 
@@ -105,10 +105,10 @@ def test_scoring_the_gold_file_gives_100(tmp_path):
 def test_a_preset_runs_and_an_unknown_one_is_refused(use_model, tmp_path):
     data = spider_dev()
     use_model(oracle_for(data))
-    out = run_json("--dataset", "spider-dev", "--limit", 2, "--model", "x:y", "--preset", "fast",
+    out = run_json("--dataset", "spider-dev", "--limit", 2, "--model", "openai:x", "--preset", "fast",
                    "--out", tmp_path / "run")
     assert out["run"]["settings"]["preset"] == "fast" and out["ex"] == 100.0
-    bad = run("--dataset", "spider-dev", "--limit", 2, "--model", "x:y", "--preset", "fastest",
+    bad = run("--dataset", "spider-dev", "--limit", 2, "--model", "openai:x", "--preset", "fastest",
               "--out", tmp_path / "run2")
     assert bad.exit_code == 2 and "'fastest' is not one of 'fast', 'balanced', 'full'" in bad.output
 
@@ -144,7 +144,7 @@ def test_full_preset_with_a_wrong_generator_exports_selection_pairs(use_model, t
 
     use_model(ScriptedChatModel(respond))
     pairs = tmp_path / "pairs.jsonl"
-    out = run_json("--dataset", "spider-dev", "--limit", 3, "--model", "x:y", "--preset", "full",
+    out = run_json("--dataset", "spider-dev", "--limit", 3, "--model", "openai:x", "--preset", "full",
                    "--out", tmp_path / "run", "--export-pairs", pairs)
     gens = out["candidate_generators"]
     assert gens["query_plan"]["ex"] == 0.0 and gens["divide_conquer"]["ex"] == 100.0

@@ -40,7 +40,10 @@ def run_exported(test: Path, cwd: Path, basetemp: Path) -> subprocess.CompletedP
     """The exported test run by pytest in a process of its own, from ``cwd``; bytecode and
     pytest's cache are off so that only the test itself could write anything."""
     cwd.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    # Hypothesis (which Schemathesis's pytest plugin loads) keeps its files beside the run's temp
+    # folder, not in cwd.
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1",
+           "HYPOTHESIS_STORAGE_DIRECTORY": str(basetemp) + "-hypothesis"}
     env.pop("SQLCHORUS_MODEL", None)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp", str(basetemp), str(test)],

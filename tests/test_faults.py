@@ -32,7 +32,7 @@ def test_ctrl_c_in_ask_exits_130(monkeypatch):
         raise KeyboardInterrupt
 
     monkeypatch.setattr("sqlchorus.runs.session.ask", interrupted)
-    out = CliRunner().invoke(cli, ["ask", "How many customers do we have?", "--model", "x:y", "--no-trace"])
+    out = CliRunner().invoke(cli, ["ask", "How many customers do we have?", "--model", "openai:x", "--no-trace"])
     assert out.exit_code == 130
     assert "Interrupted." in out.output and "Traceback" not in out.output
 
@@ -81,7 +81,7 @@ class _FullDisk:
 
 def _answer_with(monkeypatch, *extra):
     monkeypatch.setattr("sqlchorus.core.models.resolve_model", lambda spec, **kw: oracle_model(GOLD.get))
-    return CliRunner().invoke(cli, ["ask", "How many customers do we have?", "--model", "x:y", *extra])
+    return CliRunner().invoke(cli, ["ask", "How many customers do we have?", "--model", "openai:x", *extra])
 
 
 def test_a_full_disk_costs_the_trace_file_not_the_answer(monkeypatch, tmp_path):
@@ -118,7 +118,7 @@ def _refusing_provider(monkeypatch, name: str, status: int):
 
 def test_a_refused_api_key_is_a_configuration_error_met_once(monkeypatch):
     model = _refusing_provider(monkeypatch, "AuthenticationError", 401)
-    out = CliRunner().invoke(cli, ["ask", "How many customers do we have?", "--model", "x:y", "--no-trace"])
+    out = CliRunner().invoke(cli, ["ask", "How many customers do we have?", "--model", "openai:x", "--no-trace"])
     assert out.exit_code == 2, out.output
     assert "refused the credentials" in out.output and "Traceback" not in out.output
     assert model.calls == 1  # the run stops at the first refusal: no retry, no other node tries
@@ -130,7 +130,7 @@ def test_a_refused_api_key_stops_select_and_eval_once(monkeypatch, tmp_path, dem
              for i in range(5)]
     path = tmp_path / "candidates.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    out = CliRunner().invoke(cli, ["select", "--candidates", str(path), "--model", "x:y", "--pairwise", "always"])
+    out = CliRunner().invoke(cli, ["select", "--candidates", str(path), "--model", "openai:x", "--pairwise", "always"])
     assert out.exit_code == 2 and "refused the credentials" in out.output and "Traceback" not in out.output
     assert model.calls == 1
 
@@ -138,7 +138,7 @@ def test_a_refused_api_key_stops_select_and_eval_once(monkeypatch, tmp_path, dem
 def test_a_refused_api_key_stops_an_evaluation_at_once(monkeypatch, tmp_path, spider):
     spider("concert_singer")  # skips without the benchmark data
     model = _refusing_provider(monkeypatch, "AuthenticationError", 401)
-    out = CliRunner().invoke(cli, ["eval", "--dataset", "spider-dev", "--limit", "4", "--model", "x:y",
+    out = CliRunner().invoke(cli, ["eval", "--dataset", "spider-dev", "--limit", "4", "--model", "openai:x",
                                    "--out", str(tmp_path / "run"), "--no-trace"])
     assert out.exit_code == 2 and "refused the credentials" in out.output and "Traceback" not in out.output
     assert model.calls == 1
@@ -213,7 +213,7 @@ RAW_EXPORTER_TEXT = ("Traceback", "WARNING", "Transient error", "Failed to expor
 def test_an_unreachable_otlp_endpoint_costs_one_line_not_the_answer(tmp_path):
     pytest.importorskip("opentelemetry.exporter.otlp.proto.http.trace_exporter")
     endpoint = f"http://127.0.0.1:{_closed_port()}/v1/traces"
-    out = subprocess.run(_command(tmp_path, "ask", "How many customers do we have?", "--model", "x:y", "--no-cache",
+    out = subprocess.run(_command(tmp_path, "ask", "How many customers do we have?", "--model", "openai:x", "--no-cache",
                                   "--trace-dir", tmp_path / "traces", "--otlp-endpoint", endpoint),
                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -255,7 +255,7 @@ def test_ctrl_c_in_a_parallel_eval_keeps_every_finished_answer_and_does_not_wait
     dataset, questions = _demo_dataset(tmp_path, demo_db, 12)
     run, asked = tmp_path / "run", tmp_path / "asked.txt"
     held = questions[6:]  # never answered: four of them are in flight when Ctrl-C comes
-    command = _command(tmp_path, "eval", "--dataset", dataset, "--workers", 4, "--model", "x:y", "--no-cache",
+    command = _command(tmp_path, "eval", "--dataset", dataset, "--workers", 4, "--model", "openai:x", "--no-cache",
                        "--no-trace", "--out", run)
     proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "HOLD": json.dumps(held), "ASKED": str(asked)},

@@ -95,7 +95,7 @@ def test_two_servers_share_runs_read_cancel_and_resume_across_them(postgres, tmp
         run_id = http.post(f"{base_a}/v1/runs", json={"question": question}).json()["run_id"]
         gate.wait_called()
         assert _poll(base_b, run_id, {"running"})["question"] == question
-        cancel = http.delete(f"{base_b}/v1/runs/{run_id}")
+        cancel = http.post(f"{base_b}/v1/runs/{run_id}/cancel")
         assert cancel.status_code == 202 and cancel.json()["status"] == "cancelling"
         gate.open()  # A's call ends; before its next node A finds the cancel B left in the store
         assert _poll(base_a, run_id, {"cancelled", "done", "failed"})["status"] == "cancelled"

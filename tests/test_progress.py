@@ -35,10 +35,10 @@ def test_each_node_starts_then_ends_in_order(demo_db):
 
 def test_verbose_prints_a_line_per_step_where_there_is_no_terminal(monkeypatch):
     monkeypatch.setattr("sqlchorus.core.models.resolve_model", lambda spec, **kw: oracle_model(GOLD.get))
-    out = CliRunner().invoke(cli, ["ask", "How many customers do we have?", "--model", "x:y", "--no-trace",
+    out = CliRunner().invoke(cli, ["ask", "How many customers do we have?", "--model", "openai:x", "--no-trace",
                                    "--verbose"])
     assert out.exit_code == 0, out.output
     lines = [line for line in out.output.splitlines() if line.startswith("  step ")]
     assert [line.split(":")[0].split()[-1] for line in lines][:3] == ["prepare", "extract_keywords", "retrieve_values"]
-    quiet = CliRunner().invoke(cli, ["ask", "How many customers do we have?", "--model", "x:y", "--no-trace"])
+    quiet = CliRunner().invoke(cli, ["ask", "How many customers do we have?", "--model", "openai:x", "--no-trace"])
     assert "  step " not in quiet.output

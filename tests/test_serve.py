@@ -82,7 +82,9 @@ def test_databases_schema_and_openapi(server):
     assert missing.status_code == 404 and missing.json()["error"]["kind"] == "unknown_database"
     paths = http.get(f"{base}/openapi.json").json()["paths"]
     assert {"/v1/ask", "/v1/ask/stream", "/v1/runs", "/v1/runs/{run_id}", "/v1/databases"} <= set(paths)
-    assert "delete" in paths["/v1/runs/{run_id}"]
+    assert "post" in paths["/v1/runs/{run_id}/cancel"]
+    # A cancel is not a deletion: the run stays, so DELETE is no method of a run's.
+    assert "delete" not in paths["/v1/runs/{run_id}"]
     docs = http.get(f"{base}/docs")
     assert docs.status_code == 200 and "<code>/v1/ask/stream</code>" in docs.text
     assert "http://" not in docs.text and "https://" not in docs.text  # nothing fetched from elsewhere
@@ -113,7 +115,7 @@ def test_a_run_in_the_background_is_read_cancelled_and_resumed(server):
         run_id = started.json()["run_id"]
         gate.wait_called()  # the run is in its first model call, held there until the gate opens
         assert http.get(f"{base}/v1/runs/{run_id}").json()["status"] == "running"
-        cancelled = http.delete(f"{base}/v1/runs/{run_id}")
+        cancelled = http.post(f"{base}/v1/runs/{run_id}/cancel")
         assert cancelled.status_code == 202 and cancelled.json()["status"] == "cancelling"
         assert http.get(f"{base}/v1/runs/{run_id}").json()["status"] == "cancelling"
         refused = http.post(f"{base}/v1/runs/{run_id}/resume")  # not while it is still stopping
@@ -124,7 +126,7 @@ def test_a_run_in_the_background_is_read_cancelled_and_resumed(server):
     kept = http.get(f"{base}/v1/runs/{run_id}/history").json()["checkpoints"]
     # Its checkpoints are kept, up to where it stopped, short of its end.
     assert kept[0]["source"] == "input" and kept[-1]["next"]
-    again = http.delete(f"{base}/v1/runs/{run_id}")
+    again = http.post(f"{base}/v1/runs/{run_id}/cancel")
     assert again.status_code == 409 and again.json()["error"]["kind"] == "run_finished"
     # Resumed from its newest checkpoint, the run goes on to its answer.
     resumed = http.post(f"{base}/v1/runs/{run_id}/resume")

@@ -96,7 +96,7 @@ def _sqlite_runs(path: Path):
 
 def _unknown_everywhere(base: str, run_id: str) -> None:
     """Every endpoint of a run answers 404 unknown_run for ``run_id``."""
-    for method, path in (("GET", ""), ("DELETE", ""), ("POST", "/resume"), ("GET", "/events"),
+    for method, path in (("GET", ""), ("POST", "/cancel"), ("POST", "/resume"), ("GET", "/events"),
                          ("GET", "/trace"), ("GET", "/history")):
         response = httpx.request(method, f"{base}/v1/runs/{run_id}{path}", timeout=WAIT_S)
         _error(response, 404, "unknown_run")
@@ -137,13 +137,16 @@ def test_run_ids_are_matched_exactly(server):
 
 def test_a_405_says_what_is_allowed(server):
     base, _ = server
-    for method, path, allowed in (("PUT", "/v1/ask", "POST"), ("PATCH", "/v1/runs/x", "DELETE, GET"),
+    for method, path, allowed in (("PUT", "/v1/ask", "POST"), ("PATCH", "/v1/runs/x", "GET"),
                                   ("POST", "/v1/health", "GET"), ("GET", "/v1/runs/x/resume", "POST"),
-                                  ("DELETE", "/v1/runs", "POST")):
+                                  ("DELETE", "/v1/runs", "POST"), ("GET", "/v1/runs/x/cancel", "POST")):
         response = httpx.request(method, base + path, timeout=WAIT_S)
         message = _error(response, 405, "method_not_allowed")
         assert response.headers["allow"] == allowed, (path, response.headers)
         assert method in message and allowed in message
+    # A run is cancelled with POST .../cancel (DELETE did once): the 405 says so.
+    message = _error(httpx.delete(f"{base}/v1/runs/x", timeout=WAIT_S), 405, "method_not_allowed")
+    assert "POST /v1/runs/x/cancel" in message, message
 
 
 def _raw(base: str, head: str, body: bytes = b"") -> tuple[int, dict[str, str], bytes]:
@@ -193,10 +196,10 @@ def test_the_openapi_document_lists_each_endpoints_errors(server):
         ("/v1/ask/stream", "post"): asking,
         ("/v1/runs", "post"): asking,
         ("/v1/runs/{run_id}", "get"): run,
-        ("/v1/runs/{run_id}", "delete"): run | {409},
+        ("/v1/runs/{run_id}/cancel", "post"): run | {409},
         ("/v1/runs/{run_id}/resume", "post"): run | {409, 413, 429},
         ("/v1/runs/{run_id}/events", "get"): run | {409},
-        ("/v1/runs/{run_id}/trace", "get"): run,
+        ("/v1/runs/{run_id}/trace", "get"): run | {409},
         ("/v1/runs/{run_id}/history", "get"): run | {409},
         ("/v1/databases", "get"): {401, 403},
         ("/v1/databases/{database}/schema", "get"): {401, 403, 404},
@@ -220,6 +223,13 @@ def test_the_openapi_document_lists_each_endpoints_errors(server):
     question = schemas["AskRequest"]["properties"]["question"]
     assert question["minLength"] == 1 and question["type"] == "string" and "pattern" in question
     assert "HTTPValidationError" not in json.dumps(spec)  # FastAPI's own 422 body is not this server's
+    # What a 200 is, where it is not JSON: each event of a stream, a trace's lines.
+    for path, method in (("/v1/ask/stream", "post"), ("/v1/runs/{run_id}/events", "get")):
+        events = spec["paths"][path][method]["responses"]["200"]["content"]["text/event-stream"]["itemSchema"]
+        assert events["required"] == ["event", "data"] and "answer" in events["properties"]["event"]["enum"]
+    trace = spec["paths"]["/v1/runs/{run_id}/trace"]["get"]["responses"]
+    assert set(trace["200"]["content"]) == {"application/x-ndjson"}
+    assert "trace_not_written" in trace["409"]["description"]
     # The schema says what the server does: an empty question is refused, with its own kind.
     _error(http.post(f"{base}/v1/ask", json={"question": ""}), 422, "empty_question")
 

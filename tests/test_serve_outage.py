@@ -133,7 +133,7 @@ def test_a_killed_servers_run_is_stale_at_once_and_resumed_by_one_request(postgr
             stale = _poll(base_b, run_id, {"failed"})
             assert stale["result"]["kind"] == "stale", stale
             assert _record(base_c, run_id)["status"] == "failed"
-            cancelled = http.delete(f"{base_c}/v1/runs/{run_id}")
+            cancelled = http.post(f"{base_c}/v1/runs/{run_id}/cancel")
             assert cancelled.status_code == 202 and cancelled.json()["status"] == "cancelled", cancelled.text
             assert _record(base_b, run_id)["status"] == "cancelled"
 
@@ -177,3 +177,29 @@ def test_a_server_with_as_many_runs_as_it_takes_answers_429(tmp_path):
             assert _poll(base, response.json()["run_id"], FINISHED)["status"] == "done"
         answer = http.post(f"{base}/v1/ask", json={"question": QUESTION})
         assert answer.status_code == 200 and answer.json()["rows"] == [[62]]
+
+
+@pytest.mark.slow
+def test_the_first_requests_after_the_store_goes_away_are_answered_not_held(postgres, tmp_path):
+    url = postgres.new_database()
+    # A heartbeat far apart: what finds the store away is the request itself, or the keeper's try
+    # of it every second, never a lease's renewal.
+    base, server = _serve(tmp_path / "s", url, tmp_path / "gates", SQLCHORUS_RUN_HEARTBEAT_S="60")
+    with server, httpx.Client(timeout=30) as client:
+        assert client.post(f"{base}/v1/ask", json={"question": QUESTION}).status_code == 200
+        halt_postgres(postgres)
+        # Each is answered (the client's limit is generous: the benchmark measures how soon),
+        # with a refusal that says when to come back, not a fault.
+        for method, path, body in (("POST", "/v1/runs", {"question": QUESTION}),
+                                   ("GET", "/v1/runs/20990101T000000-00000000", None),
+                                   ("POST", "/v1/ask", {"question": QUESTION})):
+            response = client.request(method, base + path, json=body)
+            assert response.status_code == 503, (path, response.text)
+            assert response.json()["error"]["kind"] == "store_unavailable"
+            assert int(response.headers["Retry-After"]) >= 1
+        health = client.get(f"{base}/v1/health")
+        assert health.status_code == 503 and health.json()["store"] == "unreachable", health.text
+        restart_postgres(postgres)
+        _health(base, 200)
+        answer = client.post(f"{base}/v1/ask", json={"question": QUESTION})
+        assert answer.status_code == 200 and answer.json()["rows"] == [[62]], answer.text

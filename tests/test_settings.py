@@ -48,7 +48,7 @@ def seen(monkeypatch):
 
 
 def ask(*args, env=None):
-    return CliRunner().invoke(cli, ["ask", "q", "--model", "x:y", *map(str, args)], env=env)
+    return CliRunner().invoke(cli, ["ask", "q", "--model", "openai:x", *map(str, args)], env=env)
 
 
 # field, its flag, the value as typed, what is wrong with it
@@ -113,12 +113,12 @@ def test_the_environment_reaches_the_settings(monkeypatch, seen):
     monkeypatch.setenv("SQLCHORUS_GENERATORS", "din=2, nrep")
     monkeypatch.setenv("SQLCHORUS_NREP_VIEWS", "ddl:full,m-schema:columns@ddl")
     monkeypatch.setenv("SQLCHORUS_ROLE_MODEL", "ignored: not a field's variable")
-    monkeypatch.setenv("SQLCHORUS_MODELS", '{"generation": "a:b"}')
+    monkeypatch.setenv("SQLCHORUS_MODELS", '{"generation": "openai:b"}')
     monkeypatch.setenv("SQLCHORUS_GRAMMAR", "false")
     monkeypatch.setenv("SQLCHORUS_PRICES", "prices.toml")
     monkeypatch.setenv("SQLCHORUS_MAX_TOKENS", "")  # empty: unset
     settings = Settings()
-    assert (settings.fix_rounds, settings.generators, settings.models) == (3, {"din": 2, "nrep": 1}, {"generation": "a:b"})
+    assert (settings.fix_rounds, settings.generators, settings.models) == (3, {"din": 2, "nrep": 1}, {"generation": "openai:b"})
     assert (settings.nrep_views, settings.grammar, settings.prices_file) == (
         ("ddl:full", "m-schema:columns@ddl"), False, "prices.toml")
     assert settings.max_tokens == default_of("max_tokens")

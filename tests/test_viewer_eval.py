@@ -400,3 +400,65 @@ def test_evaluation_pages_are_addressed_by_name_only_and_keep_the_policy(workben
     report = httpx.get(f"{base}/evals/first/report")
     assert f'href="../../#/run/{record["run_id"]}"' in report.text and 'href="../../#/eval/first"' in report.text
     assert "script-src" not in report.headers["content-security-policy"]
+
+
+@pytest.mark.slow
+def test_a_debugging_branch_is_shown_beside_the_verdict_that_was_scored(page, workbench, tmp_path):
+    """Question 3 of "first", scored wrong, is debugged from the command line: every candidate
+    edited to the gold, then resumed. Its run page and the evaluation's page still say wrong with
+    the prediction that was scored, and show the branch as `now correct`."""
+    base, work = workbench["base"], workbench["work"]
+    record = _record(workbench, "first", 3)
+    history = httpx.get(f"{base}/api/debug/{record['run_id']}", timeout=60).json()["history"]
+    fork = next(h["id"] for h in history if h["next"] == ["select_candidate"])
+    gold = json.dumps(record["gold_sql"])
+    commands = [f"fork {fork}", *(f"set candidates[{i}].sql {gold}" for i in range(len(record["candidates"]))),
+                "continue", "quit", ""]
+    debug = subprocess.run([sys.executable, "-m", "sqlchorus", "debug", "--eval", "first", "--question", "3",
+                            "--commands", "-"], input="\n".join(commands), capture_output=True, text=True, cwd=work,
+                           env=_env(work.parent, work.parent / "gold.json"), timeout=300)
+    assert debug.returncode == 0, debug.stdout + debug.stderr
+    assert "now correct against the gold" in debug.stdout
+
+    page.goto(f"{base}/#/run/{record['run_id']}")
+    page.wait_for_selector("#branches")
+    assert page.locator("#verdict").inner_text() == "wrong"
+    assert page.locator("#answer-sql").inner_text() == WRONG[3]
+    assert page.locator("#branches .branch-verdict").all_inner_texts() == ["now correct"]
+    assert page.locator("#branches .sql").inner_text() == record["gold_sql"]
+    screenshot(page, "eval-run-branch", tmp_path)
+
+    page.goto(f"{base}/#/eval/first")
+    cell = page.locator("#questions tr[data-question='3'] td.verdict")
+    cell.wait_for()
+    assert cell.locator(".scored").inner_text() == "wrong"
+    assert cell.locator(".branch-verdict").all_inner_texts() == ["now correct"]
+    assert page.locator("#questions tr[data-question='3'] td.predicted").inner_text() == WRONG[3]
+    screenshot(page, "eval-page-branch", tmp_path)
+
+    # The same question debugged from the step-through page: a fork at the same checkpoint, every
+    # candidate set to another wrong query, continued to the end. The page says the branch ended
+    # and how it scored, and the evaluation keeps its verdict.
+    page.goto(f"{base}/#/debug/{record['run_id']}/{fork}")
+    page.wait_for_selector(f"#timeline .cp[data-checkpoint='{fork}']")
+    page.locator("#timeline li", has=page.locator(f".cp[data-checkpoint='{fork}']")).get_by_role(
+        "button", name="fork here").click()
+    # Forking stands the step-through at that checkpoint; the edit below makes the branch.
+    page.wait_for_selector(f"#timeline li.current .cp[data-checkpoint='{fork}']")
+    candidates = httpx.get(f"{base}/api/debug/{record['run_id']}?checkpoint={fork}", timeout=60).json()["state"]["candidates"]
+    page.select_option("#edit-key", "candidates")
+    other_wrong = "SELECT 'still not the answer'"
+    page.fill("#edit-value", json.dumps([{**c, "sql": other_wrong} for c in candidates]))
+    page.click("#set")
+    page.wait_for_selector("#state tr.diff-changed[data-key='candidates']")
+    page.click("#continue")
+    page.wait_for_selector("#branch-ended", timeout=120_000)
+    assert page.locator("#branch-ended .branch-verdict").inner_text() == "still wrong"
+    assert page.locator("#branch-ended .sql").inner_text() == other_wrong
+    assert page.locator("#debug-where").inner_text() == "The run has ended."
+    screenshot(page, "debug-page-branch", tmp_path)
+    page.goto(f"{base}/#/eval/first")
+    cell = page.locator("#questions tr[data-question='3'] td.verdict")
+    cell.wait_for()
+    assert cell.locator(".scored").inner_text() == "wrong"
+    assert sorted(cell.locator(".branch-verdict").all_inner_texts()) == ["now correct", "still wrong"]

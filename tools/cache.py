@@ -3,8 +3,9 @@
 The cache is opened once by an entry point and handed to the graph in its runtime context, and
 used in :func:`sqlchorus.core.llm.call_model`, the one path every node takes to a model, rather
 than in langchain-core's ``BaseCache`` hook on the model. At that level a hit is
-known for certain, so the usage record and the model span can say ``cached`` and carry zero
-tokens and zero cost, and the key holds exactly what decides the answer: the model's identity
+known for certain, so the usage record and the model span can say ``cached``, cost nothing and
+keep the tokens the provider reported for the call they replay (stored beside the answer), and
+the key holds exactly what decides the answer: the model's identity
 (class, name, endpoint or file, sampling parameters), the messages, and the call's own
 parameters (temperature, output cap, grammar, sample number). ``BaseCache`` would also bypass
 call-level parameters such as a grammar, and would make hits indistinguishable in traces.

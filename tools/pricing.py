@@ -13,9 +13,11 @@ a user's file (JSON or TOML) is read on top of it and wins::
 
 A model is looked up by its exact name, then without a ``provider:`` prefix, then by the
 longest known name it starts with (so a dated snapshot such as ``gpt-4o-mini-2024-07-18`` takes
-the price of ``gpt-4o-mini``). A model with no price costs 0 and is reported as unpriced, so a
-missing price is visible rather than silently guessed. Local models (``local:...``) cost 0.
-Calls answered from the response cache cost 0.
+the price of ``gpt-4o-mini``). A call to a model with no price is *unpriced*: it adds nothing to
+``cost_usd`` and is counted and named (``unpriced_calls``, ``unpriced_models``), and every place
+that shows a cost says ``unpriced`` for it (:func:`cost_text`) rather than a guessed ``$0``.
+Local models (``local:...``) cost 0. Calls answered from the response cache cost 0 and keep the
+tokens of the call they replay, marked ``cached``.
 
 :func:`usage_cost` adds up what a run's model calls cost, in total and per node, from their usage
 records (in memory, or read back from a trace).
@@ -151,9 +153,13 @@ def _price(name: str, value: Any, path: Path | None = None) -> Price:
 def usage_cost(usage: Iterable[Mapping[str, Any]], seconds: float = 0.0) -> dict[str, Any]:
     """Model calls, tokens, dollars and seconds of a run's usage records, in total and per node.
 
-    ``cost_usd`` adds up each call's price; calls answered from the response cache count in
-    ``cached_calls`` and cost nothing; ``unpriced_models`` names models that have no price, whose
-    calls are counted at 0. ``seconds`` is the run's wall time, given by the caller.
+    ``cost_usd`` adds up the price of each priced call; ``unpriced_calls`` counts the calls of
+    models that have no price (named in ``unpriced_models``), which ``cost_usd`` leaves out, so
+    a cost with unpriced calls is shown as such (:func:`cost_text`), never as ``$0``. Calls
+    answered from the response cache count in ``cached_calls``, cost nothing, and keep the
+    tokens of the call they replay: ``input_tokens`` and ``output_tokens`` include them, and
+    ``cached_input_tokens`` / ``cached_output_tokens`` say how many of them were cached.
+    ``seconds`` is the run's wall time, given by the caller.
     """
     usage = list(usage)
     by_node: dict[str, list[Mapping[str, Any]]] = {}
@@ -166,7 +172,10 @@ def usage_cost(usage: Iterable[Mapping[str, Any]], seconds: float = 0.0) -> dict
         "replayed_calls": sum(1 for u in usage if u.get("replayed")),
         "input_tokens": total["input_tokens"],
         "output_tokens": total["output_tokens"],
+        "cached_input_tokens": total["cached_input_tokens"],
+        "cached_output_tokens": total["cached_output_tokens"],
         "cost_usd": total["cost_usd"],
+        "unpriced_calls": total["unpriced_calls"],
         "unpriced_models": sorted({u["model"] for u in usage if u.get("priced") is False}),
         "model_seconds": total["model_seconds"],
         "seconds": round(seconds, 4),
@@ -175,11 +184,30 @@ def usage_cost(usage: Iterable[Mapping[str, Any]], seconds: float = 0.0) -> dict
 
 
 def _usage_sums(usage: list[Mapping[str, Any]]) -> dict[str, Any]:
+    cached = [u for u in usage if u.get("cached")]
     return {
         "calls": len(usage),
-        "cached_calls": sum(1 for u in usage if u.get("cached")),
+        "cached_calls": len(cached),
         "input_tokens": sum(u["input_tokens"] for u in usage),
         "output_tokens": sum(u["output_tokens"] for u in usage),
+        "cached_input_tokens": sum(u["input_tokens"] for u in cached),
+        "cached_output_tokens": sum(u["output_tokens"] for u in cached),
         "cost_usd": round(sum(float(u.get("cost_usd") or 0.0) for u in usage), 10),
+        "unpriced_calls": sum(1 for u in usage if u.get("priced") is False),
         "model_seconds": round(sum(u["latency_ms"] for u in usage) / 1000.0, 4),
     }
+
+
+UNPRICED = "unpriced"
+"""What a cost reads where some of its calls have no price."""
+
+
+def cost_text(cost_usd: float | None, unpriced: bool | int = False, *, digits: int = 6) -> str:
+    """A cost as every command and page shows it: ``$0.001234``; ``unpriced`` when the calls it
+    counts had no price; ``$0.001234 + unpriced`` when only some of them had one (the dollars are
+    the priced calls'). ``unpriced``: whether (or how many) calls had no price."""
+    dollars = float(cost_usd or 0.0)
+    if unpriced and not dollars:
+        return UNPRICED
+    text = f"${dollars:.{digits}f}"
+    return f"{text} + {UNPRICED}" if unpriced else text

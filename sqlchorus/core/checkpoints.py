@@ -10,12 +10,14 @@ readable by LangGraph's own saver for everything but those references.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import json
 import re
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -37,6 +39,12 @@ the references of stores written before any list of them was kept, and a match t
 reference only keeps a value longer."""
 _CHUNK = 500
 """Ids per statement when many are named at once (SQLite takes 999 parameters at most)."""
+KEPT_THREADS = 1000
+"""Runs whose unwritten record (see :meth:`RunRecords.take_unwritten`) a store keeps at most: a
+program that never takes them (no server) holds no more."""
+KEPT_CALLS = 1000
+"""Model calls kept per run while the store does not take them."""
+_unwritten_lock = threading.Lock()
 
 
 _TABLES = """
@@ -132,33 +140,150 @@ class RunRecords:
         """Reach the store once (raises one of ``db_errors`` when it cannot be reached)."""
         self._rows("SELECT 1")
 
+    def busy(self, error: BaseException) -> bool:
+        """Whether ``error`` says the store answers but had no connection free in time (then it
+        is not away)."""
+        return False
+
     def lost(self, error: BaseException) -> None:
         """Remember the first write the store refused in this run."""
         if self.failed is None:
             self.failed = f"{self.path} stopped taking checkpoints ({error}); the run went on without them"
 
-    def _going_on(self, write: Any, config: dict[str, Any], checkpoint: dict[str, Any] | None = None) -> Any:
-        """``write()``; a store that stops taking writes (locked by another program, disk full, a
-        server gone) costs the run's checkpoints from here on, not the run: it goes on in memory,
-        and the first refusal is remembered (:meth:`lost`)."""
+    def _going_on(self, write: Any, config: dict[str, Any], checkpoint: dict[str, Any] | None = None,
+                  metadata: Any = None, versions: dict[str, Any] | None = None) -> Any:
+        """``write()`` (for a checkpoint, ``write(versions)``); a store that stops taking writes
+        (locked by another program, disk full, a server gone) costs the run's checkpoints in the
+        store from here on, not the run: it goes on in memory, and the first refusal is
+        remembered (:meth:`lost`). The newest checkpoint it refused is kept, per thread and
+        namespace, for whoever writes the run's end (:meth:`take_unwritten`)."""
+        configurable = config["configurable"]
+        key = (configurable["thread_id"], configurable.get("checkpoint_ns", ""))
+        if checkpoint is not None and self._kept_checkpoint(key):
+            # Checkpoints after one the store missed: the values written in between were never
+            # stored, so this one carries every channel's value, not only the new ones.
+            versions = dict(checkpoint.get("channel_versions") or versions or {})
         try:
             if self.away:
                 raise StoreAwayError()
-            return write()
+            written = write(versions) if checkpoint is not None else write()
         except (StoreAwayError, *self.db_errors) as e:
             self.lost(e)
             if checkpoint is None:
                 return None
-            configurable = config["configurable"]
-            return {"configurable": {"thread_id": configurable["thread_id"],
-                                     "checkpoint_ns": configurable.get("checkpoint_ns", ""),
-                                     "checkpoint_id": checkpoint["id"]}}
+            self._keep(key[0], lambda kept: kept["checkpoints"].__setitem__(key[1], (
+                {"configurable": {"thread_id": key[0], "checkpoint_ns": key[1],
+                                  **({"checkpoint_id": configurable["checkpoint_id"]}
+                                     if configurable.get("checkpoint_id") else {})}},
+                checkpoint, metadata, dict(checkpoint.get("channel_versions") or {}))))
+            return {"configurable": {"thread_id": key[0], "checkpoint_ns": key[1], "checkpoint_id": checkpoint["id"]}}
+        if checkpoint is not None:
+            self._keep(key[0], lambda kept: kept["checkpoints"].pop(key[1], None), create=False)
+        return written
+
+    # -- what the store did not take --------------------------------------------------------------
+
+    def _keep(self, thread_id: str, change: Any, create: bool = True) -> None:
+        """Apply ``change`` to the unwritten record of ``thread_id`` (made when ``create``)."""
+        with _unwritten_lock:
+            kept_all: OrderedDict[str, dict[str, Any]] = self.__dict__.setdefault("_unwritten", OrderedDict())
+            kept = kept_all.get(thread_id)
+            if kept is None:
+                if not create:
+                    return
+                kept = kept_all[thread_id] = {"thread_id": thread_id, "run": None, "calls": [], "checkpoints": {}}
+                while len(kept_all) > KEPT_THREADS:
+                    kept_all.popitem(last=False)
+            change(kept)
+            if not kept["run"] and not kept["calls"] and not kept["checkpoints"]:
+                kept_all.pop(thread_id, None)
+
+    def _kept_checkpoint(self, key: tuple[str, str]) -> bool:
+        with _unwritten_lock:
+            kept = self.__dict__.get("_unwritten", {}).get(key[0])
+            return kept is not None and key[1] in kept["checkpoints"]
+
+    def take_unwritten(self, thread_id: str) -> dict[str, Any] | None:
+        """What the store did not take of run ``thread_id`` (its record, its model calls, its
+        newest checkpoint per namespace), removed from here, for :meth:`write_unwritten` once
+        the store is back; None when it took everything."""
+        with _unwritten_lock:
+            return self.__dict__.get("_unwritten", {}).pop(thread_id, None)
+
+    def write_unwritten(self, kept: dict[str, Any]) -> None:
+        """Write what :meth:`take_unwritten` gave (or :meth:`decode_unwritten` read back): the
+        run's record, its model calls (after those the store has) and its newest checkpoints,
+        each carrying every channel's value. What is written leaves ``kept``, so that a try
+        that fails half-way is taken up again without writing anything twice.
+
+        Raises:
+            one of ``db_errors``: the store did not take the rest (it stays in ``kept``).
+        """
+        if kept.get("run"):
+            self._save_run(**kept["run"])
+            kept["run"] = None
+        calls = kept.get("calls") or []
+        while calls:
+            self.record_call(kept["thread_id"], calls[0])
+            calls.pop(0)
+        checkpoints = kept.get("checkpoints") or {}
+        for namespace in sorted(checkpoints):  # the run's own namespace ("") first
+            self._put(*checkpoints[namespace])
+            del checkpoints[namespace]
+
+    def _put(self, config: Any, checkpoint: Any, metadata: Any, versions: Any) -> Any:
+        """Write one checkpoint, raising what the store raises (``put`` goes on without it)."""
+        raise NotImplementedError
+
+    def encode_unwritten(self, kept: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`take_unwritten`'s record as JSON, to keep in a file until the store is back;
+        checkpoints in the saver's own serialisation."""
+        checkpoints = []
+        for config, checkpoint, metadata, versions in (kept.get("checkpoints") or {}).values():
+            kind, data = self.serde.dumps_typed((checkpoint, metadata))
+            checkpoints.append({"config": config, "versions": versions, "type": kind,
+                                "data": base64.b64encode(data).decode("ascii")})
+        return {"thread_id": kept["thread_id"], "run": json.loads(json.dumps(kept.get("run"), default=str)),
+                "calls": json.loads(json.dumps(kept.get("calls") or [], default=str)),
+                "checkpoints": checkpoints}
+
+    def decode_unwritten(self, data: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`encode_unwritten`'s JSON back as a record for :meth:`write_unwritten`.
+
+        Raises:
+            ValueError: ``data`` is not such a record.
+        """
+        try:
+            checkpoints = {}
+            for item in data.get("checkpoints") or []:
+                checkpoint, metadata = self.serde.loads_typed((item["type"], base64.b64decode(item["data"])))
+                checkpoints[item["config"]["configurable"].get("checkpoint_ns", "")] = (
+                    item["config"], checkpoint, metadata, item["versions"])
+            return {"thread_id": str(data["thread_id"]), "run": data.get("run"), "calls": list(data.get("calls") or []),
+                    "checkpoints": checkpoints}
+        except (KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"not a run's unwritten record ({e})") from e
 
     # -- runs and their model calls -----------------------------------------------------------
 
     def save_run(self, thread_id: str, *, question: str, evidence: str, db_path: str | None,
                  db_fingerprint: str | None, settings: dict[str, Any]) -> None:
-        """Keep what a run was asked, over which database, with which settings."""
+        """Keep what a run was asked, over which database, with which settings.
+
+        Raises:
+            one of ``db_errors``: the store did not take it; it is kept for
+            :meth:`take_unwritten` all the same.
+        """
+        record = {"thread_id": thread_id, "question": question, "evidence": evidence, "db_path": db_path,
+                  "db_fingerprint": db_fingerprint, "settings": settings}
+        try:
+            self._save_run(**record)
+        except self.db_errors:
+            self._keep(thread_id, lambda kept: kept.__setitem__("run", record))
+            raise
+
+    def _save_run(self, thread_id: str, *, question: str, evidence: str, db_path: str | None,
+                  db_fingerprint: str | None, settings: dict[str, Any]) -> None:
         self._write(
             "INSERT INTO sqlchorus_runs VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (thread_id) DO UPDATE SET "
             "created = excluded.created, question = excluded.question, evidence = excluded.evidence, "
@@ -206,6 +331,11 @@ class RunRecords:
             shown = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
             raise UnknownRunError(f"{run!r} names several runs in {self.path} ({shown}): give more of the id.")
         raise UnknownRunError(f"No run {run!r} in {self.path}.")
+
+    def keep_call(self, thread_id: str, call: dict[str, Any]) -> None:
+        """Keep a model call the store did not take, for :meth:`take_unwritten` (at most
+        :data:`KEPT_CALLS` per run: a replay calls the model for the others)."""
+        self._keep(thread_id, lambda kept: kept["calls"].append(call) if len(kept["calls"]) < KEPT_CALLS else None)
 
     def record_call(self, thread_id: str, call: dict[str, Any]) -> None:
         """Keep one model call of ``thread_id``: its key, role, node, messages, parameters,
@@ -476,22 +606,22 @@ class RunCheckpoints(RunRecords, SqliteSaver):
     # -- writing ----------------------------------------------------------------------------
 
     def put(self, config, checkpoint, metadata, new_versions):
-        def write() -> Any:
-            values = dict(checkpoint.get("channel_values") or {})
-            stored: dict[str, tuple[str, bytes]] = {}
-            for key, value in values.items():
-                kind, data = self.serde.dumps_typed(value)
-                if len(data) >= VALUE_MIN_BYTES:
-                    digest = self._store(kind, data)
-                    stored[digest] = (kind, data)
-                    values[key] = {_REF: digest}
-            written = super(RunCheckpoints, self).put(config, {**checkpoint, "channel_values": values}, metadata,
-                                                      new_versions)
-            if stored:
-                self._keep_stored(stored)
-            return written
+        return self._going_on(lambda versions: self._put(config, checkpoint, metadata, versions), config, checkpoint,
+                              metadata, new_versions)
 
-        return self._going_on(write, config, checkpoint)
+    def _put(self, config, checkpoint, metadata, versions):
+        values = dict(checkpoint.get("channel_values") or {})
+        stored: dict[str, tuple[str, bytes]] = {}
+        for key, value in values.items():
+            kind, data = self.serde.dumps_typed(value)
+            if len(data) >= VALUE_MIN_BYTES:
+                digest = self._store(kind, data)
+                stored[digest] = (kind, data)
+                values[key] = {_REF: digest}
+        written = super().put(config, {**checkpoint, "channel_values": values}, metadata, versions)
+        if stored:
+            self._keep_stored(stored)
+        return written
 
     def put_writes(self, config, writes, task_id, task_path=""):
         self._going_on(lambda: super(RunCheckpoints, self).put_writes(config, writes, task_id, task_path), config)
@@ -708,15 +838,16 @@ class CallLog:
     def record(self, call: dict[str, Any]) -> None:
         """Keep one call (see :meth:`RunCheckpoints.record_call`); a file that cannot take it
         costs the recording, not the run."""
-        if self.store.away:
-            return
         # A run's parallel nodes (generators) record from their own threads: the next number is
         # read and written under one lock, or two calls would take the same and one be lost.
         with self._lock:
+            if self.store.away:  # kept for when the store is back, with the run's end
+                self.store.keep_call(self.thread_id, call)
+                return
             try:
                 self.store.record_call(self.thread_id, call)
             except self.store.db_errors:
-                pass
+                self.store.keep_call(self.thread_id, call)
 
 
 def _is_ref(value: Any) -> bool:

@@ -10,7 +10,10 @@ Needs the ``postgres`` extra: ``pip install 'sqlchorus[postgres]'``.
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from sqlchorus.core.checkpoints import (
@@ -21,15 +24,17 @@ from sqlchorus.core.checkpoints import (
     RunRecords,
     is_database_url,
 )
+from sqlchorus.tools.errors import EXIT_NO_ANSWER, SqlchorusError
 
 try:
     import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg.rows import dict_row
-    from psycopg_pool import ConnectionPool
+    from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as e:  # pragma: no cover - depends on the extra being installed
     psycopg = None
     PostgresSaver = object
+    ConnectionPool = object
     MISSING: str | None = f"Checkpoints in PostgreSQL need the postgres extra: pip install 'sqlchorus[postgres]' ({e})."
 else:
     MISSING = None
@@ -40,8 +45,14 @@ CONNECT_TIMEOUT_S = 10
 PING_TIMEOUT_S = 3
 """How long a try of a database that is away may take."""
 STORE_TIMEOUT_S = 5.0
-"""How long a statement waits for a connection of the pool; while the database is away, a request
-gets an answer (the store is unreachable) this soon rather than hanging."""
+"""How long a statement waits for a connection of the pool while the database answers (every
+connection busy)."""
+WAIT_BEFORE_ASKING_S = 0.25
+"""How long a statement waits for a connection of the pool before the database itself is tried:
+a database that went away is found out this soon (and a connection attempt's time later), not
+after ``STORE_TIMEOUT_S``."""
+SEEN_FOR_S = 1.0
+"""A database that answered a try this recently is not tried again for a statement that waits."""
 _SETUP_LOCK = 0x5C1C0405
 """The advisory lock that keeps two servers starting at once from creating the tables together."""
 
@@ -54,6 +65,60 @@ def redacted(url: str) -> str:
     netloc = parts.netloc.rsplit("@", 1)
     user = (parts.username or "") + ":***"
     return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
+
+
+class PoolBusyError(SqlchorusError, PoolTimeout if MISSING is None else Exception):
+    """The database answers, but no connection of the pool came free in time."""
+
+    kind = "store_busy"
+    exit_code = EXIT_NO_ANSWER
+    http_status = 503
+
+
+class AnsweringPool(ConnectionPool):
+    """A connection pool whose wait for a connection ends at once when the database is away.
+
+    psycopg's pool, when its connections are found broken (the server stopped), makes new ones
+    in the background and lets a statement wait the whole pool timeout for one, however soon
+    each attempt is refused. Here a statement that has waited :data:`WAIT_BEFORE_ASKING_S`
+    tries the database itself (one attempt at a time for all of them, and none while the
+    database answered within :data:`SEEN_FOR_S`): refused, the statement fails with the
+    database's own reason; answering, it waits on for a connection of the pool as before.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._asking = threading.Lock()
+        self._answered_at = 0.0
+
+    def getconn(self, timeout: float | None = None) -> Any:
+        timeout = self.timeout if timeout is None else timeout
+        first = min(timeout, WAIT_BEFORE_ASKING_S)
+        try:
+            return super().getconn(first)
+        except PoolTimeout:
+            if first >= timeout:
+                raise
+        self.ask_database()
+        try:
+            return super().getconn(timeout - first)
+        except PoolTimeout as e:
+            # Busy, or gone meanwhile: only a database that answers now makes it busy.
+            self.ask_database(fresh=True)
+            raise PoolBusyError(f"no connection of the pool came free in {timeout:g} s") from e
+
+    def ask_database(self, fresh: bool = False) -> None:
+        """Connect to the database once, unless it answered lately (``fresh``: whenever).
+
+        Raises:
+            psycopg.OperationalError: it cannot be reached.
+        """
+        with self._asking:
+            if not fresh and time.monotonic() - self._answered_at < SEEN_FOR_S:
+                return
+            kwargs = {**(self.kwargs or {}), "connect_timeout": PING_TIMEOUT_S}
+            psycopg.connect(self.conninfo, **kwargs).close()
+            self._answered_at = time.monotonic()
 
 
 class PostgresRunCheckpoints(RunRecords, PostgresSaver):
@@ -79,7 +144,7 @@ class PostgresRunCheckpoints(RunRecords, PostgresSaver):
             psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S).close()
             # check: a connection the database dropped (it restarted) is found and replaced
             # before a statement runs on it, instead of failing the first requests after.
-            pool = ConnectionPool(
+            pool = AnsweringPool(
                 url, min_size=1, max_size=POOL_SIZE, open=True, timeout=STORE_TIMEOUT_S,
                 check=ConnectionPool.check_connection, reconnect_timeout=0,
                 kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row,
@@ -128,6 +193,9 @@ class PostgresRunCheckpoints(RunRecords, PostgresSaver):
             return
         super().ping()
 
+    def busy(self, error: BaseException) -> bool:
+        return isinstance(error, PoolBusyError)
+
     def _update(self, sql: str, params: tuple = ()) -> int:
         with self.conn.connection() as conn:
             return conn.execute(sql.replace("?", "%s"), params).rowcount
@@ -152,8 +220,11 @@ class PostgresRunCheckpoints(RunRecords, PostgresSaver):
                     conn.execute(f"VACUUM {table}")
 
     def put(self, config, checkpoint, metadata, new_versions):
-        return self._going_on(lambda: super(PostgresRunCheckpoints, self).put(config, checkpoint, metadata, new_versions),
-                              config, checkpoint)
+        return self._going_on(lambda versions: self._put(config, checkpoint, metadata, versions), config, checkpoint,
+                              metadata, new_versions)
+
+    def _put(self, config, checkpoint, metadata, versions):
+        return super().put(config, checkpoint, metadata, versions)
 
     def put_writes(self, config, writes, task_id, task_path=""):
         self._going_on(lambda: super(PostgresRunCheckpoints, self).put_writes(config, writes, task_id, task_path),

@@ -6,7 +6,8 @@ adds, in this order:
 0. the prompt budget (:mod:`sqlchorus.core.budget`): a prompt over its budget is not sent, and
    the span records the prompt's tokens, the budget and the tokenizer that counted them;
 1. the response cache (:mod:`sqlchorus.tools.cache`, handed in through the context): a hit
-   returns at once, with zero tokens and zero cost, and the span says ``sqlchorus.cache_hit``;
+   returns at once at zero cost, with the tokens the provider reported for the call it replays,
+   marked ``cached`` in its usage record and ``sqlchorus.cache_hit`` on its span;
 2. for local models that accept one, the schema grammar (:mod:`sqlchorus.tools.grammar`) on
    calls whose whole answer is SQL (the generation and fixing roles by default);
 3. a time limit on every attempt (``Settings.model_timeout_s``: an attempt ends, answered or
@@ -248,7 +249,10 @@ def call_model(
         hit = _cache_get(cache, key, span)
         if hit is not None:
             latency = (time.perf_counter() - start) * 1000.0
-            usage = _usage(node, role, name, None, latency)
+            # The tokens are the replayed call's, so that a cached re-run counts what its answers
+            # took; ``cached`` says none of them was sent again, and the cost is nil.
+            usage = _usage(node, role, name, {"input_tokens": hit.input_tokens, "output_tokens": hit.output_tokens},
+                           latency)
             usage["cached"] = True
             usage["cost_usd"] = 0.0
             usage["priced"] = True

@@ -28,6 +28,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from sqlchorus.config.errors import NO_MODEL_HELP, ModelConfigError, split_model_name
+from sqlchorus.config.model_names import check_model_form
 from sqlchorus.config.install import install_hint
 from sqlchorus.config.settings import ROLES, Settings
 from sqlchorus.core.local_model import LocalModelError, local_chat_model
@@ -142,11 +143,8 @@ def resolve_model(
 
 def _from_python(name: str) -> BaseChatModel:
     """The model made by ``package.module:factory``, a callable of no arguments."""
-    module_name, colon, attribute = name.rpartition(":")
-    if not colon or not module_name or not attribute:
-        raise ModelConfigError(
-            f"A model from Python code is named 'python:package.module:factory', not 'python:{name}'."
-        )
+    check_model_form("python", name)
+    module_name, _, attribute = name.rpartition(":")
     # As `python -m` would: a module in the current folder can be named (after every other place,
     # so it shadows nothing installed).
     if os.getcwd() not in sys.path:
@@ -188,12 +186,8 @@ def rate_limiter(requests_per_second: float) -> Any:
 
 
 def _openai_compatible(name: str, kwargs: dict[str, Any]) -> BaseChatModel:
-    model, at, base_url = name.rpartition("@")
-    if not at or not model or not base_url:
-        raise ModelConfigError(
-            "An OpenAI-compatible model is named 'openai-compatible:<model>@<base_url>', "
-            "for example openai-compatible:qwen2.5-coder@http://127.0.0.1:8000/v1."
-        )
+    check_model_form("openai-compatible", name)
+    model, _, base_url = name.rpartition("@")
     try:
         from langchain_openai import ChatOpenAI
     except ImportError as e:

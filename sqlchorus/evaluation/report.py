@@ -5,10 +5,17 @@ are inline, and every piece of text that comes from a run (questions, SQL, model
 names, error messages) is escaped, since benchmark questions and model output are untrusted.
 It opens from disk, and from a CI artifact, as it is.
 
-Plots: accuracy by difficulty; accuracy by the generator of the chosen candidate; the
+Plots: accuracy by difficulty; BIRD's Soft-F1 and R-VES by difficulty, when the run was scored
+with them; accuracy by the generator of the chosen candidate; the
 selection upper bound (a question counts when any candidate was correct, as if selection were
 perfect) against the actual accuracy, in total and by difficulty; each generator's candidates
-alone; cost, tokens and latency per question as histograms.
+alone; cost, tokens and latency per question as histograms. Each plot is as wide as its labels
+need, so none is cut.
+
+Words are the ones every command and page uses: a question's verdict reads as
+:func:`verdict_text` gives it, a cost as :func:`~sqlchorus.tools.pricing.cost_text` does
+(``unpriced`` where a model has no price, never ``$0``). Tables of SQL wrap only between tokens,
+never inside a name, and the questions table scrolls sideways rather than squeeze its columns.
 """
 
 from __future__ import annotations
@@ -22,10 +29,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-__all__ = ["build_summary", "render_html", "write_html", "write_report"]
+from sqlchorus.tools.pricing import cost_text
+
+__all__ = ["build_summary", "render_html", "verdict_text", "write_html", "write_report"]
 
 SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.html"
+R_VES_MAX = 100 * math.sqrt(1.25)
+"""The highest R-VES: every prediction correct and at least twice as fast as its gold."""
 
 
 # -- figures ---------------------------------------------------------------------------------
@@ -58,9 +69,12 @@ def _scored(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in records if r.get("status") != "missing_db"]
 
 
-def _group_accuracy(records: list[dict[str, Any]], key: str, fallback: str) -> dict[str, Any]:
+def _group_accuracy(records: list[dict[str, Any]], key: str) -> dict[str, Any]:
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in records:
+        # Without a value: a question with no prediction goes under the scorer's name for that;
+        # a prediction of unknown origin (a scored prediction file) under "unknown".
+        fallback = "unknown" if r.get("prediction") else "missing_prediction"
         groups.setdefault(str(r.get(key) or fallback), []).append(r)
     return {
         name: {
@@ -74,6 +88,24 @@ def _group_accuracy(records: list[dict[str, Any]], key: str, fallback: str) -> d
 
 def _right_somewhere(record: dict[str, Any]) -> bool:
     return bool(record.get("correct") or record.get("any_candidate_correct"))
+
+
+def verdict_text(record: dict[str, Any]) -> str:
+    """A question's verdict in the words every command and page uses: ``correct``; ``wrong``, or
+    ``wrong (<verdict>)`` where the scorer says more (``pred_error``, ``timeout``, ``gold_error``,
+    ``missing_prediction``: a question with no prediction, whether its run had no answer or
+    raised); ``missing_db`` for a question not scored."""
+    verdict = str(record.get("verdict") or "")
+    if record.get("correct"):
+        return "correct"
+    if verdict == "missing_db" or record.get("status") == "missing_db":
+        return "missing_db"
+    return "wrong" if verdict in ("", "wrong") else f"wrong ({verdict})"
+
+
+def _unpriced(record: dict[str, Any]) -> bool:
+    """Whether some of a question's model calls had no price."""
+    return bool(record.get("unpriced_calls") or record.get("unpriced_models"))
 
 
 def build_summary(
@@ -118,19 +150,25 @@ def build_summary(
         for level in order + sorted(set(by_level) - set(order))
         if level in by_level
     }
-    summary["by_generator"] = _group_accuracy(scored, "chosen_generator", "no answer")
+    summary["by_generator"] = _group_accuracy(scored, "chosen_generator")
     summary["candidate_generators"] = _candidate_generators(scored)
+    # A question without a prediction is counted once, under the scorer's name for it
+    # (``n_missing_prediction``); ``n_run_errors`` says how many of those runs raised.
     summary["n_answered"] = sum(1 for r in records if r.get("status") == "answered")
-    summary["n_no_answer"] = sum(1 for r in records if r.get("status") == "no_answer")
     summary["n_run_errors"] = sum(1 for r in records if r.get("status") == "error")
-    costs = [float(r.get("cost_usd") or 0.0) for r in ran]
+    # A question with unpriced calls has no known cost: the mean is over the priced ones.
+    costs = [float(r.get("cost_usd") or 0.0) for r in ran if not _unpriced(r)]
     tokens = [int(r.get("input_tokens") or 0) + int(r.get("output_tokens") or 0) for r in ran]
     summary["cost"] = {
         "model_calls": sum(int(r.get("model_calls") or 0) for r in ran),
         "cached_calls": sum(int(r.get("cached_calls") or 0) for r in ran),
         "input_tokens": sum(int(r.get("input_tokens") or 0) for r in ran),
         "output_tokens": sum(int(r.get("output_tokens") or 0) for r in ran),
-        "cost_usd": round(sum(costs), 6),
+        "cached_input_tokens": sum(int(r.get("cached_input_tokens") or 0) for r in ran),
+        "cached_output_tokens": sum(int(r.get("cached_output_tokens") or 0) for r in ran),
+        "cost_usd": round(sum(float(r.get("cost_usd") or 0.0) for r in ran), 6),
+        "unpriced_calls": sum(int(r.get("unpriced_calls") or 0) for r in ran),
+        "unpriced_questions": sum(1 for r in ran if _unpriced(r)),
         "cost_usd_per_question": round(statistics.fmean(costs), 6) if costs else None,
         "tokens_per_question": round(statistics.fmean(tokens), 1) if tokens else None,
         "calls_per_question": (
@@ -194,10 +232,18 @@ def bar_chart(title: str, bars: Sequence[tuple[str, float | None, str]], *, seri
     """
     if not bars:
         return _figure(title, _empty_svg("no data"))
-    label_w, bar_w, row_h = 170, 300, 22 if values2 is None else 34
+    bar_w, row_h = 300, 22 if values2 is None else 34
+    # Room for the longest label on the left and the longest value and note on the right: the
+    # page runs no script to measure text, so widths come from a generous width per character.
+    label_w = min(_LABEL_MAX, max(60, _text_width(max((_short(b[0], _LABEL_CHARS) for b in bars), key=len)) + 12))
+    ends = [f"{v:g}{unit}" if v is not None else "n/a" for v in [*(b[1] for b in bars), *(values2 or [])]]
+    right = max(_text_width(max(ends, key=len)) + _text_width(max((" " + b[2] for b in bars), key=len)) + 12, 140)
     legend_h = 20 if values2 is not None and series else 0
     height = legend_h + row_h * len(bars) + 8
-    width = label_w + bar_w + 140
+    width = label_w + bar_w + right
+    if legend_h:
+        right = max(right, 150 * (len(series) - 1) + 14 + _text_width(series[-1]) - bar_w + 8)
+        width = label_w + bar_w + right
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" role="img" aria-label="{_E(title)}">']
     if legend_h:
@@ -208,7 +254,7 @@ def bar_chart(title: str, bars: Sequence[tuple[str, float | None, str]], *, seri
     for i, (label, value, note) in enumerate(bars):
         y = legend_h + i * row_h + 4
         parts.append(f'<text x="{label_w - 6}" y="{y + 13}" text-anchor="end" {_FONT}>'
-                     f'{_E(_short(label, 26))}<title>{_E(label)}</title></text>')
+                     f'{_E(_short(label, _LABEL_CHARS))}<title>{_E(label)}</title></text>')
         rows = [(value, _BAR, 0)]
         if values2 is not None:
             rows.append((values2[i], _BAR2, 14))
@@ -274,6 +320,17 @@ def _short(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+_CHAR_W = 7.4
+"""Pixels per character of 12-pixel sans-serif text, on the wide side (digits and most lower-case
+letters are narrower), so that a width worked out from it holds the text."""
+_LABEL_CHARS = 34
+_LABEL_MAX = 260
+
+
+def _text_width(text: str) -> int:
+    return math.ceil(len(text) * _CHAR_W)
+
+
 # -- the page --------------------------------------------------------------------------------
 
 _STYLE = """
@@ -285,7 +342,10 @@ figcaption{font-weight:600;margin-bottom:.3em}
 table{border-collapse:collapse;font-size:.85em}
 td,th{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
 th{background:#f4f4f4}
-td.sql{font-family:ui-monospace,monospace;white-space:pre-wrap;max-width:420px;word-break:break-word}
+.wide{overflow-x:auto;max-width:100%}
+td.sql{font-family:ui-monospace,monospace;white-space:pre-wrap;word-break:normal;overflow-wrap:normal;
+min-width:22ch}
+table.questions td:nth-child(4){min-width:18ch}
 tr.correct td.v{color:#176d2c}tr.wrong td.v{color:#b00020}tr.missing td.v{color:#777}
 .figures td:first-child{font-weight:600}
 """
@@ -294,20 +354,30 @@ tr.correct td.v{color:#176d2c}tr.wrong td.v{color:#b00020}tr.missing td.v{color:
 def _figures_table(summary: dict[str, Any]) -> str:
     cost = summary.get("cost") or {}
     latency = summary.get("latency_s") or {}
+    cached = cost.get("cached_calls") or 0
+    unpriced = cost.get("unpriced_calls") or cost.get("unpriced_models")
+    # Verdicts under the scorer's names, as the questions below, the CLI and the viewer give them.
+    timings = summary.get("ves_iterations") or {}
     rows = [
         ("EX", _fmt_pct(summary.get("ex"))),
+        # BIRD's other two columns, present when the run was scored with them.
+        ("Soft-F1", _fmt_pct(summary.get("soft_f1"))),
+        ("R-VES", _fmt_pct(summary.get("r_ves"))),
+        ("R-VES timings per correct prediction (mean)", timings.get("mean")),
         ("questions scored", summary.get("n_scored")),
         ("correct", summary.get("n_correct")),
-        ("missing database (not scored)", summary.get("n_missing_db")),
-        ("prediction errors", summary.get("n_pred_errors")),
-        ("timeouts", summary.get("n_timeouts")),
-        ("gold errors", summary.get("n_gold_errors")),
-        ("no answer", summary.get("n_no_answer")),
-        ("run errors", summary.get("n_run_errors")),
+        ("missing_db (not scored)", summary.get("n_missing_db")),
+        ("wrong (pred_error)", summary.get("n_pred_errors")),
+        ("wrong (timeout)", summary.get("n_timeouts")),
+        ("wrong (gold_error)", summary.get("n_gold_errors")),
+        ("wrong (missing_prediction)", summary.get("n_missing_prediction")),
+        ("of which runs that raised", summary.get("n_run_errors")),
         ("upper bound (perfect selection)", _fmt_pct(summary.get("upper_bound"))),
-        ("model calls", cost.get("model_calls")),
-        ("tokens in / out", f"{cost.get('input_tokens', 0)} / {cost.get('output_tokens', 0)}"),
-        ("cost (USD)", cost.get("cost_usd")),
+        ("model calls", f"{cost.get('model_calls', 0)}" + (f" ({cached} from cache)" if cached else "")),
+        ("tokens in / out", f"{cost.get('input_tokens', 0)} / {cost.get('output_tokens', 0)}"
+         + (f" ({cost.get('cached_input_tokens', 0)} / {cost.get('cached_output_tokens', 0)} from cache)"
+            if cached else "")),
+        ("cost", cost_text(cost.get("cost_usd"), unpriced) if cost else None),
         ("unpriced models", ", ".join(cost.get("unpriced_models") or []) or "none"),
         ("seconds per question (median / p95)", f"{latency.get('median')} / {latency.get('p95')}"),
     ]
@@ -330,26 +400,27 @@ def _run_link(run_id: Any) -> str:
 
 def _questions_table(records: Sequence[dict[str, Any]]) -> str:
     head = ("#", "db", "difficulty", "question", "gold", "prediction", "verdict", "generator", "candidates right",
-            "calls", "seconds", "run")
-    out = ["<table><tr>" + "".join(f"<th>{_E(h)}</th>" for h in head) + "</tr>"]
+            "calls", "cost", "seconds", "run")
+    out = ['<div class="wide"><table class="questions"><tr>' + "".join(f"<th>{_E(h)}</th>" for h in head) + "</tr>"]
     for r in records:
         cls = "missing" if r.get("status") == "missing_db" else ("correct" if r.get("correct") else "wrong")
         cands = r.get("candidates") or []
         right = f"{sum(1 for c in cands if c.get('correct'))}/{len(cands)}" if cands else ""
-        verdict = str(r.get("verdict") or "")
+        verdict = verdict_text(r)
         if r.get("error"):
-            verdict += f" ({r['error']})"
+            verdict += f": {r['error']}"
+        cost = cost_text(r.get("cost_usd"), _unpriced(r)) if r.get("ran") else ""
         cells = [
             str(r.get("question_id")), str(r.get("db_id")), str(r.get("difficulty")),
             str(r.get("question")), str(r.get("gold_sql") or ""), str(r.get("prediction") or ""), verdict,
-            str(r.get("chosen_generator") or ""), right, str(r.get("model_calls") or 0),
+            str(r.get("chosen_generator") or ""), right, str(r.get("model_calls") or 0), cost,
             str(r.get("seconds") or 0),
         ]
         classes = {4: ' class="sql"', 5: ' class="sql"', 6: ' class="v"'}
         tds = "".join(f"<td{classes.get(k, '')}>{_E(c)}</td>" for k, c in enumerate(cells))
         tds += f"<td>{_run_link(r.get('run_id'))}</td>"
         out.append(f'<tr class="{cls}">{tds}</tr>')
-    out.append("</table>")
+    out.append("</table></div>")
     return "".join(out)
 
 
@@ -358,6 +429,20 @@ def _viewer_link(name: str | None) -> str:
         return ""
     return (f'<p>In <code>sqlchorus ui</code>: <a href="../../#/eval/{_E(quote(name, safe=""))}">every question, '
             "filtered and compared, with its run</a> (the links work where the viewer serves this page).</p>\n")
+
+
+def _bird_chart(summary: dict[str, Any], levels: Sequence[str]) -> list[str]:
+    """Soft-F1 and R-VES by difficulty, whichever of them the run was scored with."""
+    by_difficulty = summary.get("by_difficulty") or {}
+    shown = [(name, key) for name, key in (("Soft-F1", "soft_f1"), ("R-VES", "r_ves")) if key in summary]
+    if not shown:
+        return []
+    series = [[summary.get(key) if lv == "all" else by_difficulty[lv].get(key) for lv in levels] for _, key in shown]
+    title = " and ".join(name for name, _ in shown) + " by difficulty"
+    bars = [(lv, v, "") for lv, v in zip(levels, series[0])]
+    if len(shown) == 1:
+        return [bar_chart(title, bars, maximum=R_VES_MAX if shown[0][1] == "r_ves" else 100.0)]
+    return [bar_chart(title, bars, values2=series[1], series=[name for name, _ in shown], maximum=R_VES_MAX)]
 
 
 def render_html(summary: dict[str, Any], records: Sequence[dict[str, Any]], *, name: str | None = None) -> str:
@@ -374,13 +459,18 @@ def render_html(summary: dict[str, Any], records: Sequence[dict[str, Any]], *, n
     actual = [summary.get("ex"), *(by_difficulty[lv].get("ex") for lv in by_difficulty)]
     bound = [summary.get("upper_bound"), *(upper.get(lv) for lv in by_difficulty)]
     ran = [r for r in records if r.get("ran")]
-    costs = [float(r.get("cost_usd") or 0.0) for r in ran]
+    # A question with unpriced calls has no known cost: it is left out of the plot, and said so.
+    costs = [float(r.get("cost_usd") or 0.0) for r in ran if not _unpriced(r)]
     tokens = [float((r.get("input_tokens") or 0) + (r.get("output_tokens") or 0)) for r in ran]
     seconds = [float(r.get("seconds") or 0.0) for r in ran]
     unpriced = (summary.get("cost") or {}).get("unpriced_models") or []
-    cost_note = (f"No price for {', '.join(unpriced)}: their calls count as $0." if unpriced else "")
+    left_out = sum(1 for r in ran if _unpriced(r))
+    cost_note = (f"No price for {', '.join(unpriced)}: {left_out} question(s) with their calls are unpriced "
+                 "and not plotted." if unpriced or left_out else "")
+    bird = _bird_chart(summary, levels)
     plots = [
         bar_chart("Accuracy by difficulty", diff_bars),
+        *bird,
         bar_chart("Accuracy by generator of the chosen candidate", gen_bars),
         bar_chart("Selection upper bound vs actual", [(lv, a, "") for lv, a in zip(levels, actual)],
                   values2=bound, series=("actual EX", "upper bound (perfect selection)")),

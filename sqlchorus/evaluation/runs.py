@@ -38,6 +38,12 @@ Design choices:
   beside the traces); :func:`question_run` finds them from a run folder and a question number,
   the ``question_id`` that ``report.html`` and ``sqlchorus eval`` show, for
   ``sqlchorus debug --eval FOLDER --question N``.
+* **What was scored stays what was scored.** Debugging a question's run adds checkpoints to its
+  thread, never a line to ``records.jsonl``: its prediction and verdict stay the run's. Each
+  debugging branch that ends is scored against the question's gold like a prediction
+  (:func:`score_branches`) and kept in ``branches.jsonl`` beside the records, one line per branch,
+  with its outcome: ``now_correct`` or ``still_wrong`` for a question scored wrong,
+  ``still_correct`` or ``now_wrong`` for one scored correct (said with a space: "now correct").
 """
 
 from __future__ import annotations
@@ -59,11 +65,16 @@ from sqlchorus.evaluation.datasets import BUILTIN_DATASETS, Dataset, Example, da
 from sqlchorus.evaluation.progress import ExProgress, Tally
 from sqlchorus.evaluation.scoring import (
     ScoreReport,
+    Verdict,
     one_line,
+    parse_metrics,
     read_predictions,
+    score_one,
     score_predictions,
     write_predictions,
 )
+from sqlchorus.evaluation.ves import ITERATIONS
+from sqlchorus.tools.database_names import is_server_url, redact_url
 from sqlchorus.tools.errors import SqlchorusError
 
 if TYPE_CHECKING:
@@ -77,11 +88,17 @@ __all__ = [
     "EvalInterrupted",
     "EvalRun",
     "QuestionRun",
+    "BRANCHES_FILE",
     "RECORDS_FILE",
+    "branch_outcome",
     "debug_command",
     "eval_folder",
     "no_run_reason",
+    "outcome_label",
+    "question_of_run",
     "question_run",
+    "read_branches",
+    "score_branches",
     "wrong_answers",
     "wrong_questions",
     "open_dataset",
@@ -93,6 +110,8 @@ __all__ = [
 ]
 
 RECORDS_FILE = "records.jsonl"
+BRANCHES_FILE = "branches.jsonl"
+"""Where a run folder keeps the verdicts of its questions' debugging branches (:func:`score_branches`)."""
 RUN_FILE = "run.json"
 GOLD_FILE = "gold.sql"
 SUMMARY_FILE = "summary.json"
@@ -266,7 +285,10 @@ def _base_record(index: int, example: Example) -> dict[str, Any]:
         "index": index,
         "question_id": example.question_id,
         "db_id": example.db_id,
-        "db_path": str(example.db_path) if example.db_path else None,
+        # A server's URL without its password, as checkpoints and traces name it: reopening it
+        # takes the password from the environment or the password/option file, as the run did.
+        "db_path": (redact_url(str(example.db_path)) if is_server_url(example.db_path) else str(example.db_path))
+        if example.db_path else None,
         "difficulty": example.difficulty,
         "question": example.question,
         "evidence": example.evidence,
@@ -291,7 +313,10 @@ def _missing_record(index: int, example: Example) -> dict[str, Any]:
         "cached_calls": 0,
         "input_tokens": 0,
         "output_tokens": 0,
+        "cached_input_tokens": 0,
+        "cached_output_tokens": 0,
         "cost_usd": 0.0,
+        "unpriced_calls": 0,
         "unpriced_models": [],
         "model_seconds": 0.0,
         "seconds": 0.0,
@@ -316,6 +341,7 @@ def _run_question(
     index: int, example: Example, benchmark: str, settings: Settings, ask: Callable[..., Any],
     engine: str = "sqlite",
 ) -> dict[str, Any]:
+    from sqlchorus.core.candidates import fix_record
     from sqlchorus.core.models import ModelConfigError
 
     start = time.perf_counter()
@@ -353,6 +379,7 @@ def _run_question(
             "status": c.get("status"),
             "sql": c.get("sql"),
             "fix_attempts": c.get("fix_attempts", 0),
+            "fixer_rounds": fix_record({"fix_attempts": 0, **c})["rounds"],
             "correct": bool(v and v.correct),
             "verdict": v.status if v else "missing_prediction",
         })
@@ -372,7 +399,10 @@ def _run_question(
         "cached_calls": cost.get("cached_calls", 0),
         "input_tokens": cost["input_tokens"],
         "output_tokens": cost["output_tokens"],
+        "cached_input_tokens": cost.get("cached_input_tokens", 0),
+        "cached_output_tokens": cost.get("cached_output_tokens", 0),
         "cost_usd": cost.get("cost_usd", 0.0),
+        "unpriced_calls": cost.get("unpriced_calls", 0),
         "unpriced_models": cost.get("unpriced_models", []),
         "model_seconds": cost.get("model_seconds", 0.0),
         "seconds": round(result.seconds, 4),
@@ -442,6 +472,8 @@ def run_eval(
     on_record: Callable[[dict[str, Any]], None] | None = None,
     log: Callable[[str], None] | None = None,
     ask: Callable[..., Any] | None = None,
+    metrics: Sequence[str] | None = None,
+    ves_iterations: int = ITERATIONS,
 ) -> EvalRun:
     """Run the graph on every question of ``dataset``, record, score and report.
 
@@ -458,6 +490,9 @@ def run_eval(
             the question.
         log: called with one-line notes (questions resumed, files written); default: none.
         ask: the function that answers a question (default: a :class:`sqlchorus.Session`'s).
+        metrics: what the prediction file is scored with besides EX (``soft_f1``, ``r_ves``);
+            None: :func:`sqlchorus.evaluation.scoring.default_metrics` of the dataset.
+        ves_iterations: timings of each correct prediction for R-VES (the official 100).
 
     Returns:
         An :class:`EvalRun`.
@@ -475,13 +510,14 @@ def run_eval(
 
     with Session(settings) as session:
         return _run(dataset, settings, Path(out_dir), limit, workers, resume, progress, on_record, log,
-                    ask or session.ask)
+                    ask or session.ask, scoring={"metrics": parse_metrics(metrics, dataset.benchmark),
+                                                 "ves_iterations": ves_iterations})
 
 
 def _run(
     dataset: Dataset, settings: Settings, folder: Path, limit: int | None, workers: int, resume: bool,
     progress: bool, on_record: Callable[[dict[str, Any]], None] | None, log: Callable[[str], None] | None,
-    ask: Callable[..., Any],
+    ask: Callable[..., Any], scoring: dict[str, Any] | None = None,
 ) -> EvalRun:
     data = subset(dataset, limit)
     _check_run_folder(folder, data, resume)
@@ -489,8 +525,11 @@ def _run(
     say = log or (lambda message: None)
 
     records_path = folder / RECORDS_FILE
-    if not resume and records_path.exists():
-        records_path.unlink()
+    if not resume:
+        # The branches were of the runs these records named; starting over leaves neither.
+        for stale in (records_path, folder / BRANCHES_FILE):
+            if stale.exists():
+                stale.unlink()
     meta = {
         "dataset": data.name,
         "benchmark": data.benchmark,
@@ -563,7 +602,7 @@ def _run(
     records = [done[i] for i in range(len(data.examples))]
     result = _score_and_report(data, records, beyond, folder, workers, meta, say,
                                extra={"n_run": n_run, "n_resumed": n_resumed,
-                                      "run_wall_s": round(run_seconds, 3)})
+                                      "run_wall_s": round(run_seconds, 3)}, scoring=scoring)
     result.n_run, result.n_resumed = n_run, n_resumed
     return result
 
@@ -607,6 +646,7 @@ def _score_and_report(
     meta: dict[str, Any],
     say: Callable[[str], None],
     extra: dict[str, Any],
+    scoring: dict[str, Any] | None = None,
 ) -> EvalRun:
 
     pred_path = folder / prediction_filename(data)
@@ -619,11 +659,12 @@ def _score_and_report(
     # answer is wrong either way, and is reported as a missing prediction, not a SQL error.
     in_file = read_predictions(pred_path)
     preds = [None if r["prediction"] is None else p for r, p in zip(records, in_file)]
-    score = score_predictions(data, preds, workers=workers)
+    score = score_predictions(data, preds, workers=workers, **(scoring or {}))
     for record, verdict in zip(records, score.verdicts):
         record["verdict"] = verdict.status
         record["verdict_error"] = verdict.error
         record["correct"] = verdict.correct
+        _bird_metrics(record, verdict)
     # Rewritten whole, in question order, one record per question: the run is complete.
     records_path = folder / RECORDS_FILE
     tmp = records_path.with_suffix(".jsonl.tmp")
@@ -639,6 +680,15 @@ def _score_and_report(
                    paths=paths)
 
 
+def _bird_metrics(record: dict[str, Any], verdict: Verdict) -> None:
+    """A question's Soft-F1 and R-VES reward in its record, where they were scored."""
+    if verdict.soft_f1 is not None:
+        record["soft_f1"] = verdict.soft_f1
+    if verdict.ves_reward is not None:
+        record["ves_reward"] = verdict.ves_reward
+        record["ves_iterations"] = verdict.ves_iterations
+
+
 def score_prediction_file(
     dataset: Dataset,
     predictions: str | os.PathLike[str],
@@ -648,6 +698,8 @@ def score_prediction_file(
     out_dir: str | os.PathLike[str] | None = None,
     progress: bool = False,
     transpile: bool = False,
+    metrics: Sequence[str] | None = None,
+    ves_iterations: int = ITERATIONS,
 ) -> EvalRun:
     """Score an existing prediction file (either benchmark's format) without running the graph.
 
@@ -660,9 +712,11 @@ def score_prediction_file(
         progress: a progress bar on stderr.
         transpile: the predictions are SQLite's: write them in the dialect of ``dataset``'s
             engine first (:func:`sqlchorus.evaluation.engines.transpile_predictions`).
+        metrics, ves_iterations: as for :func:`run_eval`.
 
     Raises:
-        EvalError: the file cannot be read, or holds more predictions than there are questions.
+        EvalError: the file cannot be read, or holds more predictions than there are questions,
+            or ``metrics`` names no metric.
     """
 
     path = Path(predictions)
@@ -683,7 +737,8 @@ def score_prediction_file(
 
         preds = transpile_predictions(data, preds)
     try:
-        score = score_predictions(data, preds, workers=workers, progress=progress)
+        score = score_predictions(data, preds, workers=workers, progress=progress,
+                                  metrics=parse_metrics(metrics, data.benchmark), ves_iterations=ves_iterations)
     except ValueError as e:
         raise EvalError(str(e)) from None
     preds = preds + [None] * (len(data.examples) - len(preds))
@@ -695,6 +750,7 @@ def score_prediction_file(
             prediction=pred, verdict=verdict.status, verdict_error=verdict.error,
             correct=verdict.correct, any_candidate_correct=verdict.correct,
         )
+        _bird_metrics(record, verdict)
         records.append(record)
     meta = {"dataset": data.name, "benchmark": data.benchmark, "source": str(data.source),
             "engine": data.engine, "n_questions": len(data.examples), "predictions": str(path)}
@@ -898,6 +954,134 @@ def _numbering(records: Sequence[dict[str, Any]]) -> str:
         return f"its {len(ids)} question(s) are numbered {low} to {high}{gaps} {where}"
     shown = ", ".join(str(i) for i in ids[:10]) + (", ..." if len(ids) > 10 else "")
     return f"its {len(ids)} question(s) are numbered {shown} {where}"
+
+
+def question_of_run(run_id: str, checkpoints: str | os.PathLike[str] | None) -> QuestionRun | None:
+    """The evaluation question whose run ``run_id`` is, when the checkpoint store ``checkpoints``
+    is an evaluation's own (``FOLDER/traces/checkpoints.sqlite``, where ``sqlchorus eval`` keeps
+    them); None for any other run or store. A run opened by its id is then judged as one opened
+    with ``--eval FOLDER --question N``."""
+    from sqlchorus.core.checkpoints import is_database_url
+
+    if not checkpoints or is_database_url(str(checkpoints)):
+        return None
+    path = Path(checkpoints)
+    if path.name != CHECKPOINTS_FILE.name or path.parent.name != CHECKPOINTS_FILE.parent.name:
+        return None
+    folder = path.parent.parent
+    record = next((r for r in read_records(folder / RECORDS_FILE).values() if r.get("run_id") == run_id), None)
+    return None if record is None else QuestionRun(run_id=run_id, checkpoints=str(path), record=record, folder=folder)
+
+
+# -- debugging branches ------------------------------------------------------------------------
+
+_OUTCOMES = {(False, True): "now_correct", (False, False): "still_wrong",
+             (True, True): "still_correct", (True, False): "now_wrong"}
+_branches_lock = threading.Lock()
+
+
+def branch_outcome(was_correct: bool, is_correct: bool) -> str:
+    """What a branch did to its question, by the verdict the evaluation recorded and the branch's
+    own: ``now_correct``, ``still_wrong``, ``still_correct`` or ``now_wrong``."""
+    return _OUTCOMES[(bool(was_correct), bool(is_correct))]
+
+
+def outcome_label(outcome: str) -> str:
+    """An outcome as the command line and the pages say it: ``now_correct`` is "now correct"."""
+    return outcome.replace("_", " ")
+
+
+def read_branches(folder: str | os.PathLike[str]) -> dict[str, list[dict[str, Any]]]:
+    """The debugging branches scored in run folder ``folder``, by run id, oldest first. A branch
+    scored twice (two viewers at once) counts once, with its first verdict; a torn line is skipped."""
+    path = Path(folder) / BRANCHES_FILE
+    found: dict[str, dict[str, dict[str, Any]]] = {}
+    if not path.is_file():
+        return {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(entry, dict) and entry.get("run_id") and entry.get("checkpoint"):
+                found.setdefault(str(entry["run_id"]), {}).setdefault(str(entry["checkpoint"]), entry)
+    # Checkpoint ids are ordered by time: sorted, the branches are in the order they ended.
+    return {run: [entries[k] for k in sorted(entries)] for run, entries in found.items()}
+
+
+def score_branches(folder: str | os.PathLike[str], record: dict[str, Any],
+                   ends: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each ended debugging branch of ``record``'s run, scored against the question's gold as the
+    evaluation scored its prediction (:func:`sqlchorus.evaluation.scoring.score_one`, on the
+    question's database, with the run folder's benchmark semantics and engine).
+
+    ``record`` itself is not changed, nor is ``records.jsonl``: the branch verdicts go to
+    ``branches.jsonl`` beside it. A branch scored before keeps its verdict (a checkpoint's answer
+    never changes); the others are scored now and appended there.
+
+    Args:
+        folder: the evaluation's run folder.
+        record: the question's record.
+        ends: the branches that ended (:func:`sqlchorus.runs.debugger.branch_ends`'s
+            ``branches``: ``checkpoint``, ``forked_from``, ``edits``, ``sql``).
+
+    Returns:
+        One entry per branch of ``ends``, in their order: ``run_id``, ``index``, ``question_id``,
+        ``checkpoint``, ``forked_from``, ``edits``, ``sql``, ``verdict`` (the scorer's status),
+        ``verdict_error``, ``correct``, ``outcome`` (:func:`branch_outcome`) and ``label``
+        (:func:`outcome_label`). A branch whose database is not on this machine is not scored:
+        its ``verdict`` is ``missing_db``, ``outcome`` None, ``label`` "not scored", and it is
+        scored when it is looked at where the database is.
+    """
+    folder = Path(folder)
+    run_id = str(record.get("run_id") or "")
+    known = {e["checkpoint"]: e for e in read_branches(folder).get(run_id, [])}
+    meta = _read_run_meta(folder)
+    out, new = [], []
+    for end in ends:
+        entry = known.get(end["checkpoint"])
+        if entry is None:
+            entry = _score_branch(record, end, meta)
+            if entry["outcome"] is not None:
+                new.append(entry)
+        out.append(entry)
+    if new:
+        try:
+            with _branches_lock:
+                writer = _RecordWriter(folder / BRANCHES_FILE)
+                for entry in new:
+                    writer.write(entry)
+        except OSError:  # a folder that cannot be written: the verdicts are shown, and scored again next time
+            pass
+    return out
+
+
+def _read_run_meta(folder: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _score_branch(record: dict[str, Any], end: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    engine = str(meta.get("engine") or "sqlite")
+    db_path = record.get("db_path")
+    entry = {"run_id": record.get("run_id"), "index": record.get("index"), "question_id": record.get("question_id"),
+             "checkpoint": end["checkpoint"], "forked_from": end.get("forked_from"), "edits": list(end.get("edits") or []),
+             "sql": end.get("sql")}
+    if not db_path or (engine == "sqlite" and not Path(db_path).is_file()):
+        return {**entry, "verdict": "missing_db", "verdict_error": "the database file is not on this machine",
+                "correct": False, "outcome": None, "label": "not scored"}
+    example = Example(question_id=record.get("question_id"), db_id=str(record.get("db_id") or ""), db_path=db_path,
+                      question=str(record.get("question") or ""), evidence=str(record.get("evidence") or ""),
+                      gold_sql=str(record.get("gold_sql") or ""), difficulty=str(record.get("difficulty") or ""))
+    verdict = score_one(example, end.get("sql"), benchmark=str(meta.get("benchmark") or "spider"), engine=engine)
+    outcome = branch_outcome(bool(record.get("correct")), verdict.correct)
+    return {**entry, "verdict": verdict.status, "verdict_error": verdict.error, "correct": verdict.correct,
+            "outcome": outcome, "label": outcome_label(outcome),
+            "scored": datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
 
 def _tally(record: dict[str, Any]) -> Tally:

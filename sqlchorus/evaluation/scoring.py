@@ -42,6 +42,18 @@ one read query are refused by the guard (the official scripts would execute them
 included); invalid UTF-8 in text is replaced rather than dropped (the same for gold and
 prediction); results larger than the scoring caps are reported as errors.
 
+BIRD's other two metrics, on request (``metrics``; by default for a BIRD dataset, see
+:func:`default_metrics`), from the same pass, so no query runs once per metric:
+
+Soft-F1 (:mod:`sqlchorus.evaluation.soft_f1`)
+    The row-wise F1 of the prediction's rows against the gold's, from the rows the EX comparison
+    fetched (for a Spider dataset, the rows of the queries as written, on the question's
+    database: its EX compares rewritten queries).
+R-VES (:mod:`sqlchorus.evaluation.ves`)
+    Each prediction scored correct is timed against its gold right after its verdict, in the
+    worker that scored it, on SQLite databases (another engine's questions get no reward:
+    ``r_ves`` is None there).
+
 Verdict statuses: ``correct``, ``wrong``, ``pred_error``, ``timeout`` (the prediction ran out of
 time), ``gold_error`` (the gold query failed: the official Spider script would stop, BIRD would
 count it wrong; we count it wrong and report it), ``missing_prediction``, and ``missing_db``.
@@ -71,7 +83,9 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from sqlchorus.evaluation.datasets import Dataset
+from sqlchorus.evaluation import soft_f1 as f1_metric
+from sqlchorus.evaluation import ves
+from sqlchorus.evaluation.datasets import Dataset, Example
 from sqlchorus.evaluation.progress import ExProgress
 from sqlchorus.tools.compare import (
     bird_result_eq,
@@ -108,8 +122,12 @@ __all__ = [
     "write_bird_predictions",
     "write_predictions",
     "score_predictions",
+    "score_one",
     "score_file",
     "summarize",
+    "METRICS",
+    "default_metrics",
+    "parse_metrics",
 ]
 
 SPIDER_TIMEOUT_S = 60.0
@@ -124,6 +142,30 @@ BIRD_LEVELS = ("simple", "moderate", "challenging")
 STATUSES = (
     "correct", "wrong", "pred_error", "timeout", "gold_error", "missing_prediction", "missing_db"
 )
+METRICS = ("ex", "soft_f1", "r_ves")
+"""What scoring can report: EX always; BIRD's Soft-F1 and R-VES on request."""
+
+
+def default_metrics(benchmark: str) -> tuple[str, ...]:
+    """The metrics a dataset is scored with unless told: BIRD's three for a BIRD dataset (its
+    leaderboard's columns), EX alone for a Spider one."""
+    return METRICS if benchmark == "bird" else ("ex",)
+
+
+def parse_metrics(text: str | Sequence[str] | None, benchmark: str) -> tuple[str, ...]:
+    """``"ex,soft_f1,r_ves"`` (or a list of names) as the metrics to report, in :data:`METRICS`
+    order, EX always among them; None gives :func:`default_metrics`.
+
+    Raises:
+        ValueError: a name that is not a metric.
+    """
+    if text is None:
+        return default_metrics(benchmark)
+    names = [n.strip().lower().replace("-", "_") for n in (text.split(",") if isinstance(text, str) else text)]
+    unknown = [n for n in names if n and n not in METRICS]
+    if unknown:
+        raise ValueError(f"Unknown metric {', '.join(map(repr, unknown))}: the metrics are {', '.join(METRICS)}.")
+    return tuple(m for m in METRICS if m == "ex" or m in names)
 
 
 @dataclass
@@ -137,6 +179,9 @@ class Verdict:
             ``missing_prediction``, ``missing_db``.
         error: the error message, for the error statuses.
         elapsed_ms: wall time spent scoring the question.
+        soft_f1: the question's Soft-F1 (0 to 1), when asked for.
+        ves_reward: the question's R-VES reward (0 to 1.25), when asked for.
+        ves_iterations: the timings its reward took (0 when it was not timed).
     """
 
     index: int
@@ -146,6 +191,9 @@ class Verdict:
     status: str
     error: str | None = None
     elapsed_ms: float = 0.0
+    soft_f1: float | None = None
+    ves_reward: float | None = None
+    ves_iterations: int = 0
 
     @property
     def correct(self) -> bool:
@@ -435,29 +483,57 @@ def _suite(db_path: str, engine: str) -> list[str]:
 
 
 # A task is plain data so it pickles cheaply: (index, benchmark, db_path, engine, gold, pred,
-# timeout, keep_distinct). A result is (index, status, error, elapsed_ms).
-_Task = tuple[int, str, str, str, str, str, float, bool]
-_Result = tuple[int, str, str | None, float]
+# timeout, keep_distinct, soft_f1 wanted, R-VES iterations or 0). A result is (index, status,
+# error, elapsed_ms, soft_f1, ves_reward, ves_iterations).
+_Task = tuple[int, str, str, str, str, str, float, bool, bool, int]
+_Result = tuple[int, str, str | None, float, float | None, float | None, int]
 
 
-def _score_spider(
-    db_path: str, engine: str, gold: str, pred: str, timeout_s: float, keep: bool
-) -> tuple[str, str | None]:
+def _spider_texts(gold: str, pred: str, keep: bool) -> tuple[str, str, bool]:
+    """The gold and the prediction as the Spider scorer runs them, and whether order matters."""
     pred = pred.replace(" value ", " 1 ")
     pred, gold = spider_postprocess(pred), spider_postprocess(gold)
     if not keep:
         pred, gold = spider_remove_distinct(pred), spider_remove_distinct(gold)
     order_matters = spider_order_matters(gold)
-    gold_run, pred_run = spider_replace_cur_year(gold), spider_replace_cur_year(pred)
+    return spider_replace_cur_year(gold), spider_replace_cur_year(pred), order_matters
+
+
+def _score_spider(
+    db_path: str, engine: str, gold: str, pred: str, timeout_s: float, keep: bool, f1: bool
+) -> tuple[str, str | None, float | None]:
+    gold_run, pred_run, order_matters = _spider_texts(gold, pred, keep)
+    status, error, first = "correct", None, None
     try:
         for path in _suite(db_path, engine):
             gold_rows = _gold_rows(path, gold_run, timeout_s, engine)
             pred_rows = _pred_rows(path, pred_run, timeout_s, engine)
+            if first is None:
+                first = (pred_rows, gold_rows)
             if not _same_rows(gold_rows, pred_rows) and not spider_result_eq(gold_rows, pred_rows, order_matters):
-                return "wrong", None
+                status = "wrong"
+                break
     except _QueryFailed as e:
-        return e.status, e.error
-    return "correct", None
+        status, error = e.status, e.error
+    if not f1:
+        return status, error, None
+    # Soft-F1 is BIRD's: the queries as written, on the question's database. The rows above are
+    # theirs when the Spider rewrites changed neither text.
+    if first is not None and (gold_run, pred_run) == (gold, pred):
+        return status, error, _soft_f1(*first)
+    try:
+        pred_rows = _pred_rows(db_path, pred, timeout_s, engine)
+        gold_rows = _gold_rows(db_path, gold, timeout_s, engine)
+    except _QueryFailed:
+        return status, error, 0.0
+    return status, error, _soft_f1(pred_rows, gold_rows)
+
+
+def _soft_f1(pred_rows: list[tuple[Any, ...]], gold_rows: list[tuple[Any, ...]]) -> float:
+    try:
+        return f1_metric.soft_f1(pred_rows, gold_rows)
+    except Exception:  # the official script's ``except``: a result it cannot score scores 0
+        return 0.0
 
 
 def _same_rows(gold: list[tuple[Any, ...]], pred: list[tuple[Any, ...]]) -> bool:
@@ -467,17 +543,21 @@ def _same_rows(gold: list[tuple[Any, ...]], pred: list[tuple[Any, ...]]) -> bool
     return gold == pred and repr(gold) == repr(pred)
 
 
-def _score_bird(db_path: str, engine: str, gold: str, pred: str, timeout_s: float) -> tuple[str, str | None]:
+def _score_bird(
+    db_path: str, engine: str, gold: str, pred: str, timeout_s: float, f1: bool
+) -> tuple[str, str | None, float | None]:
+    failed = 0.0 if f1 else None
     try:
         _database(db_path, engine)  # an unreadable database is not the prediction's fault
     except SqlError as e:
-        return "gold_error", _message(e)
+        return "gold_error", _message(e), failed
     try:
         pred_rows = _pred_rows(db_path, pred, timeout_s, engine)
         gold_rows = _gold_rows(db_path, gold, timeout_s, engine)
     except _QueryFailed as e:
-        return e.status, e.error
-    return ("correct" if bird_result_eq(gold_rows, pred_rows) else "wrong"), None
+        return e.status, e.error, failed
+    status = "correct" if bird_result_eq(gold_rows, pred_rows) else "wrong"
+    return status, None, (_soft_f1(pred_rows, gold_rows) if f1 else None)
 
 
 class _QueryFailed(SqlchorusError):
@@ -512,16 +592,36 @@ def _message(error: Exception) -> str:
 
 
 def _score_task(task: _Task) -> _Result:
-    index, benchmark, db_path, engine, gold, pred, timeout_s, keep = task
+    index, benchmark, db_path, engine, gold, pred, timeout_s, keep, f1, ves_iterations = task
     start = time.perf_counter()
+    f1_value: float | None = 0.0 if f1 else None
     try:
         if benchmark == "bird":
-            status, error = _score_bird(db_path, engine, gold, pred, timeout_s)
+            status, error, f1_value = _score_bird(db_path, engine, gold, pred, timeout_s, f1)
         else:
-            status, error = _score_spider(db_path, engine, gold, pred, timeout_s, keep)
+            status, error, f1_value = _score_spider(db_path, engine, gold, pred, timeout_s, keep, f1)
     except Exception as e:  # a broken file must cost one verdict, not the whole run
         status, error = "gold_error", f"{type(e).__name__}: {e}"
-    return index, status, error, (time.perf_counter() - start) * 1000.0
+    elapsed = (time.perf_counter() - start) * 1000.0
+    reward, iterations = _ves(benchmark, db_path, engine, gold, pred, timeout_s, keep, ves_iterations, status)
+    return index, status, error, elapsed, f1_value, reward, iterations
+
+
+def _ves(
+    benchmark: str, db_path: str, engine: str, gold: str, pred: str, timeout_s: float, keep: bool,
+    iterations: int, status: str,
+) -> tuple[float | None, int]:
+    """The R-VES reward of one question: 0 unless correct; a correct one timed against its gold,
+    the texts as its verdict ran them, within the official budget of ``timeout_s`` an iteration."""
+    if not iterations or engine != "sqlite":
+        return None, 0
+    if status != "correct":
+        return 0.0, 0
+    if benchmark != "bird":
+        gold, pred, _ = _spider_texts(gold, pred, keep)
+    deadline = time.monotonic() + timeout_s * iterations
+    timing = ves.time_reward(pred, gold, ves.fresh_connection_stopwatch(db_path, deadline), iterations=iterations)
+    return timing.reward, timing.iterations
 
 
 def _score_chunk(tasks: list[_Task]) -> list[_Result]:
@@ -555,6 +655,8 @@ def score_predictions(
     keep_distinct: bool = False,
     progress: bool = False,
     on_verdict: Callable[[Verdict], None] | None = None,
+    metrics: Sequence[str] = ("ex",),
+    ves_iterations: int = ves.ITERATIONS,
 ) -> ScoreReport:
     """Score predictions against ``dataset`` with its benchmark's official semantics.
 
@@ -568,6 +670,8 @@ def score_predictions(
         keep_distinct: Spider only: keep DISTINCT (the official ``--keep_distinct``).
         progress: show a progress bar with the running accuracy.
         on_verdict: called with each verdict as it is decided (in completion order).
+        metrics: what to report besides EX: ``soft_f1`` and ``r_ves`` (:data:`METRICS`).
+        ves_iterations: timings of each correct prediction for R-VES (the official 100).
 
     Returns:
         A :class:`ScoreReport` whose verdicts are in dataset order.
@@ -577,6 +681,11 @@ def score_predictions(
     """
     if executor not in ("process", "thread"):
         raise ValueError(f"executor must be 'process' or 'thread', not {executor!r}.")
+    metrics = parse_metrics(list(metrics), dataset.benchmark)
+    if ves_iterations < 1:
+        raise ValueError(f"ves_iterations must be 1 or more, not {ves_iterations}.")
+    f1 = "soft_f1" in metrics
+    timed = ves_iterations if "r_ves" in metrics else 0
     preds = _aligned(dataset, predictions)
     limit = timeout_s or (BIRD_TIMEOUT_S if dataset.benchmark == "bird" else SPIDER_TIMEOUT_S)
     verdicts: list[Verdict | None] = [None] * len(preds)
@@ -586,11 +695,14 @@ def score_predictions(
         if example.db_path is None:
             pre_decided.append(_verdict(dataset, i, "missing_db", "the database file is missing"))
         elif pred is None:
-            pre_decided.append(_verdict(dataset, i, "missing_prediction", None))
+            missing = _verdict(dataset, i, "missing_prediction", None)
+            missing.soft_f1 = 0.0 if f1 else None
+            missing.ves_reward = 0.0 if timed and dataset.engine == "sqlite" else None
+            pre_decided.append(missing)
         else:
             tasks.append(
                 (i, dataset.benchmark, str(example.db_path), dataset.engine, example.gold_sql, pred,
-                 limit, keep_distinct)
+                 limit, keep_distinct, f1, timed)
             )
 
     bar = ExProgress(f"scoring {dataset.name}", len(preds)) if progress else None
@@ -599,15 +711,16 @@ def score_predictions(
         for v in pre_decided:
             verdicts[v.index] = v
             _notify(v, bar, on_verdict)
-        for index, status, error, elapsed in _run(tasks, workers, executor):
+        for index, status, error, elapsed, f1_value, reward, iterations in _run(tasks, workers, executor):
             v = _verdict(dataset, index, status, error, elapsed)
+            v.soft_f1, v.ves_reward, v.ves_iterations = f1_value, reward, iterations
             verdicts[index] = v
             _notify(v, bar, on_verdict)
     finally:
         if bar is not None:
             bar.close()
     done = [v for v in verdicts if v is not None]
-    summary = summarize(done, dataset.benchmark)
+    summary = summarize(done, dataset.benchmark, metrics)
     summary.update(
         dataset=dataset.name,
         benchmark=dataset.benchmark,
@@ -616,6 +729,16 @@ def score_predictions(
         elapsed_s=round(time.perf_counter() - started, 3),
     )
     return ScoreReport(verdicts=done, summary=summary)
+
+
+def score_one(example: Example, sql: str | None, *, benchmark: str, engine: str = "sqlite") -> Verdict:
+    """One prediction for one question, scored with ``benchmark``'s semantics as it would be in a
+    prediction file: on one line (:func:`one_line`), which is what a file holds and the official
+    scorers read, so the verdict is the one the whole file would give it. An empty or missing
+    query is a missing prediction."""
+    one = Dataset(name="question", benchmark=benchmark, examples=[example], source=Path("."), engine=engine)
+    prediction = None if sql is None or not sql.strip() else one_line(sql)
+    return score_predictions(one, [prediction], workers=1).verdicts[0]
 
 
 def score_file(dataset: Dataset, path: str | os.PathLike[str], **options: Any) -> ScoreReport:
@@ -666,9 +789,12 @@ def _run(tasks: list[_Task], workers: int, executor: str) -> Iterable[_Result]:
             yield from future.result()
 
 
-def summarize(verdicts: Sequence[Verdict], benchmark: str) -> dict[str, Any]:
+def summarize(verdicts: Sequence[Verdict], benchmark: str, metrics: Sequence[str] = ("ex",)) -> dict[str, Any]:
     """Summary figures: ``ex`` (percent of scored questions correct, None when none scored),
-    counts per status, and ``by_difficulty`` {level: {n, ex, n_missing_db}}."""
+    counts per status, and ``by_difficulty`` {level: {n, ex, n_missing_db}}; with ``metrics``
+    naming them, ``soft_f1`` and ``r_ves`` beside ``ex`` (in percent, over the questions scored,
+    in total and by difficulty), ``metrics`` (the list reported) and ``ves_iterations`` (the
+    timings R-VES took: total and per prediction timed)."""
     scored = [v for v in verdicts if v.scored]
     counts = {s: sum(1 for v in verdicts if v.status == s) for s in STATUSES}
     levels = list(BIRD_LEVELS if benchmark == "bird" else HARDNESS_LEVELS)
@@ -683,9 +809,17 @@ def summarize(verdicts: Sequence[Verdict], benchmark: str) -> dict[str, Any]:
             "n": len(level_scored),
             "ex": _percent(level_scored),
             "n_missing_db": len(group) - len(level_scored),
+            **_bird_figures(level_scored, metrics),
         }
+    timed = [v.ves_iterations for v in scored if v.ves_iterations]
+    # EX alone keeps the summary as it always was; the key says when there is more.
+    extra: dict[str, Any] = {"metrics": list(metrics), **_bird_figures(scored, metrics)} if len(metrics) > 1 else {}
+    if "r_ves" in metrics:
+        extra["ves_iterations"] = {"total": sum(timed), "timed": len(timed),
+                                   "mean": round(sum(timed) / len(timed), 2) if timed else None}
     return {
         "ex": _percent(scored),
+        **extra,
         "n_total": len(verdicts),
         "n_scored": len(scored),
         "n_correct": counts["correct"],
@@ -696,6 +830,18 @@ def summarize(verdicts: Sequence[Verdict], benchmark: str) -> dict[str, Any]:
         "n_gold_errors": counts["gold_error"],
         "by_difficulty": by_difficulty,
     }
+
+
+def _bird_figures(verdicts: Sequence[Verdict], metrics: Sequence[str]) -> dict[str, float | None]:
+    """Soft-F1 and R-VES of ``verdicts`` in percent, for the metrics asked for; R-VES is None where
+    a question has no reward (a database on another engine, which is not timed)."""
+    out: dict[str, float | None] = {}
+    if "soft_f1" in metrics:
+        out["soft_f1"] = f1_metric.mean_percent([v.soft_f1 or 0.0 for v in verdicts])
+    if "r_ves" in metrics:
+        rewards = [v.ves_reward for v in verdicts]
+        out["r_ves"] = None if any(r is None for r in rewards) else ves.r_ves([r or 0.0 for r in rewards])
+    return out
 
 
 def _percent(verdicts: Sequence[Verdict]) -> float | None:

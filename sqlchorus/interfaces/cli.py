@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sqlite3
 import sys
 import threading
@@ -192,6 +193,19 @@ def typed_settings(options: dict[str, Any], *, names: tuple[str, ...] = RUN_OPTI
     return settings
 
 
+STORE_FIELDS: tuple[str, ...] = ("trace_dir", "checkpoints")
+"""The settings fields that name where runs are kept."""
+
+
+def _names_a_store() -> bool:
+    """Whether the command line names where runs are kept (``--trace-dir``, ``--checkpoints`` or
+    their ``--no-...`` forms): a command that reads runs then reads that store alone, and
+    otherwise every store a run may be in (:mod:`sqlchorus.runs.run_stores`)."""
+    ctx = click.get_current_context()
+    return any(ctx.get_parameter_source(param) is ParameterSource.COMMANDLINE
+               for name in STORE_FIELDS for param in (name, f"{name}__negated"))
+
+
 def _explain_preset(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
     if value is None or ctx.resilient_parsing:
         return
@@ -204,8 +218,9 @@ def _explain_preset(ctx: click.Context, param: click.Parameter, value: str | Non
 
 
 _DB = click.option("--db", "db", type=click.Path(dir_okay=False),
-                   help="The database: a SQLite file, a DuckDB file (.duckdb, or duckdb:///path) or a PostgreSQL URL "
-                        "(postgresql://user@host/name; password from PGPASSWORD or ~/.pgpass) (default: the bundled "
+                   help="The database: a SQLite file, a DuckDB file (.duckdb, or duckdb:///path), a PostgreSQL URL "
+                        "(postgresql://user@host/name; password from PGPASSWORD or ~/.pgpass) or a MySQL/MariaDB URL "
+                        "(mysql://user@host/name; password from ~/.my.cnf or MYSQL_PWD) (default: the bundled "
                         "demo database).")
 _EVIDENCE = click.option("--evidence", default="", help="A hint that defines terms used in the question.")
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
@@ -320,12 +335,12 @@ def _refuse_early(question: str, evidence: str | None, db: str | None, limit: in
     the database's schema and index take seconds to import and open): an empty or over-long
     question (over ``limit`` characters) or hint, a database file that is not there, and, when
     ``models`` (the settings' model and role models) is given, no model at all or a name that is
-    not ``provider:model``.
+    not ``provider:model`` of a known provider.
 
     Raises:
         EmptyQuestionError, QuestionTooLongError, DatabaseOpenError, ModelConfigError.
     """
-    from sqlchorus.config.errors import NO_MODEL_HELP, ModelConfigError, split_model_name
+    from sqlchorus.config.errors import NO_MODEL_HELP, ModelConfigError
     from sqlchorus.config.question import checked_question
     from sqlchorus.tools.database_names import file_of, require_file
 
@@ -337,9 +352,21 @@ def _refuse_early(question: str, evidence: str | None, db: str | None, limit: in
         named = [m for m in models if m is not None and not (isinstance(m, str) and not m.strip())]
         if not named:
             raise ModelConfigError(NO_MODEL_HELP)
-        for spec in named:
-            if isinstance(spec, str):
-                split_model_name(spec)
+        _check_model_names(named)
+
+
+def _check_model_names(models: list[Any]) -> None:
+    """Refuse a model name (the settings' model or a role's) whose provider is unknown or whose
+    form its provider cannot take, before any model is built.
+
+    Raises:
+        ModelConfigError.
+    """
+    from sqlchorus.config.model_names import check_model_name
+
+    for spec in models:
+        if isinstance(spec, str) and spec.strip():
+            check_model_name(spec)
 
 
 def _ask(question: str, options: dict[str, Any], *, offline: bool = False) -> None:
@@ -347,7 +374,9 @@ def _ask(question: str, options: dict[str, Any], *, offline: bool = False) -> No
     verbose = options.pop("verbose")
     with _reported():
         settings = typed_settings(options)
-        models = None if offline else [settings.model, *settings.models.values()]
+        named = [settings.model, *settings.models.values()]
+        # The demo with no model named runs the offline one; a model it is given is checked.
+        models = None if offline and not any(named) else named
         _refuse_early(question, evidence, db, settings.max_question_chars, models)
     from sqlchorus.runs.session import ask as run_ask
 
@@ -381,6 +410,9 @@ def _print_result(result: Any, *, max_rows: int = 20) -> None:
     from rich.syntax import Syntax
     from rich.table import Table
 
+    from sqlchorus.core.candidates import fix_record
+    from sqlchorus.tools.pricing import cost_text
+
     out = Console(highlight=False)
     if result.sql:
         out.print(Syntax(result.sql, "sql", word_wrap=True))
@@ -395,7 +427,9 @@ def _print_result(result: Any, *, max_rows: int = 20) -> None:
         cands = Table("candidate", "status", "rows", "fixes", "error", title="Candidates")
         for c in result.candidates:
             chosen = " *" if c["id"] == result.selection.get("chosen") else ""
-            cands.add_row(c["id"] + chosen, c["status"], _cell(c.get("row_count")), str(c["fix_attempts"]), _cell(c.get("error") or ""))
+            # The rounds the fixer spent on it, as recorded: one that gave no new query counts too.
+            fixes = fix_record({"fix_attempts": 0, **c})["rounds"]
+            cands.add_row(c["id"] + chosen, c["status"], _cell(c.get("row_count")), str(fixes), _cell(c.get("error") or ""))
         out.print(cands)
     for e in result.errors:
         if e.get("kind") == "trace":
@@ -403,14 +437,19 @@ def _print_result(result: Any, *, max_rows: int = 20) -> None:
         out.print(f"[yellow]note[/] {e['node']}: {e['message']}")
     cost = result.cost
     cached = f" ({cost['cached_calls']} from cache)" if cost["cached_calls"] else ""
+    cached_tokens = (f" ({cost['cached_input_tokens']} in, {cost['cached_output_tokens']} out from cache)"
+                     if cost["cached_calls"] else "")
     out.print(
-        f"cost: ${cost['cost_usd']:.6f}, {cost['calls']} model call(s){cached}, {cost['input_tokens']} tokens in, "
-        f"{cost['output_tokens']} out, {cost['seconds']:.2f} s ({cost['model_seconds']:.2f} s in models)"
+        f"cost: {cost_text(cost['cost_usd'], cost['unpriced_calls'])}, {cost['calls']} model call(s){cached}, "
+        f"{cost['input_tokens']} tokens in, {cost['output_tokens']} out{cached_tokens}, {cost['seconds']:.2f} s "
+        f"({cost['model_seconds']:.2f} s in models)", markup=False,
     )
-    if len(cost["by_node"]) > 1 or cost["cost_usd"]:
-        out.print("  " + ", ".join(f"{node} ${c['cost_usd']:.6f}" for node, c in cost["by_node"].items()))
+    if len(cost["by_node"]) > 1 or cost["cost_usd"] or cost["unpriced_calls"]:
+        out.print("  " + ", ".join(f"{node} {cost_text(c['cost_usd'], c['unpriced_calls'])}"
+                                   for node, c in cost["by_node"].items()), markup=False)
     if cost["unpriced_models"]:
-        out.print(f"  no price for {', '.join(cost['unpriced_models'])} (counted at $0; see --prices)")
+        out.print(f"  no price for {', '.join(cost['unpriced_models'])}: their calls are unpriced (see --prices)",
+                  markup=False)
     if result.trace_path:
         out.print(f"trace: {result.trace_path}  (sqlchorus trace show {result.run_id})")
     # What went wrong with the record of the run, not with its answer: one unwrapped line each,
@@ -483,8 +522,17 @@ def debug(question: str | None, db: str | None, evidence: str, run_id: str | Non
             found = question_run(eval_run, eval_question, checkpoints=options.get("checkpoints") if typed else None)
             run_id = found.run_id
         settings = typed_settings(options)
+        kept_in = None
         if found is not None:
             settings = settings.replace(checkpoints=found.checkpoints)
+        elif run_id and not _names_a_store():
+            # The run is looked for in every store a run may be in, this command's first.
+            from sqlchorus.runs.run_stores import default_stores, find_run
+
+            stores = default_stores(settings.trace_folder, settings.checkpoint_file)
+            store, run_id = find_run(stores, run_id)
+            settings = settings.replace(checkpoints=store.checkpoints)
+            kept_in = store if store is not stores[0] else None
         if run_id and settings.model is None and not settings.models:
             settings = settings.replace(model=kept_answers_model())
         session = Session(settings)
@@ -496,8 +544,14 @@ def debug(question: str | None, db: str | None, evidence: str, run_id: str | Non
             debugger = Debugger.start(question, db, evidence=evidence, session=session, breakpoints=breaks)
     from rich.console import Console
 
+    from sqlchorus.evaluation.runs import question_of_run
+
+    # A run of an evaluation's own store is that question's, however it was named: its branches
+    # are scored against the gold as they end.
+    if found is None and run_id:
+        found = question_of_run(debugger.run_id, settings.checkpoint_file)
     console = Console(highlight=False)
-    shell = DebugShell(debugger, console)
+    shell = DebugShell(debugger, console, question=found)
     if found is not None:
         record = found.record
         console.print(f"eval {found.folder}, question {record.get('question_id')} ({record.get('db_id')}, "
@@ -505,6 +559,9 @@ def debug(question: str | None, db: str | None, evidence: str, run_id: str | Non
                       markup=False)
         if record.get("gold_sql"):  # what the answer is scored against; `sql` runs it here
             console.print(f"gold: {record['gold_sql']}", markup=False)
+        shell.show_branches()
+    if kept_in is not None:
+        console.print(f"run {debugger.run_id}, kept in {kept_in.where('checkpoints')}", markup=False)
     for note in debugger.notes:
         console.print(f"[yellow]note[/] {note}")
     shell.where()
@@ -617,7 +674,7 @@ def select_command(candidates_file: str, model: str | None, out_file: str | None
 
 @cli.command()
 @click.option("--db", "db", required=True, type=click.Path(dir_okay=False),
-              help="Database to index: a SQLite or DuckDB file, or a postgresql:// URL.")
+              help="Database to index: a SQLite or DuckDB file, or a postgresql:// or mysql:// URL.")
 @settings_options("value_cache_dir", "allow_writable_role", aliases={"value_cache_dir": ("--cache-dir",)})
 @click.option("--max-values", type=click.IntRange(1), default=None,
               help="Distinct values read per column at most (default 100000). An index of this database "
@@ -688,15 +745,25 @@ def trace() -> None:
 @click.option("--trace-dir", type=click.Path(file_okay=False),
               help=f"Folder of trace files (default: ${OPTIONS['trace_dir']['env']}, else {CLI_DEFAULTS['trace_dir']}).")
 def trace_show(run: str, trace_dir: str | None) -> None:
-    """Print run RUN (its id, a unique prefix of it, or a trace file) as a tree with timings."""
+    """Print run RUN (its id, a unique prefix of it, or a trace file) as a tree with timings.
+
+    Without --trace-dir, RUN is looked for in ./traces (or $SQLCHORUS_TRACE_DIR), then in the
+    Python API's folder, then in each evaluation's under ./evals.
+    """
     from sqlchorus.config.settings import Settings
     from sqlchorus.core.trace_file import find_trace, load_spans, render_tree
+    from sqlchorus.runs.run_stores import default_stores
+    from sqlchorus.runs.run_stores import find_trace as find_in_stores
 
     with _reported():
         # Where `ask` wrote them: the environment's folder when it names one.
         folder = trace_dir or os.environ.get(OPTIONS["trace_dir"]["env"]) or CLI_DEFAULTS["trace_dir"]
         folder = Settings(trace_dir=folder).trace_folder
-        roots = load_spans(find_trace(run, folder))
+        if trace_dir is not None or os.path.isfile(run):
+            path = find_trace(run, folder)
+        else:
+            _, path = find_in_stores(default_stores(folder, None), run)
+        roots = load_spans(path)
     for line in render_tree(roots):
         click.echo(line)
 
@@ -712,16 +779,30 @@ PRUNE_OPTIONS: tuple[str, ...] = ("keep_runs", "keep_days", "trace_dir", "checkp
 def prune_command(dry_run: bool, vacuum: bool, **options: Any) -> None:
     """Remove old runs: their trace files and checkpoints, keeping the newest --keep-runs runs
     and those younger than --keep-days (a run goes only when past every limit given). Queued or
-    running runs, and runs a kept run resumes from, stay."""
-    from sqlchorus.runs.retention import prune
+    running runs, and runs a kept run resumes from, stay.
 
+    Without --trace-dir or --checkpoints, the runs of every store are counted together: ./traces,
+    the Python API's folder and each evaluation's under ./evals.
+    """
+    from sqlchorus.runs.retention import prune, prune_stores
+    from sqlchorus.runs.run_stores import default_stores, listed
+
+    stores = None
     with _reported():
         settings = typed_settings(options, names=PRUNE_OPTIONS)
-        report = prune(settings.checkpoint_file, settings.trace_folder, keep_runs=settings.keep_runs,
-                       keep_days=settings.keep_days, dry_run=dry_run, vacuum=vacuum)
+        limits = {"keep_runs": settings.keep_runs, "keep_days": settings.keep_days, "dry_run": dry_run,
+                  "vacuum": vacuum}
+        if _names_a_store():
+            report = prune(settings.checkpoint_file, settings.trace_folder, **limits)
+        else:
+            stores = default_stores(settings.trace_folder, settings.checkpoint_file)
+            report = prune_stores(stores, **limits)
+    if stores is not None:
+        click.echo(f"runs of {listed(stores, 'traces')}")
     verb = "would remove" if dry_run else "removed"
     for run_id in report.runs_removed:
-        click.echo(f"{verb} {run_id}")
+        where = report.store_of.get(run_id)
+        click.echo(f"{verb} {run_id}" + (f" ({where})" if where else ""))
     click.echo(report.summary())
 
 
@@ -739,28 +820,33 @@ EVAL_OPTIONS: tuple[str, ...] = tuple(name for name in RUN_OPTIONS if name != "t
 @click.option("--predictions", type=click.Path(dir_okay=False), help="Score this prediction file (Spider pred.txt or BIRD JSON) without running the graph.")
 @click.option("--no-trace", is_flag=True, help="Write no per-question trace files (default: <run folder>/traces).")
 @click.option("--export-pairs", "pairs_file", type=click.Path(dir_okay=False), help="Also write selection fine-tuning pairs (JSON Lines) from the run's labelled candidates.")
-@click.option("--engine", type=click.Choice(["sqlite", "postgresql", "duckdb"]), default="sqlite", show_default=True,
+@click.option("--engine", type=click.Choice(["sqlite", "postgresql", "duckdb", "mysql"]), default="sqlite", show_default=True,
               help="Ask and score on the benchmark's databases loaded into this engine "
                    "(scripts/load_spider_engines.py); the gold SQL is transpiled from SQLite's dialect.")
 @click.option("--databases", "where", metavar="URL|DIR",
-              help="Where --engine's databases are: a PostgreSQL server URL (each question's database is "
-                   "the one named as its db_id; default: the server the PG* variables name), or the "
-                   "folder of <db_id>.duckdb files.")
+              help="Where --engine's databases are: a PostgreSQL or MySQL/MariaDB server URL (each question's "
+                   "database is the one named as its db_id; default: the server the PG* variables, or "
+                   "~/.my.cnf, name), or the folder of <db_id>.duckdb files.")
 @click.option("--no-transpile", is_flag=True, help="With --engine: run the gold SQL as written, not transpiled.")
 @click.option("--transpile-predictions", is_flag=True,
               help="With --engine and --predictions: the file's SQL is SQLite's; transpile it as the gold.")
+@click.option("--metrics", metavar="ex,soft_f1,r_ves",
+              help="What to score besides EX: BIRD's soft_f1 and r_ves (default: all three for a BIRD "
+                   "dataset, ex for a Spider one).")
+@click.option("--ves-iterations", type=click.IntRange(1, 1000), default=100, show_default=True,
+              help="Timings of each correct prediction against its gold for R-VES (the official 100).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 def eval_command(dataset_name: str, limit: int | None, workers: int, out_dir: str | None, run_name: str | None,
                  no_resume: bool, predictions: str | None, no_trace: bool, pairs_file: str | None,
                  engine: str, where: str | None, no_transpile: bool, transpile_predictions: bool,
-                 as_json: bool, **options: Any) -> None:
+                 metrics: str | None, ves_iterations: int, as_json: bool, **options: Any) -> None:
     """Run the graph on a benchmark's questions and score the predictions.
 
     Writes, in the run folder, records.jsonl (one record per question, as each finishes),
     the predictions in the benchmark's own submission format, gold.sql, summary.json and
     report.html. Running the same command again with the same --out or --run-name resumes
     without redoing finished questions. With --predictions, scores that file instead
-    (written to --out only when given). With --engine postgresql|duckdb, questions are asked
+    (written to --out only when given). With --engine postgresql|duckdb|mysql, questions are asked
     of, and scored on, the benchmark's databases loaded into that engine. Exits 0 when scored,
     2 on bad input, 130 when interrupted.
     """
@@ -782,11 +868,20 @@ def eval_command(dataset_name: str, limit: int | None, workers: int, out_dir: st
         _fail("--export-pairs needs the candidates of a run; it cannot be used with --predictions.")
         return
     if engine == "sqlite" and (where or no_transpile or transpile_predictions):
-        _fail("--databases, --no-transpile and --transpile-predictions go with --engine postgresql or duckdb.")
+        _fail("--databases, --no-transpile and --transpile-predictions go with --engine postgresql, duckdb or mysql.")
         return
     if transpile_predictions and not predictions:
         _fail("--transpile-predictions goes with --predictions (a run's own SQL is already the engine's).")
         return
+    if metrics is not None:
+        from sqlchorus.evaluation.scoring import parse_metrics
+
+        try:
+            parse_metrics(metrics, "bird")
+        except ValueError as e:
+            _fail(str(e))
+            return
+    scoring = {"metrics": None if metrics is None else metrics.split(","), "ves_iterations": ves_iterations}
     # Ctrl-C while the questions run keeps the finished ones and says how to go on.
     interrupted = {"message": "Interrupted."}
     with _reported(lambda: interrupted["message"]):
@@ -796,10 +891,15 @@ def eval_command(dataset_name: str, limit: int | None, workers: int, out_dir: st
                 from sqlchorus.evaluation.engines import on_engine
                 from sqlchorus.evaluation.runs import subset
 
+                if options.get("allow_writable_role__negated") and not options.get("require_readonly_role__negated"):
+                    # Finding the engine's databases opens each one before the settings are read
+                    # (and --predictions reads none): they follow the same choice.
+                    os.environ["SQLCHORUS_ALLOW_WRITABLE_ROLE"] = "1"
                 dataset = on_engine(subset(dataset, limit), engine, where, transpile_gold=not no_transpile)
             if predictions:
                 run = score_prediction_file(dataset, predictions, limit=limit, workers=workers,
-                                            out_dir=out_dir, progress=progress, transpile=transpile_predictions)
+                                            out_dir=out_dir, progress=progress, transpile=transpile_predictions,
+                                            **scoring)
             else:
                 stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
                 folder = Path(out_dir or Path("evals") / (run_name or f"{dataset.name}-{stamp}"))
@@ -807,8 +907,9 @@ def eval_command(dataset_name: str, limit: int | None, workers: int, out_dir: st
                                           f"rerun with --out {folder} to resume.")
                 settings = typed_settings(options, names=EVAL_OPTIONS,
                                           trace_dir=None if no_trace else str(folder / "traces"))
+                _check_model_names([settings.model, *settings.models.values()])
                 run = run_eval(dataset, settings, out_dir=folder, limit=limit, workers=workers,
-                               resume=not no_resume, progress=progress, log=log)
+                               resume=not no_resume, progress=progress, log=log, **scoring)
                 if pairs_file:
                     from sqlchorus.runs.standalone_selection import export_pairs
 
@@ -849,13 +950,18 @@ def _print_eval(run: Any) -> None:
     on = f", on {s['engine']}" if s.get("engine", "sqlite") != "sqlite" else ""
     out.print(f"[bold]{s['dataset']}[/] ({s['benchmark']} semantics{on}): EX {ex} on {s['n_scored']} question(s) scored, "
               f"{s['n_correct']} correct")
+    bird = [(name, key) for name, key in (("Soft-F1", "soft_f1"), ("R-VES", "r_ves")) if key in s]
+    if bird:
+        out.print(", ".join(f"{name} {_pct(s[key])}" for name, key in bird))
     if s["n_missing_db"]:
         out.print(f"[yellow]{s['n_missing_db']} question(s) not scored: their database is missing[/]")
     ran = run.n_run + run.n_resumed > 0  # a scored file has no candidates, so no upper bound
-    table = Table("difficulty", "n", "EX", *(["upper bound"] if ran else []), "missing db", title="By difficulty")
+    table = Table("difficulty", "n", "EX", *(name for name, _ in bird), *(["upper bound"] if ran else []),
+                  "missing db", title="By difficulty")
     for level, v in s["by_difficulty"].items():
         bound = [_pct(s.get("upper_bound_by_difficulty", {}).get(level))] if ran else []
-        table.add_row(level, str(v["n"]), _pct(v["ex"]), *bound, str(v["n_missing_db"]))
+        table.add_row(level, str(v["n"]), _pct(v["ex"]), *(_pct(v.get(key)) for _, key in bird), *bound,
+                      str(v["n_missing_db"]))
     out.print(table)
     if s.get("by_generator") and ran:
         gens = Table("chosen generator", "n", "EX", title="By generator")
@@ -864,12 +970,19 @@ def _print_eval(run: Any) -> None:
         out.print(gens)
         cost = s["cost"]
         out.print(f"upper bound with perfect selection: {_pct(s['upper_bound'])}")
-        out.print(f"cost: ${cost['cost_usd']:.6f}, {cost['model_calls']} model call(s), "
+        from sqlchorus.tools.pricing import cost_text
+
+        cached = f" ({cost['cached_calls']} from cache)" if cost.get("cached_calls") else ""
+        out.print(f"cost: {cost_text(cost['cost_usd'], cost.get('unpriced_calls') or cost.get('unpriced_models'))}, "
+                  f"{cost['model_calls']} model call(s){cached}, "
                   f"{cost['input_tokens']} tokens in, {cost['output_tokens']} out; "
-                  f"median {s['latency_s']['median']} s per question")
-    errors = {k: s[k] for k in ("n_pred_errors", "n_timeouts", "n_gold_errors", "n_missing_prediction") if s.get(k)}
+                  f"median {s['latency_s']['median']} s per question", markup=False)
+    # Each count under the scorer's own name for its verdict, as records, pages and report say it.
+    errors = {verdict: s[key] for verdict, key in (("pred_error", "n_pred_errors"), ("timeout", "n_timeouts"),
+                                                   ("gold_error", "n_gold_errors"),
+                                                   ("missing_prediction", "n_missing_prediction")) if s.get(key)}
     if errors:
-        out.print("errors: " + ", ".join(f"{k[2:].replace('_', ' ')} {v}" for k, v in errors.items()))
+        out.print("errors: " + ", ".join(f"{verdict} {n}" for verdict, n in errors.items()), markup=False)
     for kind, path in run.paths.items():
         out.print(f"{kind}: {path}")
     if ran and run.out_dir is not None:
@@ -905,9 +1018,9 @@ def _print_wrong(out: Console, run: Any) -> None:
 # -- servers -----------------------------------------------------------------------------------
 
 _DBS = click.option("--db", "dbs", multiple=True, type=click.Path(dir_okay=False),
-                    help="Database to answer over (a SQLite or DuckDB file, or a postgresql:// URL), known by its "
-                         "file name without extension or its PostgreSQL name (repeatable; default: the bundled demo "
-                         "database).")
+                    help="Database to answer over (a SQLite or DuckDB file, or a postgresql:// or mysql:// URL), "
+                         "known by its file name without extension or its database's name (repeatable; default: the "
+                         "bundled demo database).")
 _HOST = click.option("--host", default="127.0.0.1", show_default=True,
                      help="Address to listen on; any but loopback needs a token in SQLCHORUS_TOKEN.")
 _WORKERS = click.option("--workers", type=click.IntRange(1, 256), default=8, show_default=True,
@@ -926,11 +1039,16 @@ def _service(dbs: tuple[str, ...], workers: int, options: dict[str, Any], host: 
     with _reported():
         token = server_token(host)
         settings = typed_settings(options, names=SERVER_OPTIONS)
+        _check_model_names([settings.model, *settings.models.values()])
         databases = RunService.database_ids(list(dbs)) if dbs else None
         if model is not None and not settings.model and not settings.models:
             return RunService(databases, settings, workers=workers, model=model), token
         return RunService(databases, settings, workers=workers), token
     raise AssertionError("unreachable")
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _uvicorn(app: Any, host: str, port: int, what: str, url: str, token: str | None) -> None:
@@ -946,7 +1064,18 @@ def _uvicorn(app: Any, host: str, port: int, what: str, url: str, token: str | N
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5,
                             http=json_http_protocol())
     server = uvicorn.Server(config)
-    server.run()
+    # uvicorn re-raises the SIGTERM it shut down for once its shutdown is done. Under Python's
+    # default handler that ends the process there, before the command's ``finally`` closes its
+    # run service, whose close saves the runs the store has not taken yet. This handler turns
+    # it into SystemExit (exit code 143, as for a process ended by SIGTERM), which unwinds
+    # through that ``finally``.
+    main = threading.current_thread() is threading.main_thread()  # where signals can be handled
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm) if main else None
+    try:
+        server.run()
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
     if not server.started:
         _fail(f"Could not listen on {host}:{port} (in use, or not an address of this machine).")
 
@@ -1036,7 +1165,10 @@ def ui_command(dbs: tuple[str, ...], host: str, port: int, evals_dir: str, worke
     if not service.settings.model and not service.settings.models:
         click.echo("No model is named: the viewer shows and steps through the runs on disk; asking a question "
                    "needs --model (or SQLCHORUS_MODEL).", err=True)
-    index = RunIndex(service.settings.trace_folder, evals_dir)
+    # Beside its own store, the runs of a program's (the Python API's), unless a store is named.
+    from sqlchorus.runs.run_stores import python_api_store
+
+    index = RunIndex(service.settings.trace_folder, evals_dir, others=[] if _names_a_store() else [python_api_store()])
     app = create_viewer(service, index, token=token, host=host)
     try:
         _uvicorn(app, host, port, "sqlchorus viewer", f"http://{host}:{port}/", token)

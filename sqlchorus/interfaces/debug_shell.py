@@ -21,7 +21,10 @@ from rich.table import Table
 from rich.tree import Tree
 
 from sqlchorus.config.errors import SqlchorusError
+from sqlchorus.core.candidates import fix_record
 from sqlchorus.core.trace_file import load_spans, render_tree
+from sqlchorus.evaluation.report import verdict_text
+from sqlchorus.evaluation.runs import QuestionRun, score_branches
 from sqlchorus.runs.debugger import DebugError, Debugger, node_names, state_keys
 
 PROMPT = "(sqlchorus) "
@@ -76,12 +79,25 @@ _PATH_ARGS = {"export-test"}
 
 
 class DebugShell:
-    """Runs debugger commands one line at a time, printing to ``console``."""
+    """Runs debugger commands one line at a time, printing to ``console``.
 
-    def __init__(self, debugger: Debugger, console: Console):
+    ``question``: when the run is a question of an evaluation, each debugging branch is scored against
+    the question's gold as it ends, and said beside what the evaluation scored, which stays as it
+    was (:func:`~sqlchorus.evaluation.runs.score_branches`).
+    """
+
+    def __init__(self, debugger: Debugger, console: Console, question: QuestionRun | None = None):
         self.debugger = debugger
         self.out = console
         self.failed = 0
+        self.question = question
+        # The ends already there when the session opened are said by show_branches, not as news.
+        self._judged: set[str] = set()
+        if question is not None:
+            ends = debugger.ends()
+            self._judged = {e["checkpoint"] for e in ends["branches"]}
+            if ends["original"] is not None:
+                self._judged.add(ends["original"]["checkpoint"])
         self._handlers: dict[str, Callable[[list[str], str], None]] = {
             "next": self._next, "continue": self._continue, "break": self._break, "clear": self._clear,
             "state": self._state, "diff": self._diff, "set": self._set, "answer": self._answer,
@@ -150,6 +166,7 @@ class DebugShell:
         try:
             args = shlex.split(rest) if command.name not in ("set", "answer", "break", "display", "sql") else rest.split()
             self._handlers[command.name](args, rest.strip())
+            self._judge_end()
         except (SqlchorusError, ValueError) as e:
             self._fail(str(e))
         except Exception as e:  # noqa: BLE001 - whatever a command meets, the session goes on
@@ -166,6 +183,49 @@ class DebugShell:
         self.out.print("[yellow]Interrupted[/]: the run stays at its last checkpoint."
                        + ("" if stopped else " (the model is still stopping)"))
         self.where()
+
+    # -- an evaluation's question ------------------------------------------------------------
+
+    def show_branches(self) -> None:
+        """What the evaluation scored for the question, then each debugging branch of its run
+        that has ended, scored against the gold."""
+        if self.question is None:
+            return
+        record = self.question.record
+        prediction = record.get("prediction")
+        self.out.print(f"scored {verdict_text(record)}: " + (prediction if prediction else "no answer"),
+                       markup=False, highlight=False)
+        ends = self.debugger.ends()
+        for entry in score_branches(self.question.folder, record, ends["branches"]):
+            self._print_branch(entry, ended=False)
+
+    def _judge_end(self) -> None:
+        """After a command: a branch that has just ended is scored against the gold and said."""
+        if self.question is None or not self.debugger.finished or self.debugger.checkpoint_id in self._judged:
+            return
+        ends = self.debugger.ends()
+        if ends["original"] is not None:
+            self._judged.add(ends["original"]["checkpoint"])
+        fresh = [e for e in ends["branches"] if e["checkpoint"] not in self._judged]
+        for entry in score_branches(self.question.folder, self.question.record, fresh):
+            self._judged.add(entry["checkpoint"])
+            self._print_branch(entry, ended=True)
+
+    def _print_branch(self, entry: dict[str, Any], *, ended: bool) -> None:
+        # The scorer's own word where it says more than right or wrong (pred_error, timeout, ...).
+        why = "" if entry["verdict"] in ("correct", "wrong") else f" ({entry['verdict']})"
+        style = "green" if entry["correct"] else "red"
+        came = [f"from {entry['forked_from']}"] if entry.get("forked_from") else []
+        if entry.get("edits"):
+            came.append(f"edited {', '.join(entry['edits'])}")
+        sql = entry.get("sql") or "no answer"
+        self.out.print(f"branch {entry['checkpoint']}{' ended' if ended else ''}"
+                       + (f" ({escape('; '.join(came))})" if came else "") + ": "
+                       f"[{style}]{escape(entry['label'])}[/]{escape(why)} against the gold: {_shown(sql)}",
+                       highlight=False, soft_wrap=True)
+        if ended:
+            self.out.print(f"[dim]the evaluation's record stays {escape(verdict_text(self.question.record))}[/]",
+                           highlight=False)
 
     def _fail(self, message: str) -> None:
         self.failed += 1
@@ -443,7 +503,7 @@ class DebugShell:
             table = Table("id", "status", "rows", "fixes", "sql", "error", title=f"{prefix}candidates")
             for c in value:
                 table.add_row(*(_shown(str(v)) for v in (
-                    c.get("id", ""), c.get("status", ""), c.get("row_count"), c.get("fix_attempts"),
+                    c.get("id", ""), c.get("status", ""), c.get("row_count"), fix_record({"fix_attempts": 0, **c})["rounds"],
                     c.get("sql") or "", (c.get("error") or "")[:80])))
             self.out.print(table)
             return

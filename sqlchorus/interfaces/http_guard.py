@@ -131,13 +131,15 @@ def json_http_protocol() -> Any:
 
 
 def install_error_handlers(app: Any, extra: Mapping[type[BaseException], tuple[int, str]] = {},
-                           public: Callable[[BaseException], str] | None = None) -> None:
+                           public: Callable[[BaseException], str] | None = None,
+                           hint: Callable[[str, str], str | None] | None = None) -> None:
     """Make every error of ``app`` a JSON error with a stable kind: sqlchorus's own errors with
     theirs and their HTTP status (:mod:`sqlchorus.tools.errors`), a body that does not fit, an
     unknown path or method (405 with ``Allow``), ``extra`` (other error types to status and
     kind), and any other fault (500, ``internal``, without a traceback). ``public``: what a
     client is told of one of sqlchorus's errors, when that is less than its message (the whole
-    message goes to the log)."""
+    message goes to the log). ``hint``: what a request of a method its path does not take may
+    have meant (method, path to a sentence, or None), added to the 405's message."""
     from fastapi.exceptions import RequestValidationError
     from starlette.exceptions import HTTPException
 
@@ -172,6 +174,9 @@ def install_error_handlers(app: Any, extra: Mapping[type[BaseException], tuple[i
             headers["Allow"] = ", ".join(allowed)
             message = (f"{request.method} is not allowed on {request.url.path}; "
                        f"it takes {', '.join(allowed) or 'nothing'}.")
+            meant = hint(request.method, request.url.path) if hint is not None else None
+            if meant:
+                message = f"{message} {meant}"
         response = error_response(e.status_code, HTTP_KINDS.get(e.status_code, "http_error"), message)
         response.headers.update(headers)
         return response
@@ -189,7 +194,7 @@ def install_error_handlers(app: Any, extra: Mapping[type[BaseException], tuple[i
 
 def allowed_methods(request: Any) -> list[str]:
     """The methods some route of the request's app takes on its path (an ``Allow`` header's),
-    every route's together: ``/v1/runs/{id}`` takes ``GET`` and ``DELETE``."""
+    every route's together: ``/v1/databases/{id}/schema`` takes ``GET``."""
     from starlette.routing import Match
 
     methods: set[str] = set()

@@ -5,10 +5,12 @@ Endpoints (all under ``/v1``; the OpenAPI document at ``/openapi.json``):
 * ``POST /ask`` answers a question and returns the answer; ``POST /ask/stream`` answers it as
   server-sent events (``run``, ``node``, ``candidate``, ``answer``, ``error``, ``done``).
 * ``POST /runs`` starts a run and returns its id at once; ``GET /runs/{id}`` reads it,
-  ``DELETE /runs/{id}`` cancels it, ``POST /runs/{id}/resume`` goes on from its newest
-  checkpoint, ``GET /runs/{id}/events`` follows it, ``/trace`` and ``/history`` show it.
-* ``GET /databases`` and ``GET /databases/{id}/schema``; ``GET /health`` (503 ``degraded`` while
-  the checkpoint store cannot be reached).
+  ``POST /runs/{id}/cancel`` cancels it (the run and its checkpoints stay), ``POST
+  /runs/{id}/resume`` goes on from its newest checkpoint, ``GET /runs/{id}/events`` follows it,
+  ``/trace`` and ``/history`` show it.
+* ``GET /databases`` and ``GET /databases/{id}/schema``; ``GET /health``: ``ok``, or ``degraded``
+  while the checkpoint store cannot be reached (then with 503: no run is taken) or runs' traces
+  cannot be written. It is answered from what the server knows, never waiting for the store.
 
 A server refuses what it cannot do now, with a ``Retry-After`` header: 429 ``queue_full`` beyond
 its runs running and queued, 503 ``store_unavailable`` while its store is away.
@@ -24,11 +26,14 @@ An incoming W3C ``traceparent`` makes the run's spans part of the caller's trace
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi import Path as PathPart
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from pydantic import BaseModel, Field
@@ -83,15 +88,21 @@ class ErrorBody(BaseModel):
 
 
 class Health(BaseModel):
-    """Whether the server can take runs."""
+    """Whether the server can take runs, and keeps their record."""
 
-    status: str = Field(description="`ok`, or `degraded` (503) while the checkpoint store cannot be reached.")
-    store: str = Field(description="`ok`, `unreachable` or `none` (no checkpoints).")
+    status: str = Field(description="`ok`; `degraded` while the checkpoint store cannot be reached (with 503) or "
+                                    "runs' traces cannot be written (with 200: runs are still answered).")
+    store: str = Field(description="`ok`, `unreachable` or `none` (no checkpoints); tried every second in the "
+                                   "background.")
+    traces: str = Field(description="`ok`, `failing` (the latest run's trace could not be written, or the trace "
+                                    "folder has no room for the next) or `none` (no trace folder).")
     running: int
     queued: int
     max_pending: int = Field(description="Runs, running and queued, the server takes at most.")
     unsaved_runs: int = Field(description="Ends of runs the store has not taken yet.")
+    unwritten_traces: int = Field(description="Runs since the server started whose trace could not be written.")
     store_error: str | None = Field(None, description="Why the store cannot be reached (never where it is).")
+    trace_error: str | None = Field(None, description="Why traces are not written (never where they go).")
 
 
 KINDS = {
@@ -104,6 +115,7 @@ KINDS = {
           "unknown_database": "this server serves no database of that id"},
     409: {"cancelled": "the run was cancelled",
           "run_finished": "the run has ended, or is still running or stopping",
+          "trace_not_written": "the run's trace could not be written (its folder full or unwritable), or is gone",
           "already_resumed": "another resume of the run is under way",
           "no_checkpoints": "no checkpoints to go on from (or the server keeps none)",
           "run_elsewhere": "the run runs on another server: poll GET /v1/runs/{run_id}",
@@ -142,6 +154,32 @@ ASKING = dict(s404=("unknown_database",))
 """What a request that starts a run meets: 404 for its database only."""
 
 
+EVENTS = ("run", "node", "candidate", "answer", "error", "done")
+"""The server-sent events of a run, in the order they come (``node`` and ``candidate`` repeat)."""
+EVENT_STREAM = {"text/event-stream": {"itemSchema": {
+    "type": "object", "required": ["event", "data"],
+    "properties": {
+        "event": {"type": "string", "enum": list(EVENTS)},
+        "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": {
+            "type": "object", "required": ["event", "run_id"],
+            "properties": {"event": {"type": "string", "enum": list(EVENTS)}, "run_id": {"type": "string"}}}},
+        "id": {"type": "string"}, "retry": {"type": "integer"}}}}}
+"""What each event of a stream is (OpenAPI 3.2's ``itemSchema``): its name, and its data as JSON
+that names it again with the run's id."""
+
+
+class EventStream(EventSourceResponse):
+    """Server-sent events, as the OpenAPI document names their media type."""
+
+    media_type = "text/event-stream"
+
+
+class JsonLines(PlainTextResponse):
+    """JSON lines (one span per line), as the OpenAPI document names their media type."""
+
+    media_type = "application/x-ndjson"
+
+
 def trace_context(request: Request) -> Any:
     """The caller's trace context from a W3C ``traceparent`` header, or None."""
     if "traceparent" not in request.headers:
@@ -152,15 +190,25 @@ def trace_context(request: Request) -> Any:
 def create_app(service: RunService, *, token: str | None = None, max_body_bytes: int = MAX_BODY_BYTES,
                host: str | None = None) -> Any:
     """The REST API over ``service``, as an ASGI app (FastAPI inside a token and size guard;
-    ``host``: the address it listens on, whose names it answers)."""
+    ``host``: the address it listens on, whose names it answers). When the ASGI server shuts the
+    app down (its lifespan's end: SIGTERM, Ctrl-C), the service is closed: its runs end and
+    their ends are stored, or kept for the store (see :meth:`RunService.close`)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Any) -> AsyncIterator[None]:
+        yield
+        # Here, not after the server returns: uvicorn raises the SIGTERM it caught again once
+        # its shutdown is done, which ends the process before any code after it runs.
+        await asyncio.to_thread(service.close)
+
     app = FastAPI(
         title="sqlchorus", version="1",
         description="Ask questions about SQLite, PostgreSQL and DuckDB databases; get checked SQL and its answer.",
-        docs_url=None, redoc_url=None,
+        docs_url=None, redoc_url=None, lifespan=lifespan,
     )
     app.state.service = service
 
-    install_error_handlers(app, public=service.public_message)
+    install_error_handlers(app, public=service.public_message, hint=_moved)
     _without_default_validation_errors(app)
 
     @app.get("/docs", include_in_schema=False)
@@ -169,15 +217,20 @@ def create_app(service: RunService, *, token: str | None = None, max_body_bytes:
         return HTMLResponse(docs_page(app.openapi()))
 
     @app.get("/v1/health", responses={
-        200: {"model": Health, "description": "The server can take runs."},
+        200: {"model": Health, "description": "The server can take runs (`degraded` while their traces cannot be "
+                                              "written)."},
         503: {"model": Health, "description": "`degraded`: the checkpoint store cannot be reached."},
         **{status: entry for status, entry in _errors().items() if status != 401}})
     async def health() -> Any:
-        """Whether the server can take runs: ``status`` ok, or degraded (with 503) while its
-        checkpoint store cannot be reached; ``store`` (ok, unreachable, none), runs running and
-        queued, ``max_pending`` (the most it takes) and ``unsaved_runs`` (run ends not yet stored)."""
-        data = await asyncio.to_thread(service.health)
-        return JSONResponse(data, status_code=200 if data["status"] == "ok" else 503)
+        """Whether the server can take runs and keeps their record: ``status`` ok, or degraded
+        while its checkpoint store cannot be reached (with 503) or its runs' traces cannot be
+        written; ``store`` (ok, unreachable, none), ``traces`` (ok, failing, none), runs running
+        and queued, ``max_pending`` (the most it takes), ``unsaved_runs`` (run ends not yet
+        stored) and ``unwritten_traces``."""
+        # On the event loop, from what the service knows: never behind a worker thread, a lock of
+        # the store or a try of it, however loaded the server is.
+        data = service.health()
+        return JSONResponse(data, status_code=503 if data["store"] == "unreachable" else 200)
 
     @app.get("/v1/databases", responses=_errors())
     async def databases() -> dict[str, Any]:
@@ -185,7 +238,8 @@ def create_app(service: RunService, *, token: str | None = None, max_body_bytes:
         return {"databases": await asyncio.to_thread(service.databases)}
 
     @app.get("/v1/databases/{database}/schema", responses=_errors(404, s404=("unknown_database",)))
-    async def schema(database: str) -> dict[str, Any]:
+    async def schema(database: str = PathPart(description="A database's id (see `GET /v1/databases`).",
+                                              examples=list(service.paths))) -> dict[str, Any]:
         """A database's tables, columns and foreign keys."""
         found = await asyncio.to_thread(service.schema, database)
         return {"database": database, "tables": [
@@ -206,14 +260,16 @@ def create_app(service: RunService, *, token: str | None = None, max_body_bytes:
         record = await _wait_or_cancel(service, live, request)
         return _answer(record)
 
-    @app.post("/v1/ask/stream", responses=_errors(400, 404, 413, 422, 429, 503, **ASKING))
+    @app.post("/v1/ask/stream", response_class=EventStream, responses={
+        200: {"description": "The run's events, as server-sent events.", "content": EVENT_STREAM},
+        **_errors(400, 404, 413, 422, 429, 503, **ASKING)})
     async def ask_stream(body: AskRequest, request: Request) -> EventSourceResponse:
         """Answer a question as server-sent events: ``run``, ``node`` (started, finished),
         ``candidate``, ``answer`` or ``error``, and ``done``. A client that goes away cancels
         its run."""
         live = await asyncio.to_thread(service.start, body.question, body.database, body.evidence,
                                        trace_context=trace_context(request), client=client_of(request))
-        return EventSourceResponse(_events(service, live, cancel_on_close=True), ping=15)
+        return EventStream(_events(service, live, cancel_on_close=True), ping=15)
 
     @app.post("/v1/runs", status_code=202, responses=_errors(400, 404, 413, 422, 429, 503, **ASKING))
     async def start_run(body: AskRequest, request: Request) -> dict[str, Any]:
@@ -228,10 +284,12 @@ def create_app(service: RunService, *, token: str | None = None, max_body_bytes:
         """A run's status, and its answer once it has ended."""
         return await asyncio.to_thread(service.get, run_id)
 
-    @app.delete("/v1/runs/{run_id}", status_code=202, responses=_errors(
-        404, 409, 503, s404=("unknown_run",), s409=("run_finished", "checkpoints_damaged")))
+    @app.post("/v1/runs/{run_id}/cancel", status_code=202, responses=_errors(
+        404, 409, 413, 503, s404=("unknown_run",), s409=("run_finished", "checkpoints_damaged"),
+        s413=("payload_too_large",)))
     async def cancel_run(run_id: str) -> dict[str, Any]:
-        """Cancel a run, on whichever server runs it: it stops before its next node."""
+        """Cancel a run, on whichever server runs it: it stops before its next node; the run and
+        its checkpoints stay (resume it with ``POST /v1/runs/{id}/resume``)."""
         status = await asyncio.to_thread(service.cancel, run_id)
         return {"run_id": run_id, "status": status}
 
@@ -243,8 +301,9 @@ def create_app(service: RunService, *, token: str | None = None, max_body_bytes:
         live = await asyncio.to_thread(service.resume, run_id, trace_context=trace_context(request))
         return _started(live)
 
-    @app.get("/v1/runs/{run_id}/events", responses=_errors(404, 409, 503, s404=("unknown_run",),
-                                                             s409=("run_elsewhere", "checkpoints_damaged")))
+    @app.get("/v1/runs/{run_id}/events", response_class=EventStream, responses={
+        200: {"description": "The run's events, as server-sent events.", "content": EVENT_STREAM},
+        **_errors(404, 409, 503, s404=("unknown_run",), s409=("run_elsewhere", "checkpoints_damaged"))})
     async def run_events(run_id: str) -> Any:
         """A run's events as server-sent events, from its first (for a run of this server), or
         its end (for one that ended elsewhere)."""
@@ -254,15 +313,19 @@ def create_app(service: RunService, *, token: str | None = None, max_body_bytes:
             if record["status"] not in FINISHED:
                 return error_response(409, "run_elsewhere",
                                       f"Run {run_id} runs on another server; poll GET /v1/runs/{run_id}.")
-            return EventSourceResponse(_ended(record))
-        return EventSourceResponse(_events(service, live, cancel_on_close=False), ping=15)
+            return EventStream(_ended(record))
+        return EventStream(_events(service, live, cancel_on_close=False), ping=15)
 
-    @app.get("/v1/runs/{run_id}/trace", responses=_errors(404, 409, 503, s404=("unknown_run",),
-                                                            s409=("checkpoints_damaged",)))
+    @app.get("/v1/runs/{run_id}/trace", response_class=JsonLines, responses={
+        200: {"description": "The run's spans, one JSON object per line."},
+        **_errors(404, 409, 503, s404=("unknown_run",),
+                  s409=("trace_not_written", "run_finished", "checkpoints_damaged"))})
     async def run_trace(run_id: str) -> PlainTextResponse:
-        """A run's trace: one OpenTelemetry span per line (JSON)."""
+        """A run's trace: one OpenTelemetry span per line (JSON). A run whose trace could not be
+        written (or is gone) is 409 ``trace_not_written``; one still running with no span written
+        yet, 409 ``run_finished``."""
         text = await asyncio.to_thread(service.trace, run_id)
-        return PlainTextResponse(text, media_type="application/x-ndjson")
+        return JsonLines(text)
 
     @app.get("/v1/runs/{run_id}/history", responses=_errors(404, 409, 503, s404=("unknown_run",),
                                                               s409=("no_checkpoints", "checkpoints_damaged")))
@@ -273,9 +336,19 @@ def create_app(service: RunService, *, token: str | None = None, max_body_bytes:
     return Guard(app, token, max_body_bytes, open_paths=OPEN_PATHS, host=host)
 
 
+def _moved(method: str, path: str) -> str | None:
+    """What a request of a method a path does not take may have meant (a 405's hint)."""
+    parts = path.strip("/").split("/")
+    if method == "DELETE" and len(parts) == 3 and parts[:2] == ["v1", "runs"]:
+        # DELETE cancelled a run before; a run it named stayed, as a deletion would not.
+        return f"To cancel the run: POST {path.rstrip('/')}/cancel."
+    return None
+
+
 def _without_default_validation_errors(app: FastAPI) -> None:
     """Drop FastAPI's own 422 (``{"detail": [...]}``, a body this server never sends) from the
-    OpenAPI document: each route lists the errors it gives, in their one shape."""
+    OpenAPI document: each route lists the errors it gives, in their one shape; and give every
+    error its media type, JSON, where FastAPI gives it the route's (a stream's, a trace's)."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -286,6 +359,11 @@ def _without_default_validation_errors(app: FastAPI) -> None:
                     invalid = operation.get("responses", {}).get("422")
                     if invalid is not None and "HTTPValidationError" in json.dumps(invalid):
                         del operation["responses"]["422"]
+                    for status, response in operation.get("responses", {}).items():
+                        content = response.get("content") or {}
+                        error = str(status).isdigit() and int(status) >= 400
+                        if error and content and "application/json" not in content:
+                            response["content"] = {"application/json": next(iter(content.values()))}
             schemas = spec.get("components", {}).get("schemas", {})
             for name in ("HTTPValidationError", "ValidationError"):
                 schemas.pop(name, None)

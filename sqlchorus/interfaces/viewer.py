@@ -32,12 +32,15 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sqlchorus.config.settings import Settings
+from sqlchorus.core.candidates import fix_record
 from sqlchorus.core.checkpoints import UnknownRunError
 from sqlchorus.core.trace_file import read_spans
 from sqlchorus.core.tracing import valid_run_id
+from sqlchorus.evaluation.report import verdict_text
+from sqlchorus.evaluation.runs import read_branches, score_branches
 from sqlchorus.graph.build import build_graph
 from sqlchorus.interfaces.http_guard import Guard, client_of, install_error_handlers
-from sqlchorus.runs.debugger import DebugError, Debugger
+from sqlchorus.runs.debugger import DebugError, Debugger, branch_ends
 from sqlchorus.runs.run_index import (
     MAX_SPANS,
     RunIndex,
@@ -143,6 +146,8 @@ class Viewer:
         detail["path"] = read["path"]
         record, state, calls = self._kept(run_id)
         match_calls(rows, calls)
+        for call in calls:  # each call names the model that answered it, as its usage record does
+            call.setdefault("model", (call.get("usage") or {}).get("model") or "")
         detail["graph"] = self.graph_of(record)
         detail["checkpoints"] = record is not None
         detail["calls"] = calls
@@ -152,23 +157,60 @@ class Viewer:
             detail["summary"].update(correct=detail["eval"]["correct"], verdict=judged.get("verdict"),
                                      hardness=judged.get("difficulty"), gold_sql=judged.get("gold_sql"),
                                      question_id=judged.get("question_id"))
+            # The page shows what was scored, the run's own path; debugging branches go beside it,
+            # each with its own verdict against the gold.
+            original, detail["eval"]["branches"] = self._branches(run_id, group, judged, record)
+            if original is not None:
+                state = original
         # The debugging sessions and replays that came from this run.
         detail["sessions"] = [r.to_dict() for r in self.index.runs() if r.replay_of == run_id]
         if state is not None:
             detail["answer"] = state.get("answer")
-            detail["candidates"] = state.get("candidates") or []
+            # The Fixes column counts the rounds the fixer spent on a candidate, as recorded
+            # (``fix_attempts`` counts only those that gave a new query).
+            detail["candidates"] = [{**c, "fixer_rounds": fix_record({"fix_attempts": 0, **c})["rounds"]}
+                                    for c in state.get("candidates") or []]
             detail["selection"] = state.get("selection") or {}
             detail["errors"] = state.get("errors") or []
         # The calls that answered: a failed call has no cost, and no tokens to show.
-        answered = read["answered"]
+        answered = usage_cost(read["answered"])
+        # A cost with unpriced calls reads "unpriced" on the page, not $0.
+        detail["summary"].update(unpriced_calls=answered["unpriced_calls"], unpriced_models=answered["unpriced_models"],
+                                 cached_calls=answered["cached_calls"])
         detail["cost_by_node"] = {
             node: {"calls": c["calls"], "tokens": c["input_tokens"] + c["output_tokens"], "cost_usd": c["cost_usd"],
+                   "unpriced_calls": c["unpriced_calls"], "cached_calls": c["cached_calls"],
                    "ms": round(c["model_seconds"] * 1000, 1)}
-            for node, c in usage_cost(answered)["by_node"].items()
+            for node, c in answered["by_node"].items()
         }
         detail = json_value(detail)
         detail["spans"] = rows  # JSON values already (read from JSON), many: not walked again
         return detail
+
+    def _branches(self, run_id: str, group: str, judged: dict[str, Any],
+                  kept: dict[str, Any] | None) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        """An evaluation's run: the state its own path ended with, and its debugging branches that
+        ended, scored against the question's gold (:func:`score_branches`)."""
+        store, folder = self.store_of(run_id), self.index.eval_dir(group)
+        if store is None or kept is None or folder is None:
+            return None, []
+        generators = (kept.get("settings") or {}).get("generators") or self.settings.generators
+        graph = self.service.session.graph(self.settings.replace(generators=dict(generators)), store)
+        ends = branch_ends(graph, run_id)
+        original = ends["original"]["values"] if ends["original"] is not None else None
+        return original, score_branches(folder, judged, ends["branches"])
+
+    def _ended_branch(self, run_id: str, debugger: Debugger) -> dict[str, Any] | None:
+        """The verdict of the branch the step-through just ended, for a run of an evaluation."""
+        found = self.index.path_of(run_id)
+        folder = self.index.eval_dir(found[0]) if found and found[0] else None
+        judged = self.index.record_of(found[0], run_id) if folder is not None and found else None
+        if judged is None or not debugger.finished:
+            return None
+        here = debugger.checkpoint_id
+        ended = [b for b in debugger.ends()["branches"] if b["checkpoint"] == here]
+        scored = score_branches(folder, judged, ended) if ended else []
+        return scored[0] if scored else None
 
     def settings_of(self, run_id: str) -> Settings:
         """The viewer's settings with the checkpoint store that holds ``run_id``: an evaluation's
@@ -214,10 +256,17 @@ class Viewer:
             raise UnknownRunError(f"No evaluation {name!r} with records.")
         listed = {s.run_id for s in self.index.runs() if s.group == name}
         rows = [_eval_row(r) for r in records]
+        # Beside each recorded verdict, the verdicts of its debugging branches, as scored when they ended.
+        branches = read_branches(folder)
         for row in rows:
             row["has_run"] = row["run_id"] in listed
+            row["branches"] = branches.get(row["run_id"] or "", [])
+        # BIRD's Soft-F1 and R-VES come from the scorer's summary: R-VES is timed, so the records
+        # alone cannot give it again.
+        summary = _read_json(folder / "summary.json")
+        metrics = {key: summary.get(key) for key in ("soft_f1", "r_ves") if key in summary}
         return json_value({"name": name, "run": _read_json(folder / "run.json"), "questions": rows,
-                           "report": self.index.report(name) is not None})
+                           "report": self.index.report(name) is not None, "metrics": metrics})
 
     def eval_rows(self, name: str, index: int) -> dict[str, Any]:
         """The rows of a question's gold SQL and of its prediction, run read-only on its database."""
@@ -330,8 +379,11 @@ class Viewer:
                 debugger.clear(kw.get("node"))
             else:
                 raise DebugError(f"Unknown action {action!r}.")
+            branch = self._ended_branch(run_id, debugger)
         position = self.position(run_id)
         position["said"] = json_value(said)
+        if branch is not None:
+            position["branch"] = json_value(branch)
         return position
 
     def close(self) -> None:
@@ -507,19 +559,24 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def _error_kind(record: dict[str, Any]) -> str:
-    """What went wrong with a question, in one word: none when it was answered right."""
+    """What went wrong with a question, in one word, the scorer's verdict (``missing_prediction``
+    for a question with no prediction, whether its run had no answer or raised): none when it
+    was answered right."""
     if record.get("correct"):
         return "none"
-    status = record.get("status")
-    if status in ("missing_db", "error", "no_answer"):
-        return str(status)
+    if record.get("status") == "missing_db":
+        return "missing_db"
     return str(record.get("verdict") or "wrong")
 
 
 def _eval_row(record: dict[str, Any]) -> dict[str, Any]:
-    """One question of an evaluation as its page shows it."""
-    scored = bool(record.get("ran")) and record.get("status") not in ("error", "missing_db")
+    """One question of an evaluation as its page shows it: scored as the scorer scores it (every
+    question whose database is there; one with no prediction counts as wrong), its verdict in the
+    words of the report and the command line (:func:`verdict_text`)."""
+    scored = record.get("status") != "missing_db"
     return {
+        "verdict_text": verdict_text(record),
+        "unpriced": bool(record.get("unpriced_calls") or record.get("unpriced_models")),
         "index": record.get("index"), "question_id": record.get("question_id"), "db_id": record.get("db_id"),
         "hardness": record.get("difficulty") or "", "question": record.get("question") or "",
         "gold_sql": record.get("gold_sql") or "", "prediction": record.get("prediction") or "",

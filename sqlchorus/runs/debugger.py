@@ -1103,6 +1103,64 @@ class Debugger:
         """
         return regression_test.export_test(self, path)
 
+    def ends(self) -> dict[str, Any]:
+        """The run's own last checkpoint and every branch that ended since (:func:`branch_ends`)."""
+        return branch_ends(self.graph, self.run_id)
+
+
+def branch_ends(graph: Any, run_id: str) -> dict[str, Any]:
+    """What the run did first and where its branches ended, from its checkpoints in ``graph``'s
+    store.
+
+    The run's own path is told from the branches by age alone: starting at its first checkpoint,
+    it goes each time to the oldest child a step of the run made (source ``loop``). A run is
+    written before anyone debugs it, so at every fork its own child is the oldest, and an edit
+    (source ``update``) is never a step of it; what a run did stays found however many branches
+    are made from it later, and without anything recorded beside the checkpoints.
+
+    Returns:
+        ``{"original": ..., "branches": [...]}``. ``original`` is the last checkpoint of the run's
+        own path (None for a run without checkpoints): ``checkpoint``, ``finished`` (nothing was
+        due next) and ``values`` (the state there). ``branches`` holds, oldest first, every
+        other checkpoint where the run had ended (nothing due next), each with ``checkpoint``,
+        ``forked_from`` (the checkpoint of the run's own path it branched from), ``edits`` (the
+        state keys edited on the way, in order, each once), ``sql`` (its answer's SQL, or None)
+        and ``values``.
+    """
+    snaps = list(graph.get_state_history({"configurable": {"thread_id": run_id}}))[::-1]  # oldest first
+    if not snaps:
+        return {"original": None, "branches": []}
+    by_id = {s.config["configurable"]["checkpoint_id"]: s for s in snaps}
+    parent_of = {cid: (s.parent_config or {}).get("configurable", {}).get("checkpoint_id") for cid, s in by_id.items()}
+    steps_from: dict[str | None, list[str]] = {}
+    for cid, snap in by_id.items():
+        if (snap.metadata or {}).get("source") == "loop":
+            steps_from.setdefault(parent_of[cid], []).append(cid)
+    root = next((cid for cid in by_id if parent_of[cid] not in by_id), None)
+    own, at = [], root
+    while at is not None and at not in own:
+        own.append(at)
+        at = (steps_from.get(at) or [None])[0]
+    on_path = set(own)
+    last = by_id[own[-1]]
+    original = {"checkpoint": own[-1], "finished": not last.next, "values": dict(last.values)}
+    branches = []
+    for cid, snap in by_id.items():
+        if cid == own[-1] or snap.next:
+            continue
+        found: list[list[str]] = []  # each edit's keys, newest edit first
+        at = cid
+        while at is not None and at not in on_path:
+            here, before = by_id[at], by_id.get(parent_of[at])
+            if (here.metadata or {}).get("source") == "update" and before is not None:
+                found.append([k for k in state_keys() if before.values.get(k) != here.values.get(k)])
+            at = parent_of[at] if parent_of[at] in by_id else None
+        edits = list(dict.fromkeys(k for keys in reversed(found) for k in keys))
+        answer = snap.values.get("answer") or {}
+        branches.append({"checkpoint": cid, "forked_from": at, "edits": edits,
+                         "sql": answer.get("sql") if isinstance(answer, dict) else None, "values": dict(snap.values)})
+    return {"original": original, "branches": branches}
+
 
 def _known_node(node: str) -> None:
     if node not in node_names():

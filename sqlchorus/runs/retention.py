@@ -8,6 +8,10 @@ files, and then the stored values no remaining checkpoint refers to (values are 
 runs by digest). A run a server may be working on (queued or running) is never removed, nor a run
 that a kept run goes on from (a resume's ``parent``, whose thread holds the resume's checkpoints).
 
+:func:`prune_stores` does the same over several stores at once, counting their runs together:
+``sqlchorus prune`` without a store named prunes every store a run may be in (the command line's,
+the Python API's, each evaluation's; :mod:`sqlchorus.runs.run_stores`).
+
 ``sqlchorus prune`` runs it once; the servers (:class:`~sqlchorus.runs.service.RunService`) run it
 when they start and then every :data:`PRUNE_EVERY` finished runs, in a thread of their own
 (:class:`Retention`). Library ``ask()`` calls never prune.
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -24,6 +29,7 @@ from pathlib import Path
 from sqlchorus.core.checkpoints import RunRecords, is_database_url
 from sqlchorus.core.checkpoints_postgres import open_checkpoints
 from sqlchorus.core.tracing import valid_run_id
+from sqlchorus.runs.run_stores import RunStore
 from sqlchorus.tools.errors import SqlchorusError
 
 PRUNE_EVERY = 50
@@ -54,6 +60,8 @@ class PruneReport:
     store_bytes_freed: int | None = None
     """Bytes of rows the store no longer holds; None when not measured (a dry run)."""
     dry_run: bool = False
+    store_of: dict[str, str] = field(default_factory=dict)
+    """Over several stores (:func:`prune_stores`): the name of the store each removed run was in."""
 
     @property
     def bytes_freed(self) -> int | None:
@@ -96,38 +104,84 @@ def prune(store: RunRecords | str | Path | None, trace_folder: str | Path | None
         RetentionLimitError: neither limit is given, or one is negative.
         CheckpointFileError: the store cannot be opened.
     """
+    return _prune_places([("", store, trace_folder)], keep_runs=keep_runs, keep_days=keep_days, dry_run=dry_run,
+                         vacuum=vacuum, now=now)
+
+
+def prune_stores(stores: Sequence[RunStore], *, keep_runs: int | None = None, keep_days: float | None = None,
+                 dry_run: bool = False, vacuum: bool = False, now: datetime | None = None) -> PruneReport:
+    """:func:`prune` over several stores at once (:func:`sqlchorus.runs.run_stores.default_stores`):
+    the limits count the runs of them all together, newest first, so ``keep_runs`` keeps the
+    newest runs wherever they are; each run removed goes from the store that holds it, and
+    :attr:`PruneReport.store_of` names that store.
+
+    Raises:
+        RetentionLimitError: neither limit is given, or one is negative.
+        CheckpointFileError: a store cannot be opened.
+    """
+    return _prune_places([(s.name, s.checkpoints, s.traces) for s in stores], keep_runs=keep_runs,
+                         keep_days=keep_days, dry_run=dry_run, vacuum=vacuum, now=now)
+
+
+def _prune_places(places: Sequence[tuple[str, RunRecords | str | Path | None, str | Path | None]], *,
+                  keep_runs: int | None, keep_days: float | None, dry_run: bool, vacuum: bool,
+                  now: datetime | None) -> PruneReport:
     if (keep_runs is not None and keep_runs < 0) or (keep_days is not None and keep_days < 0):
         raise RetentionLimitError("--keep-runs and --keep-days cannot be negative.")
     keep_runs, keep_days = keep_runs or None, keep_days or None
     if keep_runs is None and keep_days is None:
         raise RetentionLimitError("Say what to keep: --keep-runs N (the newest N runs) and/or --keep-days D "
                                   "(runs younger than D days).")
-    opened: RunRecords | None = None
-    if isinstance(store, (str, Path)):
-        store = opened = open_checkpoints(store) if is_database_url(store) or Path(store).is_file() else None
+    opened: list[RunRecords] = []
+    stores: list[tuple[str, RunRecords]] = []
+    folders: list[tuple[str, Path]] = []
+    # Two places may share a trace folder (an evaluation's checkpoints kept elsewhere) or a
+    # checkpoint store: each is read once, for the first place that names it.
+    seen: set[str] = set()
     try:
-        return _prune(store, Path(trace_folder) if trace_folder else None, keep_runs, keep_days, dry_run, vacuum,
-                      now or datetime.now(timezone.utc))
+        for name, store, folder in places:
+            if isinstance(store, (str, Path)):
+                key = str(store) if is_database_url(store) else str(Path(store).absolute())
+                if key in seen or not (is_database_url(store) or Path(store).is_file()):
+                    store = None
+                else:
+                    seen.add(key)
+                    store = open_checkpoints(store)
+                    opened.append(store)
+            if store is not None:
+                stores.append((name, store))
+            if folder and all(Path(folder).absolute() != f.absolute() for _, f in folders):
+                folders.append((name, Path(folder)))
+        return _prune(stores, folders, keep_runs, keep_days, dry_run, vacuum, now or datetime.now(timezone.utc))
     finally:
-        if opened is not None:
-            opened.close()
+        for store in opened:
+            store.close()
 
 
-def _prune(store: RunRecords | None, folder: Path | None, keep_runs: int | None, keep_days: float | None,
-           dry_run: bool, vacuum: bool, now: datetime) -> PruneReport:
+def _prune(stores: list[tuple[str, RunRecords]], folders: list[tuple[str, Path]], keep_runs: int | None,
+           keep_days: float | None, dry_run: bool, vacuum: bool, now: datetime) -> PruneReport:
+    # Run ids are unique across stores (a time and a random part), so a run's age, links and
+    # trace file are one run's wherever each is kept (a debugging session's trace beside another
+    # store's checkpoints).
     ages: dict[str, datetime] = {}
     links: dict[str, tuple[str, str | None]] = {}
-    if store is not None:
-        links = store.run_links()
+    where: dict[str, str] = {}
+    for name, store in stores:
+        for run_id, link in store.run_links().items():
+            links.setdefault(run_id, link)
         for run_id, created in store.run_ids_by_age():
+            where.setdefault(run_id, name)
             when = _when(created)
             if when is not None:
                 ages.setdefault(run_id, when)
     traces: dict[str, Path] = {}
-    if folder is not None and folder.is_dir():
+    for name, folder in folders:
+        if not folder.is_dir():
+            continue
         for path in folder.glob("*.jsonl"):
-            if valid_run_id(path.stem) and path.is_file():
+            if valid_run_id(path.stem) and path.is_file() and path.stem not in traces:
                 traces[path.stem] = path
+                where.setdefault(path.stem, name)
                 if path.stem not in ages and path.stem not in links:
                     ages[path.stem] = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
     newest_first = sorted(ages, key=lambda run: (ages[run], run), reverse=True)
@@ -136,32 +190,38 @@ def _prune(store: RunRecords | None, folder: Path | None, keep_runs: int | None,
               if (keep_runs is not None and i < keep_runs) or (cutoff is not None and ages[run] >= cutoff)}
     kept = _kept(within, links)
     removed = [run for run in reversed(newest_first) if run not in kept]
-    if store is not None and removed and not dry_run:
+    if stores and removed and not dry_run:
         # A run may have started (a resume of an old run) since the links were read.
-        again = _kept(within, store.run_links())
+        now_links: dict[str, tuple[str, str | None]] = {}
+        for _, store in stores:
+            for run_id, link in store.run_links().items():
+                now_links.setdefault(run_id, link)
+        again = _kept(within, now_links)
         removed = [run for run in removed if run not in again]
         kept |= again
     report = PruneReport(dry_run=dry_run, runs_kept=len(newest_first) - len(removed),
                          protected=sorted(run for run in kept - within if run in ages))
     report.runs_removed = removed
+    if any(name for name, _ in [*stores, *folders]):  # stores named by prune_stores
+        report.store_of = {run: where[run] for run in removed if run in where}
     gone_traces = [traces[run] for run in removed if run in traces]
     report.trace_files_removed = [str(path) for path in gone_traces]
     report.trace_bytes_freed = sum(_size(path) for path in gone_traces)
     if dry_run or not removed:
         report.store_bytes_freed = None if dry_run else 0
         return report
-    before = store.used_bytes() if store is not None else None
-    if store is not None:
+    before = [store.used_bytes() for _, store in stores]
+    for _, store in stores:
         store.delete_runs(removed)
     for path in gone_traces:
         path.unlink(missing_ok=True)
-    if store is not None:
-        report.values_removed = store.collect_values()
+    freed: int | None = 0
+    for (_, store), used in zip(stores, before):
+        report.values_removed += store.collect_values()
         store.compact(vacuum)
         after = store.used_bytes()
-        report.store_bytes_freed = max(0, before - after) if before is not None and after is not None else None
-    else:
-        report.store_bytes_freed = 0
+        freed = freed + max(0, used - after) if freed is not None and used is not None and after is not None else None
+    report.store_bytes_freed = freed
     return report
 
 

@@ -1,9 +1,10 @@
 """The runs on disk, read for the viewer: trace files and what the checkpoint store kept.
 
-A run is found by its id only: ``<id>.jsonl`` in a trace folder (the main one, or an evaluation
-run's ``traces/``). :class:`RunIndex` reads each trace file once (again when it changes) into a
-:class:`RunSummary`, with an evaluation's verdict from its ``records.jsonl``, and knows which
-checkpoint store holds an evaluation's runs; :func:`waterfall` gives a run's spans as a tree,
+A run is found by its id only: ``<id>.jsonl`` in a trace folder (the main one, the other stores
+runs are kept in, such as the Python API's, or an evaluation run's ``traces/``; see
+:mod:`sqlchorus.runs.run_stores`). :class:`RunIndex` reads each trace file once (again when it
+changes) into a :class:`RunSummary`, with an evaluation's verdict from its ``records.jsonl``, and
+knows which checkpoint store holds each run that is not the viewer's own; :func:`waterfall` gives a run's spans as a tree,
 :func:`path_taken` the path it took through the graph.
 """
 
@@ -12,19 +13,16 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from sqlchorus.core.trace_file import read_spans, span_time
 from sqlchorus.core.tracing import valid_run_id
+from sqlchorus.runs.run_stores import EVAL_CHECKPOINTS, RECORDS_FILE, RunStore
 from sqlchorus.tools import attributes as attrs
 from sqlchorus.tools.pricing import usage_cost
-
-RECORDS_FILE = "records.jsonl"
-"""An evaluation's records (see :mod:`sqlchorus.evaluation.runs`)."""
-EVAL_CHECKPOINTS = Path("traces") / "checkpoints.sqlite"
-"""Where an evaluation keeps its questions' checkpoints by default."""
 
 MAX_SPANS = 20_000
 """Spans of one run the viewer reads at most."""
@@ -45,6 +43,8 @@ class RunSummary:
     calls: int = 0
     tokens: int = 0
     cost_usd: float = 0.0
+    unpriced_calls: int = 0
+    """Calls of models with no price, which ``cost_usd`` leaves out: shown as ``unpriced``, not ``$0``."""
     seconds: float = 0.0
     started: str = ""
     replay_of: str | None = None
@@ -113,6 +113,7 @@ def summarise(run_id: str, group: str, spans: list[dict[str, Any]]) -> RunSummar
     cost = usage_cost(span_usage(spans))
     summary.calls = cost["calls"]
     summary.tokens = cost["input_tokens"] + cost["output_tokens"]
+    summary.unpriced_calls = int(cost.get("unpriced_calls") or 0)
     if root is not None:
         a = root.get("attributes") or {}
         summary.question = str(a.get(attrs.SQLCHORUS_QUESTION, ""))
@@ -125,7 +126,7 @@ def summarise(run_id: str, group: str, spans: list[dict[str, Any]]) -> RunSummar
         summary.started = root["start_time"]
         if root.get("end_time"):
             summary.seconds = round(_time(root["end_time"]) - _time(root["start_time"]), 4)
-        summary.status = "ok" if not summary.error else ("cancelled" if summary.failure == "cancelled" else "no answer")
+        summary.status = "ok" if not summary.error else ("cancelled" if summary.failure == "cancelled" else "no_answer")
     else:
         summary.status = "incomplete"
         summary.started = min((s["start_time"] for s in spans), default="")
@@ -133,29 +134,44 @@ def summarise(run_id: str, group: str, spans: list[dict[str, Any]]) -> RunSummar
 
 
 class RunIndex:
-    """The runs in ``trace_dir`` and in every evaluation run under ``evals_dir``.
+    """The runs in ``trace_dir``, in the ``others`` stores, and in every evaluation run under
+    ``evals_dir``.
 
     Args:
-        trace_dir: the main trace folder.
+        trace_dir: the main trace folder (its runs' checkpoints are the viewer's own store).
         evals_dir: the folder of evaluation runs (each with ``traces/`` and ``report.html``).
+        others: more stores whose runs are listed with the main folder's (the Python API's),
+            each with its own checkpoint store.
     """
 
-    def __init__(self, trace_dir: str | Path | None, evals_dir: str | Path | None = None):
+    def __init__(self, trace_dir: str | Path | None, evals_dir: str | Path | None = None, *,
+                 others: Sequence[RunStore] = ()):
         self.trace_dir = Path(trace_dir) if trace_dir else None
         self.evals_dir = Path(evals_dir) if evals_dir else None
+        main = self.trace_dir.absolute() if self.trace_dir is not None else None
+        self.others = [s for s in others if s.traces is not None and s.traces.absolute() != main]
         self._cache: dict[Path, _Cached] = {}
         self._records: dict[Path, tuple[tuple[float, int], list[dict[str, Any]]]] = {}
         self._lock = threading.Lock()
 
     def folders(self) -> list[tuple[str, Path]]:
-        """(group, folder) of every trace folder: group "" for the main one, else the evaluation's name."""
-        found = []
+        """(group, folder) of every trace folder, in the order a run is looked for: group "" for
+        the main one and the other stores, else the evaluation's name."""
+        return [(group, folder) for group, folder, _ in self._places()]
+
+    def _places(self) -> list[tuple[str, Path, str | None]]:
+        """(group, folder, checkpoint store) of every trace folder; the store None for the main
+        folder (the viewer's own) and for an evaluation's (see :meth:`checkpoints_of`)."""
+        found: list[tuple[str, Path, str | None]] = []
         if self.trace_dir is not None and self.trace_dir.is_dir():
-            found.append(("", self.trace_dir))
+            found.append(("", self.trace_dir, None))
+        for store in self.others:
+            if store.traces is not None and store.traces.is_dir():
+                found.append(("", store.traces, store.checkpoints))
         if self.evals_dir is not None and self.evals_dir.is_dir():
             for run in sorted(self.evals_dir.iterdir()):
                 if (run / "traces").is_dir():
-                    found.append((run.name, run / "traces"))
+                    found.append((run.name, run / "traces", None))
         return found
 
     def report(self, group: str) -> Path | None:
@@ -209,16 +225,20 @@ class RunIndex:
         return next((r for r in self.records(group) if r.get("run_id") == run_id), None) if group else None
 
     def checkpoints_of(self, run_id: str) -> Path | None:
-        """The checkpoint file of an evaluation's run: the one its record names, else the
-        evaluation's own ``traces/checkpoints.sqlite``; None for a run of the main trace folder
-        (the viewer's own store holds those) or when neither file exists."""
-        found = self.path_of(run_id)
-        if found is None or not found[0]:
+        """The checkpoint file of a run that is not the viewer's own: for an evaluation's run,
+        the one its record names, else the evaluation's own ``traces/checkpoints.sqlite``; for a
+        run of another store (the Python API's), that store's. None for a run of the main trace
+        folder (the viewer's own store holds those) or when no such file exists."""
+        place = self._place_of(run_id)
+        if place is None:
             return None
-        folder = self.eval_dir(found[0])
+        group, _, kept = place
+        if not group:
+            return Path(kept) if kept and "://" not in kept and Path(kept).is_file() else None
+        folder = self.eval_dir(group)
         if folder is None:
             return None
-        record = self.record_of(found[0], run_id) or {}
+        record = self.record_of(group, run_id) or {}
         recorded = record.get("checkpoint_path")
         if recorded and Path(recorded).is_file():
             return Path(recorded)
@@ -227,12 +247,17 @@ class RunIndex:
 
     def path_of(self, run_id: str) -> tuple[str, Path] | None:
         """The group and trace file of ``run_id``, found by id only."""
+        place = self._place_of(run_id)
+        return (place[0], place[1]) if place is not None else None
+
+    def _place_of(self, run_id: str) -> tuple[str, Path, str | None] | None:
+        """The group, trace file and checkpoint store (as :meth:`_places` gives it) of ``run_id``."""
         if not valid_run_id(run_id):
             return None
-        for group, folder in self.folders():
+        for group, folder, kept in self._places():
             path = folder / f"{run_id}.jsonl"
             if path.is_file():
-                return group, path
+                return group, path, kept
         return None
 
     def runs(self) -> list[RunSummary]:
@@ -291,7 +316,7 @@ class RunIndex:
         kinds counted."""
         runs = self.runs()[:last]
         per_node: dict[str, dict[str, list]] = defaultdict(
-            lambda: {"seconds": [], "cost_usd": [], "tokens": [], "runs": [], "started": []})
+            lambda: {"seconds": [], "cost_usd": [], "tokens": [], "unpriced_calls": [], "runs": [], "started": []})
         for summary in reversed(runs):  # oldest first, as a plot reads
             found = self.path_of(summary.run_id)
             entry = self._entry(*found) if found is not None else None
@@ -301,6 +326,7 @@ class RunIndex:
                 per_node[node]["seconds"].append(round(seconds, 4))
                 per_node[node]["cost_usd"].append(round(cost, 8))
                 per_node[node]["tokens"].append(int(tokens[0]) if tokens else 0)
+                per_node[node]["unpriced_calls"].append(int(tokens[1]) if len(tokens) > 1 else 0)
                 per_node[node]["runs"].append(summary.run_id)
                 per_node[node]["started"].append(summary.started)
         failures = Counter(s.failure or s.status for s in runs if s.status != "ok")
@@ -328,7 +354,8 @@ def _judged(summary: RunSummary, record: dict[str, Any]) -> RunSummary:
 
 
 def _node_totals(spans: list[dict[str, Any]]) -> dict[str, list[float]]:
-    """Seconds (the node's own spans, model calls and all) and cost per node over one run's spans."""
+    """Seconds (the node's own spans, model calls and all), cost, tokens and unpriced calls per
+    node over one run's spans."""
     seconds: dict[str, float] = defaultdict(float)
     for span in spans:
         if span["name"].startswith(attrs.NODE_SPAN_PREFIX) and span.get("end_time"):
@@ -336,7 +363,8 @@ def _node_totals(spans: list[dict[str, Any]]) -> dict[str, list[float]]:
             seconds[node] += _time(span["end_time"]) - _time(span["start_time"])
     cost = usage_cost(span_usage(spans))["by_node"]
     return {node: [took, cost[node]["cost_usd"] if node in cost else 0.0,
-                   cost[node]["input_tokens"] + cost[node]["output_tokens"] if node in cost else 0]
+                   cost[node]["input_tokens"] + cost[node]["output_tokens"] if node in cost else 0,
+                   cost[node].get("unpriced_calls", 0) if node in cost else 0]
             for node, took in seconds.items()}
 
 

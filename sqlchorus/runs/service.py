@@ -13,6 +13,8 @@ are thin layers over this.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import math
 import os
@@ -40,7 +42,7 @@ from sqlchorus.config.errors import (
     UnknownDatabaseError,
     UnknownRunIdError,
 )
-from sqlchorus.config.settings import Settings
+from sqlchorus.config.settings import Settings, user_traces
 from sqlchorus.core.checkpoint_history import checkpoint_history
 from sqlchorus.core.checkpoints import FINISHED, CheckpointDamagedError, UnknownRunError
 from sqlchorus.core.tracing import NodeEvent, new_run_id, valid_run_id
@@ -57,8 +59,8 @@ DEFAULT_WORKERS = 8
 KEPT_RUNS = 1000
 """Finished runs kept in memory for their events; older ones are read from the store."""
 __all__ = ["AlreadyResumedError", "ControlCharacterError", "LiveRun", "NoCheckpointsError", "QueueFullError",
-           "RunFinishedError", "RunService", "ServiceError", "StoreUnavailableError", "UnknownDatabaseError",
-           "UnknownRunIdError", "answer_json", "model_failed", "model_failure"]
+           "RunFinishedError", "RunService", "ServiceError", "StoreUnavailableError", "TraceNotWrittenError",
+           "UnknownDatabaseError", "UnknownRunIdError", "answer_json", "model_failed", "model_failure"]
 
 MISSED_HEARTBEATS = 3
 """Heartbeats a run's server may miss before the run's lease runs out (``settings.run_heartbeat_s``
@@ -67,13 +69,26 @@ or resume it."""
 STALE_AFTER_S = 900.0
 """A run recorded without a lease (by an older version) that is unchanged for this long is stale."""
 PROBE_EVERY_S = 1.0
-"""While the store is unreachable, requests are refused at once and the store is tried again at
-most this often."""
+"""How often the store keeper tries the store, reachable or not: what ``/v1/health`` says of it
+is at most this old, and while it is unreachable requests are refused at once, without trying it."""
 RETRY_FIRST_S = 0.5
 RETRY_MAX_S = 30.0
 """A run's end the store did not take is written again after ``RETRY_FIRST_S``, doubling up to this."""
 RETRY_FOR_S = 24 * 3600.0
-"""How long a run's end is kept for the store at most; after that it is given up (and logged)."""
+"""How long a run's end is kept in memory for the store at most; after that it goes to the kept
+runs' folder (see :data:`KEPT_FOLDER`)."""
+SAVE_ON_STOP_S = 5.0
+"""How long a server asked to stop tries to write to the store the ends of runs it has not taken;
+what is left then goes to the kept runs' folder."""
+KEPT_FOLDER = "unsaved"
+"""The folder, in the trace folder (else in the per-user data folder), of run ends that a stopping
+server could not write to its store: each one a file that any server over the same store, given the
+same folder, writes to the store once it is reachable, and then removes."""
+CLAIM_STALE_S = 600.0
+"""A kept run's file claimed by a server that then never wrote it nor gave it back (it was killed)
+is taken up again after this long."""
+TRACE_ROOM_BYTES = 1 << 20
+"""Free space below which the trace folder is reported full: the next run's trace would not fit."""
 PENDING_PER_WORKER = 8
 """Runs, running and queued, a server takes per worker when ``settings.max_pending_runs`` is 0:
 a burst of clients waits its turn; beyond it, a client is told to come back (429)."""
@@ -125,6 +140,14 @@ class ControlCharacterError(ServiceError):
     http_status = 422
 
 
+class TraceNotWrittenError(ServiceError):
+    """The run's trace could not be written (its folder full or unwritable), or is gone: there is
+    no trace to give, and an empty one would not be the truth."""
+
+    kind = "trace_not_written"
+    http_status = 409
+
+
 class RefusedValueError(ServiceError):
     """The store refused a value of the request (text it cannot hold): the request is at fault,
     not the store, which stays marked reachable."""
@@ -151,7 +174,11 @@ class LiveRun:
     database: str
     kind: str = "ask"
     parent: str | None = None
+    thread: str | None = None
+    """The checkpoint thread the run writes to: its own id, or for a resume its parent's thread."""
     status: str = "queued"
+    trace_error: str | None = None
+    """Why the run's trace file could not be written (as clients are told), or None."""
     result: dict[str, Any] | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
     cancel: threading.Event = field(default_factory=threading.Event)
@@ -270,6 +297,36 @@ def _first_line(error: BaseException | str) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
+def _trace_failure(result: dict[str, Any] | None) -> str | None:
+    """Why a run's trace file was not written, from the problems its result lists (those its
+    tracer met with the file), or None."""
+    for error in (result or {}).get("errors") or []:
+        message = error.get("message") if isinstance(error, dict) else None
+        if error.get("kind") == "trace" and isinstance(message, str) and "trace file" in message:
+            return message
+    return None
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (a file beside it, flushed to the disk,
+    then renamed over it): a reader never finds half of it.
+
+    Raises:
+        OSError: it could not be written.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.partial")
+    try:
+        with open(partial, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+
+
 _LIBPQ_PLACES = [
     # libpq names where it tried to connect, and as whom, in its own words.
     (re.compile(r'(connection to )server at "[^"]*"(?: \([^)]*\))?, port \d+'), r"\1the checkpoint store"),
@@ -314,6 +371,7 @@ class RunService(Databases):
         self._runs: OrderedDict[str, LiveRun] = OrderedDict()
         self._lock = threading.Lock()
         self._closed = False
+        self._closing = False
         self.heartbeat_s = float(self.settings.run_heartbeat_s)
         self.lease_s = MISSED_HEARTBEATS * self.heartbeat_s
         self.max_pending = self.settings.max_pending_runs or PENDING_PER_WORKER * max(1, workers)
@@ -322,13 +380,21 @@ class RunService(Databases):
         self._down_at: float | None = None
         self._down_why = ""
         self._probed_at = 0.0
+        self._renewed_at = 0.0
         self._unsaved: dict[str, dict[str, Any]] = {}
         self._places: list[tuple[re.Pattern, str]] | None = None
+        # Run ends a stopping server could not store wait in files here for any server over the
+        # same store (known by a digest of where it is: the files never say where).
+        self.kept_folder = Path(self.settings.trace_folder or user_traces()) / KEPT_FOLDER
+        self._store_key = self._key_of_store() if self.store is not None else None
+        # The trace folder's state: why the latest run's trace could not be written (None: it
+        # was), why the folder cannot take the next one, and how many traces were lost.
+        self._trace_failed: str | None = None
+        self._trace_room: str | None = None
+        self._traces_unwritten = 0
         self._wake = threading.Event()
-        self._keeper: threading.Thread | None = None
-        if self.store is not None:
-            self._keeper = threading.Thread(target=self._keep, name="sqlchorus-store", daemon=True)
-            self._keeper.start()
+        self._keeper = threading.Thread(target=self._keep, name="sqlchorus-store", daemon=True)
+        self._keeper.start()
         # Old runs go (settings.keep_runs / keep_days) now and after every few finished runs,
         # in a thread of their own: no request waits for a prune.
         self.retention = Retention(self.store, self.settings.trace_folder, keep_runs=self.settings.keep_runs,
@@ -355,7 +421,8 @@ class RunService(Databases):
             _refuse_control_characters(name, text)
         db_id, path = self.resolve(database)
         self._store_ready()
-        live = LiveRun(new_run_id(), question, db_id)
+        run_id = new_run_id()
+        live = LiveRun(run_id, question, db_id, thread=run_id)
         self._begin(live)
 
         def work() -> Result:
@@ -406,7 +473,7 @@ class RunService(Databases):
             other = self._reading(self.store.status, seen)
             if other is not None and other["status"] not in FINISHED and not _stale(other):
                 raise AlreadyResumedError(f"Run {run_id} is being resumed already, as run {seen} ({other['status']}).")
-        live = LiveRun(new_run_id(), info["question"], db_id, kind="resume", parent=run_id)
+        live = LiveRun(new_run_id(), info["question"], db_id, kind="resume", parent=run_id, thread=thread)
         self._begin(live)
         # The claim is one conditional write: of resumes racing on any servers, one wins.
         claimed = raw is None or self._reading(self.store.claim_resume, run_id, seen, live.run_id)
@@ -517,18 +584,39 @@ class RunService(Databases):
         """The run's trace as JSON lines: its file, else what the store kept when it ended.
 
         Raises:
-            UnknownRunIdError: no trace for that run here.
+            UnknownRunIdError: no such run. TraceNotWrittenError: its trace could not be
+            written (or is gone). RunFinishedError: it is still running, no span written yet.
         """
         _refuse_unknown_form(run_id)
-        if self.settings.trace_folder and valid_run_id(run_id):
+        live = self.live(run_id)
+        failure = live.trace_error if live is not None else None
+        text = None
+        if failure is None and self.settings.trace_folder and valid_run_id(run_id):
             path = Path(self.settings.trace_folder) / f"{run_id}.jsonl"
             if path.is_file():
-                return path.read_text(encoding="utf-8")
-        text = self._reading(self.store.trace, run_id) if self.store is not None else None
-        if text is None:
-            self.get(run_id)  # an unknown run says so
-            raise UnknownRunIdError(f"Run {run_id} has no trace (yet, or tracing is off).")
-        return text
+                text = path.read_text(encoding="utf-8", errors="replace")
+        record = None
+        if failure is None and live is None and self.store is not None:
+            # A run of another server, or of this one before it started again: what its end
+            # says of its trace comes before a file that may have been cut short.
+            try:
+                record = self.get(run_id)
+            except (UnknownRunIdError, StoreUnavailableError):  # its file, if any, is what there is
+                record = None
+            failure = _trace_failure((record or {}).get("result"))
+        if failure is None and text and text.strip():
+            return text
+        stored = self._reading(self.store.trace, run_id) if self.store is not None and failure is None else None
+        if stored and stored.strip():
+            return stored
+        record = live.record() if live is not None else record or self.get(run_id)  # an unknown run says so
+        if failure is not None:
+            raise TraceNotWrittenError(f"The trace of run {run_id} could not be written ({failure}); the run "
+                                       "itself and its answer are kept.")
+        if record["status"] not in FINISHED:
+            raise RunFinishedError(f"Run {run_id} is still {record['status']} and no span of it is written yet; "
+                                   "read its trace once it has ended.")
+        raise TraceNotWrittenError(f"Run {run_id} has no trace: tracing was off for it, or its trace was removed.")
 
     def history(self, run_id: str) -> list[dict[str, Any]]:
         """The run's checkpoints, oldest first (see :func:`sqlchorus.core.checkpoint_history.checkpoint_history`).
@@ -543,12 +631,21 @@ class RunService(Databases):
         rows = self._reading(lambda: checkpoint_history(self.session.graph(self.settings, self.store),
                                                         self._thread_of(run_id)))
         if not rows:
-            self.get(run_id)
-            raise UnknownRunIdError(f"Run {run_id} has no checkpoints.")
+            record = self.get(run_id)  # an unknown run says so
+            # A run there is, without a checkpoint: still queued, refused or stopped before its
+            # first, or kept while the store was away.
+            raise NoCheckpointsError(f"Run {run_id} has no checkpoints (it is {record['status']}).")
         return rows
 
     def close(self, timeout_s: float = 10.0) -> None:
-        """Cancel what is running, wait for it (``timeout_s`` at most) and close the session."""
+        """Cancel what is running, wait for it (``timeout_s`` at most), write to the store the ends
+        of runs it has not taken (:data:`SAVE_ON_STOP_S` at most; what it still refuses goes to
+        the kept runs' folder, each run logged), and close the session. Once: a later call (the
+        app's shutdown closed it, then its command) does nothing."""
+        with self._lock:
+            if self._closing:
+                return
+            self._closing = True
         self._closed = True
         with self._lock:
             running = [r for r in self._runs.values() if r.status not in FINISHED]
@@ -566,11 +663,31 @@ class RunService(Databases):
             self._keeper.join(max(0.0, deadline - time.monotonic()))
         self.retention.wait(max(0.0, deadline - time.monotonic()))
         if self.store is not None:
-            self._flush(force=True)  # one last try for ends the store has not taken
-            if self._unsaved:
-                _log.warning("sqlchorus: %d run end(s) never reached the checkpoint store %s: %s",
-                             len(self._unsaved), self.store.path, ", ".join(self._unsaved))
+            self._save_on_stop()
         self.session.close()
+
+    def _save_on_stop(self) -> None:
+        """The ends of runs the store has not taken: written to it when it answers, within
+        :data:`SAVE_ON_STOP_S`, else kept in files (:meth:`_keep_in_file`); each one logged."""
+        with self._lock:
+            if not self._unsaved:
+                return
+        until = time.monotonic() + SAVE_ON_STOP_S
+        if self._down_at is not None:
+            self._probe()
+        if self._down_at is None:
+            with self._lock:
+                ids = list(self._unsaved)
+            self._flush(force=True, until=until)
+            with self._lock:
+                stored = [run_id for run_id in ids if run_id not in self._unsaved]
+            for run_id in stored:
+                _log.warning("sqlchorus: stopping: the end of run %s is now in the checkpoint store", run_id)
+        with self._lock:
+            left = list(self._unsaved.items())
+            self._unsaved.clear()
+        for run_id, item in left:
+            self._keep_in_file(run_id, item, "the server stopped")
 
     # -- the run itself -----------------------------------------------------------------------
 
@@ -630,30 +747,49 @@ class RunService(Databases):
             self._finish(live, "failed", {"error": message, "kind": "internal"}, None)
             return
         data = self._public_result(answer_json(result, live.database), live.run_id)
+        # A trace folder was named, yet the run has no trace file: say why, from what its
+        # tracer met (a full disk, a folder that cannot be written).
+        trace_error = None
+        if self.settings.trace_folder and not result.trace_path:
+            trace_error = _trace_failure(data) or "it was not written"
         if result.error == "The run was cancelled.":
             live.emit("error", kind="cancelled", message=result.error)
-            self._finish(live, "cancelled", data, result.trace_path)
+            self._finish(live, "cancelled", data, result.trace_path, trace_error)
             return
         if model_failed(result):
             data["kind"] = "model_failed"
             live.emit("error", kind="model_failed", message=model_failure(data["error"], data["errors"]))
         else:
             live.emit("answer", answer=data)
-        self._finish(live, "done", data, result.trace_path)
+        self._finish(live, "done", data, result.trace_path, trace_error)
 
-    def _finish(self, live: LiveRun, status: str, result: dict[str, Any] | None, trace_path: str | None) -> None:
+    def _finish(self, live: LiveRun, status: str, result: dict[str, Any] | None, trace_path: str | None,
+                trace_error: str | None = None) -> None:
         live.result = result
         live.status = status
         trace_text = None
         if trace_path:
             try:
                 trace_text = Path(trace_path).read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                trace_text = None
+            except OSError as e:
+                trace_error = trace_error or f"its file cannot be read back: {e.strerror or e}"
+        if trace_error is not None:
+            self._trace_lost(live, trace_error)
+        elif trace_text:
+            with self._lock:
+                self._trace_failed = None  # the folder takes traces again
         self._save_end(live, status, result, trace_text)
         live.emit("done", status=status)
         live.done.set()
         self.retention.finished()
+
+    def _trace_lost(self, live: LiveRun, why: str) -> None:
+        """Run ``live`` has no trace (``why``): its trace endpoint and ``/v1/health`` say so."""
+        live.trace_error = why
+        with self._lock:
+            self._trace_failed = why
+            self._traces_unwritten += 1
+        _log.warning("sqlchorus: run %s has no trace: %s", live.run_id, why)
 
     def _store_status(self, live: LiveRun, status: str) -> None:
         if self.store is None or self._down_at is not None:  # a store that is away costs no wait
@@ -665,16 +801,18 @@ class RunService(Databases):
             self._store_failed(e)
 
     def _save_end(self, live: LiveRun, status: str, result: dict[str, Any] | None, trace: str | None) -> None:
-        """Write the run's end (status, result, trace) to the store; one the store does not take
-        now is kept and written again in the background, with backoff, until it does."""
+        """Write the run's end (what the store did not take of the run, its status, result and
+        trace) to the store; one the store does not take now is kept and written again in the
+        background, with backoff, until it does."""
         if self.store is None:
             return
         end = {"thread_id": live.run_id, "status": status, "owner": self.owner, "question": live.question,
                "database": live.database, "kind": live.kind, "parent": live.parent, "result": result,
                "trace": trace}
+        item = {"end": end, "kept": self.store.take_unwritten(live.thread or live.run_id)}
         if self._down_at is None:
             try:
-                self.store.set_status(**end)
+                self._write_end(item)
                 return
             except self.store.db_errors as e:
                 if _value_refused(e):  # no later try would do better
@@ -682,10 +820,115 @@ class RunService(Databases):
                     return
                 self._store_failed(e)
         now = time.monotonic()
+        item.update({"since": now, "next": now + RETRY_FIRST_S, "delay": RETRY_FIRST_S})
         with self._lock:
-            self._unsaved[live.run_id] = {"end": end, "since": now, "next": now + RETRY_FIRST_S,
-                                          "delay": RETRY_FIRST_S}
+            self._unsaved[live.run_id] = item
         self._wake.set()
+
+    def _write_end(self, item: dict[str, Any]) -> None:
+        """Write a run's end: first what the store did not take while it ran (its record, model
+        calls and newest checkpoints), then its status, so that a server that reads it ended
+        finds all of it."""
+        if item.get("kept"):
+            self.store.write_unwritten(item["kept"])
+            item["kept"] = None
+        self.store.set_status(**item["end"])
+
+    # -- run ends kept in files -------------------------------------------------------------------
+
+    def _key_of_store(self) -> str:
+        """The store's digest, by which kept runs' files name it without saying where it is."""
+        url = getattr(self.store, "url", None)
+        place = str(self.store.path) if isinstance(url, str) else str(Path(self.store.path).resolve())
+        return hashlib.sha256(place.encode()).hexdigest()[:32]
+
+    def _keep_in_file(self, run_id: str, item: dict[str, Any], why: str) -> None:
+        """Write a run's end the store did not take to a file of the kept runs' folder, from which
+        a server over the same store writes it once it is reachable; logged either way."""
+        data = {"format": 1, "store": self._store_key, "run_id": run_id, "owner": self.owner,
+                "kept_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "end": item["end"], "kept": None}
+        if item.get("kept"):
+            try:
+                data["kept"] = self.store.encode_unwritten(item["kept"])
+            except (TypeError, ValueError) as e:  # its checkpoints cannot be kept: its end still is
+                _log.warning("sqlchorus: run %s: its checkpoints cannot be kept in a file (%s)", run_id, e)
+        path = self.kept_folder / f"{run_id}.json"
+        try:
+            _write_atomically(path, json.dumps(data, default=str, ensure_ascii=False))
+        except OSError as e:
+            _log.error("sqlchorus: %s and the checkpoint store %s did not take the end of run %s; it could not be "
+                       "kept in %s either (%s): it is lost", why, self.store.path, run_id, path, e)
+            return
+        _log.warning("sqlchorus: %s and the checkpoint store %s did not take the end of run %s: kept in %s, which "
+                     "a server over this store, given this folder, writes to it once it is reachable",
+                     why, self.store.path, run_id, path)
+
+    def _store_kept_files(self) -> None:
+        """Write to the store the run ends kept in files for it (by this server before it stopped,
+        or another over the same store and folder), each claimed first so that no two servers
+        write one; stop at the first the store does not take."""
+        try:
+            names = sorted(os.listdir(self.kept_folder))
+        except OSError:  # no folder: nothing kept
+            return
+        now = time.time()
+        for name in names:  # claims of servers that died before writing them are taken up again
+            if ".json.claimed-" in name:
+                claimed = self.kept_folder / name
+                try:
+                    if now - claimed.stat().st_mtime > CLAIM_STALE_S:
+                        os.replace(claimed, self.kept_folder / name.partition(".claimed-")[0])
+                except OSError:
+                    pass
+        for name in names:
+            if self._closed or self._down_at is not None:
+                return
+            if not name.endswith(".json") or name.startswith("."):
+                continue
+            path = self.kept_folder / name
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+                if not isinstance(data, dict) or data.get("store") != self._store_key:
+                    continue  # another store's
+                claimed = path.with_name(f"{name}.claimed-{os.getpid()}-{uuid.uuid4().hex[:6]}")
+                os.replace(path, claimed)
+            except OSError:  # another server claimed it first
+                continue
+            except ValueError as e:
+                _log.warning("sqlchorus: %s is not a kept run's end (%s); left as it is", path, e)
+                continue
+            try:
+                os.utime(claimed)  # when it was claimed: a claim left this long is taken up again
+            except OSError:
+                pass
+            self._store_kept_file(path, claimed, data)
+
+    def _store_kept_file(self, path: Path, claimed: Path, data: dict[str, Any]) -> None:
+        run_id = str(data.get("run_id"))
+        item: dict[str, Any] = {"end": None, "kept": None}
+        try:
+            item["end"] = dict(data["end"])
+            item["kept"] = self.store.decode_unwritten(data["kept"]) if data.get("kept") else None
+            self._write_end(item)
+        except (KeyError, TypeError, ValueError) as e:
+            _log.warning("sqlchorus: %s is not a kept run's end (%s); set aside as %s", path, e, path.name + ".damaged")
+            os.replace(claimed, path.with_name(path.name + ".damaged"))
+            return
+        except self.store.db_errors as e:
+            if _value_refused(e):
+                _log.warning("sqlchorus: the checkpoint store refused the end of run %s kept in %s (%s); set aside "
+                             "as %s", run_id, path, _first_line(e), path.name + ".refused")
+                os.replace(claimed, path.with_name(path.name + ".refused"))
+                return
+            # Given back, with only what the store has not taken yet: nothing is written twice.
+            data["kept"] = self.store.encode_unwritten(item["kept"]) if item["kept"] else None
+            _write_atomically(path, json.dumps(data, default=str, ensure_ascii=False))
+            claimed.unlink(missing_ok=True)
+            self._store_failed(e)
+            return
+        claimed.unlink(missing_ok=True)
+        _log.warning("sqlchorus: wrote to the checkpoint store the end of run %s, kept in %s by %s when it stopped",
+                     run_id, path, data.get("owner"))
 
     # -- what clients are told ------------------------------------------------------------------
 
@@ -696,23 +939,34 @@ class RunService(Databases):
             return ("The checkpoint store is damaged: the runs it holds cannot be read. The server's log names "
                     "its file and how to recover what it holds (sqlite3 FILE .recover).")
         text = str(error)
-        if self.store is None or not text:
+        if not text:
             return text
-        for pattern, replacement in _LIBPQ_PLACES:
-            text = pattern.sub(replacement, text)
+        if self.store is not None:
+            for pattern, replacement in _LIBPQ_PLACES:
+                text = pattern.sub(replacement, text)
         for place, replacement in self._store_places():
             text = place.sub(replacement, text)
         return text
 
     def _store_places(self) -> list[tuple[re.Pattern, str]]:
         """Patterns of what names the store's location, longest first: its URL or file, then the
-        parts of a URL (host, port, user, database) on their own."""
+        parts of a URL (host, port, user, database) on their own; and the trace folder's."""
         if self._places is not None:
             return self._places
         whole: set[str] = set()
         parts: set[str] = set()
+        traces: set[str] = set()
+        if self.settings.trace_folder:
+            # Its full path wherever it appears; a relative one (``traces``, a word too) only as
+            # the start of a path in it.
+            folder = Path(self.settings.trace_folder)
+            traces = {str(folder.absolute()), str(folder.resolve())}
+            if not folder.is_absolute():
+                traces.add(str(folder) + os.sep)
         url = getattr(self.store, "url", None)
-        if isinstance(url, str) and "://" in url:
+        if self.store is None:
+            pass
+        elif isinstance(url, str) and "://" in url:
             whole |= {url, str(self.store.path)}
             split = urlsplit(url)
             query = parse_qs(split.query)
@@ -729,7 +983,10 @@ class RunService(Databases):
             path = Path(self.store.path)
             for each in {path, path.absolute(), path.resolve()}:
                 whole |= {str(each), str(each.with_name(each.stem + "-recovered.sqlite"))}
-        places = [(re.compile(re.escape(w)), "the checkpoint store") for w in sorted(whole, key=len, reverse=True) if w]
+        named = [(w, "the checkpoint store") for w in whole if w] + [
+            (t, "the trace folder" + (os.sep if t.endswith(os.sep) else "")) for t in traces]
+        named.sort(key=lambda wt: len(wt[0]), reverse=True)
+        places = [(re.compile(re.escape(w)), told) for w, told in named]
         places += [(re.compile(r"(?<![\w.])" + re.escape(p) + r"(?![\w])"), "…")
                    for p in sorted(parts, key=len, reverse=True) if len(p) > 1]
         self._places = places
@@ -770,11 +1027,17 @@ class RunService(Databases):
         if _value_refused(error):
             return RefusedValueError("The checkpoint store cannot keep a value of this request "
                                      f"({self.public_message(_first_line(error))}).")
+        if self.store.busy(error):
+            return StoreUnavailableError("The checkpoint store is busy (every connection of this server to it is "
+                                         "in use); try again shortly.", retry_after_s=1)
         return self._unavailable()
 
     def _store_failed(self, error: BaseException) -> None:
         if _value_refused(error):  # the request's fault, not the store's: it stays reachable
             _log.warning("sqlchorus: the checkpoint store %s refused a value: %s", self.store.path, _first_line(error))
+            return
+        if self.store.busy(error):  # it answers, with every connection in use: not an outage
+            _log.warning("sqlchorus: the checkpoint store %s is busy: %s", self.store.path, _first_line(error))
             return
         with self._lock:
             first = self._down_at is None
@@ -794,7 +1057,7 @@ class RunService(Databases):
             self.store.ping()
         except self.store.db_errors as e:
             self._store_failed(e)
-            return False
+            return self.store.busy(e) and self._down_at is None
         with self._lock:
             was_down, self._down_at = self._down_at is not None, None
             self.store.away = False
@@ -806,11 +1069,9 @@ class RunService(Databases):
         return True
 
     def _store_ready(self) -> None:
-        """Raise :class:`StoreUnavailableError` at once while the store is known to be away (it
-        is tried again at most every :data:`PROBE_EVERY_S`)."""
-        if self.store is None or self._down_at is None:
-            return
-        if time.monotonic() - self._probed_at < PROBE_EVERY_S or not self._probe():
+        """Raise :class:`StoreUnavailableError` at once while the store is known to be away: the
+        store keeper tries it every :data:`PROBE_EVERY_S`, and no request waits for a try."""
+        if self.store is not None and self._down_at is not None:
             raise self._unavailable()
 
     def _reading(self, use: Any, *args: Any) -> Any:
@@ -823,41 +1084,72 @@ class RunService(Databases):
             raise self._refusal(e) from None
 
     def health(self) -> dict[str, Any]:
-        """Whether this server can take runs: its store's state (``ok``, ``unreachable`` or
-        ``none``), its runs running and queued, the most it takes, and run ends not yet stored."""
-        store = "none"
-        if self.store is not None:
-            if self._down_at is None or time.monotonic() - self._probed_at >= PROBE_EVERY_S:
-                self._probe()
-            store = "ok" if self._down_at is None else "unreachable"
+        """Whether this server can take runs and keeps their record, from what is known now
+        (no store or disk is touched: the store keeper tries them in the background): its store's
+        state (``ok``, ``unreachable`` or ``none``), its trace folder's (``ok``, ``failing`` or
+        ``none``), its runs running and queued, the most it takes, run ends not yet stored and
+        traces not written. ``status`` is ``ok`` when both are, else ``degraded``."""
+        store = "none" if self.store is None else "ok" if self._down_at is None else "unreachable"
         with self._lock:
             statuses = [r.status for r in self._runs.values()]
             unsaved = len(self._unsaved)
-        data = {"status": "ok" if store != "unreachable" else "degraded", "store": store,
-                "running": statuses.count("running"), "queued": statuses.count("queued"),
-                "max_pending": self.max_pending, "unsaved_runs": unsaved}
+            trace_problem = self._trace_failed or self._trace_room
+            unwritten = self._traces_unwritten
+        traces = "none" if not self.settings.trace_folder else "failing" if trace_problem else "ok"
+        data = {"status": "ok" if store != "unreachable" and traces != "failing" else "degraded", "store": store,
+                "traces": traces, "running": statuses.count("running"), "queued": statuses.count("queued"),
+                "max_pending": self.max_pending, "unsaved_runs": unsaved, "unwritten_traces": unwritten}
         if store == "unreachable":
             data["store_error"] = self.public_message(self._down_why)
+        if traces == "failing":
+            data["trace_error"] = self.public_message(trace_problem)
         return data
 
+    def _check_trace_folder(self) -> None:
+        """Whether the trace folder can take the next run's trace: it is a folder (made here if
+        it is not there yet, as a run's tracer would) with room for one (:data:`TRACE_ROOM_BYTES`)."""
+        if not self.settings.trace_folder:
+            return
+        problem = None
+        try:
+            folder = Path(self.settings.trace_folder)
+            folder.mkdir(parents=True, exist_ok=True)
+            room = os.statvfs(folder)
+            if room.f_bavail * room.f_frsize < TRACE_ROOM_BYTES:
+                problem = f"the trace folder's disk is full ({room.f_bavail * room.f_frsize} bytes free)"
+        except OSError as e:
+            problem = f"the trace folder cannot be used: {e.strerror or e}"
+        with self._lock:
+            self._trace_room = problem
+
     def _keep(self) -> None:
-        """The store keeper, in a thread of its own: renews the leases of this server's runs every
-        heartbeat, writes again the run ends the store did not take, and watches a store that is
-        away until it is back."""
+        """The store keeper, in a thread of its own: tries the store every :data:`PROBE_EVERY_S`
+        (what health says of it), writes again the run ends the store did not take; every
+        heartbeat renews the leases of this server's runs, writes the run ends kept in files and
+        looks at the trace folder."""
         while not self._closed:
             with self._lock:
                 due = min((item["next"] for item in self._unsaved.values()), default=math.inf)
-            wait = max(0.0, min(self.heartbeat_s, due - time.monotonic()))
+            wait = max(0.0, min(PROBE_EVERY_S, due - time.monotonic()))
             self._wake.wait(wait)
             self._wake.clear()
             if self._closed:
                 return
             try:
-                if self._down_at is not None and not self._probe():
+                beat = time.monotonic() - self._renewed_at >= self.heartbeat_s
+                if beat:
+                    self._renewed_at = time.monotonic()
+                    self._check_trace_folder()
+                if self.store is None:
+                    continue
+                if time.monotonic() - self._probed_at >= PROBE_EVERY_S and not self._probe():
+                    continue
+                if self._down_at is not None:
                     continue
                 self._flush()
-                if self._down_at is None:
+                if beat:
                     self._renew()
+                    self._store_kept_files()
             except Exception as e:  # noqa: BLE001 - the keeper outlives any one fault
                 _log.warning("sqlchorus: the store keeper met %s: %s", type(e).__name__, e)
 
@@ -871,14 +1163,17 @@ class RunService(Databases):
         except self.store.db_errors as e:
             self._store_failed(e)
 
-    def _flush(self, force: bool = False) -> None:
-        """Write the kept run ends that are due (all with ``force``), oldest first."""
+    def _flush(self, force: bool = False, until: float = math.inf) -> None:
+        """Write the kept run ends that are due (all with ``force``), oldest first, until the
+        store refuses one or the time ``until`` (monotonic) comes."""
         now = time.monotonic()
         with self._lock:
             due = [(k, v) for k, v in self._unsaved.items() if force or v["next"] <= now]
         for run_id, item in sorted(due, key=lambda kv: kv[1]["since"]):
+            if time.monotonic() >= until:
+                return
             try:
-                self.store.set_status(**item["end"])
+                self._write_end(item)
             except self.store.db_errors as e:
                 if _value_refused(e):  # no later try would do better
                     _log.warning("sqlchorus: the checkpoint store refused the end of run %s: %s", run_id, e)
@@ -890,9 +1185,9 @@ class RunService(Databases):
                     for other in self._unsaved.values():  # backoff: the store is tried less as it stays away
                         other["delay"] = min(other["delay"] * 2, RETRY_MAX_S)
                         other["next"] = time.monotonic() + other["delay"]
-                    if time.monotonic() - item["since"] > RETRY_FOR_S:
-                        self._unsaved.pop(run_id, None)
-                        _log.warning("sqlchorus: gave up storing the end of run %s after %g s", run_id, RETRY_FOR_S)
+                    given_up = time.monotonic() - item["since"] > RETRY_FOR_S and self._unsaved.pop(run_id, None)
+                if given_up:  # out of memory, into a file any server writes once the store is back
+                    self._keep_in_file(run_id, item, f"after {RETRY_FOR_S:g} s")
                 return
             with self._lock:
                 self._unsaved.pop(run_id, None)

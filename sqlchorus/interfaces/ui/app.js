@@ -39,6 +39,8 @@ function show(...nodes) { main.replaceChildren(...nodes.flat().filter(n => n !==
 function section(title, ...body) { return el("section", {}, title ? el("h2", {}, title) : null, ...body); }
 function fmt(n, digits = 0) { return n === null || n === undefined ? "" : Number(n).toLocaleString(undefined, { maximumFractionDigits: digits }); }
 function usd(n) { return n ? "$" + Number(n).toFixed(n < 0.01 ? 5 : 3) : "$0"; }
+// A cost as the command line and the report say it: "unpriced" where calls had no price, never $0.
+function money(n, unpriced) { return unpriced ? (n ? usd(n) + " + unpriced" : "unpriced") : usd(n); }
 function when(iso) { return iso ? new Date(iso).toLocaleString() : ""; }
 function cell(v) { return v === null || v === undefined ? "NULL" : typeof v === "object" ? JSON.stringify(v) : String(v); }
 function verdictText(r) {
@@ -47,6 +49,16 @@ function verdictText(r) {
   return r.status + (r.failure ? " (" + r.failure + ")" : "");
 }
 function statusClass(s) { return s === "ok" || s === "done" ? "status-ok" : s === "cancelled" || s === "empty" ? "status-warn" : "status-bad"; }
+// The debugging branches of an evaluation's run, each scored against the gold when it ended
+// ("now correct", "still wrong", ...), shown beside the verdict the evaluation scored, which stays.
+function branchList(branches, withSql) {
+  if (!branches || !branches.length) return null;
+  return el("ul", { cls: "branches" }, branches.map(b => el("li", { "data-checkpoint": b.checkpoint },
+    el("span", { cls: "muted" }, "branch " + String(b.checkpoint).slice(-8) + ": "),
+    el("span", { cls: "branch-verdict " + (b.correct ? "status-ok" : "status-bad") },
+      b.label + (b.verdict && b.verdict !== "correct" && b.verdict !== "wrong" ? " (" + b.verdict + ")" : "")),
+    withSql && b.sql ? [" ", el("span", { cls: "sql" }, b.sql)] : null)));
+}
 // A run of an evaluation is judged by its verdict, not by having run.
 function verdictClass(r) { return r.correct === false ? "status-bad" : statusClass(r.status); }
 
@@ -92,12 +104,19 @@ async function runsPage() {
   const [data, dbs] = await Promise.all([api("api/runs"), api("api/databases").catch(() => ({ databases: [] }))]);
   const question = el("input", { type: "text", cls: "wide", placeholder: "Ask a question…", "aria-label": "question" });
   const database = el("select", { "aria-label": "database" }, dbs.databases.map(d => el("option", { value: d.id }, d.id)));
+  // A refused question is said beside the box, which keeps what was typed.
+  const refused = el("p", { cls: "error ask-error", id: "ask-error", role: "alert", hidden: true });
   const ask = async (debug) => {
+    refused.hidden = true;
     try {
       const body = JSON.stringify({ question: question.value, database: database.value || null });
       if (debug) location.hash = "#/debug/" + (await api("api/debug", { method: "POST", body })).run_id;
       else location.hash = "#/live/" + (await api("api/live", { method: "POST", body })).run_id;
-    } catch (error) { failed(error); }
+    } catch (error) {
+      refused.textContent = error.message;
+      refused.hidden = false;
+      question.focus();
+    }
   };
   const search = el("input", { type: "search", placeholder: "Search questions, SQL, databases", value: listState.q, "aria-label": "search" });
   const table = el("table", { id: "runs" });
@@ -113,7 +132,7 @@ async function runsPage() {
   el("td", {}, nested ? el("span", { cls: "muted" }, "step-through / replay session") : r.question), el("td", {}, r.database),
   el("td", { cls: verdictClass(r) }, verdictText(r)),
   el("td", { cls: "sql" }, r.sql || ""), el("td", {}, fmt(r.calls)), el("td", {}, fmt(r.tokens)),
-  el("td", {}, usd(r.cost_usd)), el("td", {}, fmt(r.seconds, 2)));
+  el("td", {}, money(r.cost_usd, r.unpriced_calls)), el("td", {}, fmt(r.seconds, 2)));
   const draw = () => {
     const q = listState.q.toLowerCase();
     const rows = data.runs.filter(r => !(r.replay_of && ids.has(r.replay_of)))
@@ -150,7 +169,7 @@ async function runsPage() {
   draw();
   show(el("h1", {}, "Runs"),
     section("Ask", el("div", { cls: "toolbar" }, question, database,
-      el("button", { onclick: () => ask(false) }, "Run"), el("button", { cls: "secondary", onclick: () => ask(true) }, "Step through"))),
+      el("button", { onclick: () => ask(false) }, "Run"), el("button", { cls: "secondary", onclick: () => ask(true) }, "Step through")), refused),
     section(null, el("div", { cls: "toolbar" }, search, el("span", { cls: "muted" }, data.runs.length + " runs")), table));
 }
 
@@ -340,7 +359,7 @@ async function runPage(runId) {
   const d = await api("api/runs/" + encodeURIComponent(runId));
   const s = d.summary;
   const facts = el("div", { cls: "facts" }, [["Database", s.database], ["Status", verdictText(s)],
-    ["Model calls", fmt(s.calls)], ["Tokens", fmt(s.tokens)], ["Cost", usd(s.cost_usd)], ["Seconds", fmt(s.seconds, 3)],
+    ["Model calls", fmt(s.calls)], ["Tokens", fmt(s.tokens)], ["Cost", money(s.cost_usd, s.unpriced_calls)], ["Seconds", fmt(s.seconds, 3)],
     ["When", when(s.started)], ["Run id", s.run_id]].map(([k, v]) => el("div", {}, el("span", {}, k), v)));
   const answer = d.answer || {};
   const selection = d.selection || {};
@@ -370,20 +389,22 @@ async function runPage(runId) {
   el("tbody", {}, (d.candidates || []).map(c => el("tr", { cls: c.id === selection.chosen ? "chosen" : null, "data-candidate": c.id },
     el("td", {}, c.id + (c.id === selection.chosen ? " ★" : "")), el("td", {}, c.generator), sqlCell(c),
     el("td", { cls: statusClass(c.status) }, c.status), el("td", {}, fmt(c.row_count)), el("td", { cls: "error" }, c.error || ""),
-    el("td", {}, fmt(c.fix_attempts)),
+    el("td", { cls: "fixes" }, fmt(c.fixer_rounds ?? c.fix_attempts)),
     el("td", {}, clusterOf[c.id] ? `#${clusterOf[c.id]} (${clusterVotes[c.id]} of ${(d.candidates || []).length} votes)` : ""),
     el("td", { cls: "votes" }, ownVote(c)),
     el("td", {}, (outcomes[c.id] || []).join("; "))))));
   const calls = {};
   for (const c of d.calls || []) (calls[c.node] = calls[c.node] || []).push(c);
   const callSections = Object.entries(calls).map(([node, list]) => el("details", {}, el("summary", {}, `${node} — ${list.length} call(s)`),
-    list.map(c => el("div", {}, el("p", { cls: "muted" }, `${c.role} · ${fmt((c.usage || {}).input_tokens)} in / ${fmt((c.usage || {}).output_tokens)} out`),
+    list.map(c => el("div", {}, el("p", { cls: "muted" }, `${c.role} · ${c.model || (c.usage || {}).model || ""} · ${fmt((c.usage || {}).input_tokens)} in / ${fmt((c.usage || {}).output_tokens)} out${(c.usage || {}).cached ? " (cached)" : ""}`),
       el("details", {}, el("summary", {}, "Prompt"), (c.messages || []).map(m => el("pre", {}, `[${m[0]}]\n${m[1]}`))),
       el("p", {}, "Answer:"), el("pre", {}, c.answer)))));
   const costs = Object.entries(d.cost_by_node || {});
   const ev = d.eval;
   const judged = ev ? section("Evaluation " + s.group + ", question " + ev.question_id,
-    el("p", { id: "verdict", cls: ev.correct ? "status-ok" : "status-bad" }, ev.correct ? "correct" : "wrong" + (ev.verdict && ev.verdict !== "wrong" ? " (" + ev.verdict + ")" : "")),
+    el("p", { id: "verdict", cls: ev.correct ? "status-ok" : "status-bad" }, ev.verdict_text || (ev.correct ? "correct" : "wrong" + (ev.verdict && ev.verdict !== "wrong" ? " (" + ev.verdict + ")" : ""))),
+    (ev.branches || []).length ? el("div", { id: "branches" }, el("p", { cls: "muted" }, "Debugging branches, scored against the gold (the verdict above is what the evaluation scored):"),
+      branchList(ev.branches, true)) : null,
     el("div", { cls: "facts" }, el("div", {}, el("span", {}, "Hardness"), ev.hardness), el("div", {}, el("span", {}, "Database"), ev.db_id),
       el("div", {}, el("span", {}, "Chosen generator"), ev.generator)),
     el("p", {}, "Gold SQL:"), el("pre", { cls: "sql", id: "gold-sql" }, ev.gold_sql),
@@ -404,7 +425,7 @@ async function runPage(runId) {
       section("Answer", answer.sql ? el("pre", { cls: "sql", id: "answer-sql" }, answer.sql) : el("p", { cls: "error" }, answer.error || s.error || "No answer."),
         resultTable(answer.columns, answer.rows), selection.reason ? el("p", { id: "why" }, "Why this one: " + selection.reason) : null)),
     section("Candidates", candidates),
-    section("Cost per node", costs.length ? barChart(costs, v => v.tokens, v => `${fmt(v.tokens)} tokens · ${usd(v.cost_usd)} · ${v.calls} calls`) : el("p", { cls: "muted" }, "No model calls.")),
+    section("Cost per node", costs.length ? barChart(costs, v => v.tokens, v => `${fmt(v.tokens)} tokens · ${money(v.cost_usd, v.unpriced_calls)} · ${v.calls} calls`) : el("p", { cls: "muted" }, "No model calls.")),
     section("Spans", waterfallView(d.spans, d.calls, s.run_id)),
     section("Model calls", callSections.length ? callSections : el("p", { cls: "muted" }, "The call log is kept with checkpoints; none for this run.")),
     sessions,
@@ -482,6 +503,10 @@ async function debugPage(runId, checkpoint) {
         el("button", { id: "continue", disabled: pos.finished, onclick: () => act("/continue") }, "Continue"),
         el("a", { href: "#/run/" + runId }, "the run's page")),
       message,
+      // A branch of an evaluation's run that this step ended, scored against the question's gold;
+      // the evaluation's own verdict stays what it was.
+      pos.branch ? el("div", { id: "branch-ended", cls: "banner" }, "This branch ended: ",
+        branchList([pos.branch], true), el("span", { cls: "muted" }, "The evaluation's record keeps the verdict it scored.")) : null,
       el("div", { cls: "row" },
         section("Checkpoints", el("ul", { cls: "timeline", id: "timeline" }, tree(null, 0))),
         section("Breakpoints", el("div", {}, Object.entries(pos.breakpoints).map(([n, c]) => el("span", { cls: "pill" }, n + (c ? " if " + c : ""), " ",
@@ -508,26 +533,39 @@ function niceMax(v) {
   return [1, 2, 2.5, 5, 10].map(m => m * p).find(m => m >= v) || v;
 }
 
-// Bars with a y axis (0 to the top value, ticks and unit) and a label under each bar.
+// Text widths, to lay a chart out around its labels before it is in the page (where an SVG has
+// no boxes to measure yet); the sizes are the ones app.css gives chart text.
+const measurer = document.createElement("canvas").getContext("2d");
+function textWidth(text, size = 11) {
+  measurer.font = `${size}px system-ui, sans-serif`;
+  return Math.ceil(measurer.measureText(String(text)).width) + 2;
+}
+
+// Bars with a y axis (0 to the top value, ticks and unit) and a label under each bar. The axis is
+// as wide as its longest tick and each bar's slot as wide as its label, so no label is cut.
 function columnChart(bars, { unit = "", max = null, label = "", id = null, format = (v) => fmt(v, 1) } = {}) {
-  const W = Math.max(320, 70 + bars.length * 64), H = 220, L = 52, B = 46, T = 14;
   const top = max ?? niceMax(Math.max(0, ...bars.map(b => b.value || 0)));
+  const ticks = [0, 1, 2, 3, 4].map(k => top * k / 4);
+  const names = bars.map(b => String(b.label).length > 32 ? String(b.label).slice(0, 31) + "…" : String(b.label));
+  const L = 10 + Math.max(...ticks.map(v => textWidth(format(v) + unit))), H = 220, B = 46, T = 20;
+  const slot = Math.max(64, ...names.map(n => textWidth(n) + 10), ...bars.map(b => textWidth(b.note || "") + 10),
+    ...bars.map(b => textWidth(format(b.value || 0) + unit, 12) + 6));
+  const W = Math.max(320, L + 16 + bars.length * slot);
   const root = svg("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": label, cls: "column-chart" });
   const y = (v) => T + (H - T - B) * (1 - v / top);
   const axis = svg("g", { cls: "axis" });
-  for (let k = 0; k <= 4; k++) {
-    const v = top * k / 4;
+  for (const v of ticks) {
     root.append(svg("line", { x1: L, x2: W - 8, y1: y(v), y2: y(v), cls: "gridline" }));
     axis.append(svg("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end" }, format(v) + unit));
   }
   axis.append(svg("line", { x1: L, x2: L, y1: T, y2: H - B }), svg("line", { x1: L, x2: W - 8, y1: H - B, y2: H - B }));
   const step = (W - L - 16) / Math.max(1, bars.length);
   bars.forEach((b, i) => {
-    const x = L + 8 + i * step, w = Math.min(44, step - 12), v = b.value || 0;
+    const w = Math.min(44, step - 12), x = L + 8 + i * step + (step - 12 - w) / 2, v = b.value || 0;
     const rect = svg("rect", { x, y: y(v), width: w, height: Math.max(0, H - B - y(v)), cls: "barrect" + (b.bad ? " bad" : ""), "data-label": b.label });
     rect.append(svg("title", {}, `${b.label}: ${format(v)}${unit}${b.note ? " " + b.note : ""}`));
-    root.append(rect, svg("text", { x: x + w / 2, y: y(v) - 3, "text-anchor": "middle", cls: "value" }, format(v) + unit));
-    axis.append(svg("text", { x: x + w / 2, y: H - B + 15, "text-anchor": "middle" }, String(b.label).slice(0, 14)),
+    root.append(rect, svg("text", { x: x + w / 2, y: y(v) - 4, "text-anchor": "middle", cls: "value" }, format(v) + unit));
+    axis.append(svg("text", { x: x + w / 2, y: H - B + 15, "text-anchor": "middle" }, names[i]),
       svg("text", { x: x + w / 2, y: H - B + 29, "text-anchor": "middle" }, b.note || ""));
   });
   root.append(axis);
@@ -535,12 +573,19 @@ function columnChart(bars, { unit = "", max = null, label = "", id = null, forma
 }
 
 // A value per run over time: dates on the x axis, the unit on the y axis; one run is a dot.
+// The y axis is as wide as its longest tick, and the chart as wide as its two dates need.
 function timeChart(points, { unit = "", label = "", format = (v) => fmt(v, 3) } = {}) {
-  const W = 360, H = 150, L = 62, B = 34, T = 10, R = 12;
   const top = niceMax(Math.max(0, ...points.map(p => p.y)));
   const times = points.map(p => p.t ? new Date(p.t).getTime() : NaN);
   const known = times.every(t => !isNaN(t));
   const lo = known ? Math.min(...times) : 0, hi = known ? Math.max(...times) : Math.max(1, points.length - 1);
+  const close = known && hi - lo < 3600e3; // within an hour: the seconds tell runs apart
+  const day = (t) => new Date(t).toLocaleString(undefined, close ? { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit" }
+    : { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
+  const first = known ? day(lo) : "run 1", last = known ? day(hi) : "run " + points.length;
+  const H = 150, B = 34, T = 10, R = 12;
+  const L = 9 + Math.max(...[0, top / 2, top].map(v => textWidth(format(v) + " " + unit)));
+  const W = Math.max(300, L + R + textWidth(first) + (points.length > 1 ? textWidth(last) + 16 : 0));
   const xOf = (i) => points.length === 1 ? L + (W - L - R) / 2 : L + (W - L - R) * ((known ? times[i] : i) - lo) / Math.max(1, hi - lo);
   const yOf = (v) => T + (H - T - B) * (1 - v / top);
   const root = svg("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": label, cls: "time-chart" });
@@ -550,12 +595,9 @@ function timeChart(points, { unit = "", label = "", format = (v) => fmt(v, 3) } 
     axis.append(svg("text", { x: L - 5, y: yOf(v) + 4, "text-anchor": "end" }, format(v) + " " + unit));
   }
   axis.append(svg("line", { x1: L, x2: L, y1: T, y2: H - B }), svg("line", { x1: L, x2: W - R, y1: H - B, y2: H - B }));
-  const close = known && hi - lo < 3600e3; // within an hour: the seconds tell runs apart
-  const day = (t) => new Date(t).toLocaleString(undefined, close ? { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit" }
-    : { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
   if (points.length) {
-    axis.append(svg("text", { x: L, y: H - B + 16, "text-anchor": "start", cls: "date" }, known ? day(lo) : "run 1"));
-    if (points.length > 1) axis.append(svg("text", { x: W - R, y: H - B + 16, "text-anchor": "end", cls: "date" }, known ? day(hi) : "run " + points.length));
+    axis.append(svg("text", { x: L, y: H - B + 16, "text-anchor": "start", cls: "date" }, first));
+    if (points.length > 1) axis.append(svg("text", { x: W - R, y: H - B + 16, "text-anchor": "end", cls: "date" }, last));
   }
   if (points.length > 1) {
     root.append(svg("polyline", { points: points.map((p, i) => `${xOf(i).toFixed(1)},${yOf(p.y).toFixed(1)}`).join(" "), fill: "none", stroke: "#2456c9", "stroke-width": 1.4 }));
@@ -590,12 +632,12 @@ async function statsPage() {
       el("td", {}, fmt(tokens.reduce((a, b) => a + b, 0)) + " tokens", el("br"), el("span", { cls: "muted" }, "p50 " + fmt(percentile(tokens, 0.5)) + " per run")),
       el("td", {}, tokens.some(t => t > 0) ? timeChart(points("tokens"), { unit: "tok", label: node + " tokens per run", format: (x) => fmt(x, 0) })
         : el("span", { cls: "muted" }, "no model calls")),
-      el("td", {}, usd(v.cost_usd.reduce((a, b) => a + b, 0))));
+      el("td", { cls: "cost" }, money(v.cost_usd.reduce((a, b) => a + b, 0), (v.unpriced_calls || []).reduce((a, b) => a + b, 0))));
   });
   show(el("h1", {}, `Across the last ${s.runs} runs (${s.ok} answered)`),
-    section("Latency, tokens and cost per node", el("table", { id: "nodes" }, el("thead", {}, el("tr", {},
+    section("Latency, tokens and cost per node", el("div", { cls: "scroll-x" }, el("table", { id: "nodes" }, el("thead", {}, el("tr", {},
       ["Node", "Runs", "p50", "p95", "Time per run (ms, by date)", "Tokens", "Tokens per run", "Cost"].map(h => el("th", {}, h)))),
-    el("tbody", {}, rows))),
+    el("tbody", {}, rows)))),
     section("Why runs had no answer", Object.keys(s.failures).length
       ? barChart(Object.entries(s.failures), v => v, v => String(v)) : el("p", { cls: "muted" }, "Every run answered.")));
 }
@@ -604,11 +646,13 @@ async function statsPage() {
 
 function pct(part, whole) { return whole ? 100 * part / whole : 0; }
 
+// A question without a value goes under "(none)"; one without a generator had no prediction, or
+// came from a scored file, and goes under the report's name for that.
 function accuracyBy(questions, key) {
   const groups = {};
   for (const q of questions) {
     if (!q.scored) continue;
-    const name = q[key] || "(none)";
+    const name = q[key] || (key === "generator" ? (q.prediction ? "unknown" : "missing_prediction") : "(none)");
     const g = groups[name] = groups[name] || { n: 0, right: 0 };
     g.n += 1; if (q.correct) g.right += 1;
   }
@@ -678,8 +722,8 @@ async function evalPage(name) {
       body.push(el("tr", { cls: q.correct ? "q-correct" : "q-wrong", "data-question": q.question_id, "data-index": q.index },
         el("td", {}, String(q.question_id)), el("td", {}, q.hardness), el("td", {}, q.db_id), el("td", {}, q.question),
         el("td", { cls: "sql gold" }, q.gold_sql), el("td", { cls: "sql predicted" }, q.prediction),
-        el("td", { cls: "verdict " + (q.correct ? "status-ok" : "status-bad") }, q.correct ? "correct" : (q.scored ? "wrong" : q.status) + (q.error_kind && q.error_kind !== "wrong" && q.error_kind !== "none" ? " (" + q.error_kind + ")" : "")),
-        el("td", {}, q.generator), el("td", {}, usd(q.cost_usd)), el("td", {}, fmt(q.seconds, 2)),
+        el("td", { cls: "verdict " + (q.correct ? "status-ok" : "status-bad") }, el("span", { cls: "scored" }, q.verdict_text), branchList(q.branches, false)),
+        el("td", {}, q.generator), el("td", {}, money(q.cost_usd, q.unpriced)), el("td", {}, fmt(q.seconds, 2)),
         el("td", {}, q.run_id && q.has_run ? [el("a", { href: "#/run/" + q.run_id, cls: "open-run" }, "run"), " · ",
           el("a", { href: "#/debug/" + q.run_id, cls: "open-debug" }, "step through")] : el("span", { cls: "muted" }, "no run kept"),
         " · ", el("button", { cls: "secondary rows-button", onclick: open }, q.correct ? "rows" : "rows side by side"))));
@@ -699,15 +743,18 @@ async function evalPage(name) {
     el("div", { cls: "toolbar" }, data.report ? el("a", { href: "evals/" + encodeURIComponent(name) + "/report" }, "static report") : null,
       el("a", { href: "#/evals" }, "all evaluations")),
     section(null, el("div", { cls: "facts" }, [["Dataset", (data.run || {}).dataset], ["Accuracy", `${fmt(pct(right, scored.length), 1)}% (${right}/${scored.length})`],
+      // BIRD's Soft-F1 and R-VES, as the evaluation's summary has them (R-VES is timed, so not recomputed here).
+      ...[["Soft-F1", "soft_f1"], ["R-VES", "r_ves"]].filter(([, key]) => key in (data.metrics || {}))
+        .map(([label, key]) => [label, data.metrics[key] === null ? "n/a" : `${fmt(data.metrics[key], 2)}%`]),
       ["Questions", fmt(qs.length)], ["Generators", Object.entries(settings.generators || {}).map(([g, n]) => g + "×" + n).join(", ")],
-      ["Cost", usd(cost)], ["Seconds", fmt(seconds, 2)], ["Started", when((data.run || {}).started)]].map(([k, v]) => el("div", {}, el("span", {}, k), v ?? "")))),
+      ["Cost", money(cost, qs.some(q => q.unpriced))], ["Seconds", fmt(seconds, 2)], ["Started", when((data.run || {}).started)]].map(([k, v]) => el("div", {}, el("span", {}, k), v ?? "")))),
     section("Accuracy", el("div", { cls: "charts" },
       el("div", { id: "chart-hardness" }, columnChart(accuracyBy(qs, "hardness"), { unit: "%", max: 100, label: "Accuracy by hardness", format: (v) => fmt(v, 0) })),
       el("div", { id: "chart-generator" }, columnChart(accuracyBy(qs, "generator"), { unit: "%", max: 100, label: "Accuracy by generator chosen", format: (v) => fmt(v, 0) })))),
     section("Questions", el("div", { cls: "toolbar" },
       select("verdict", "result", ["correct", "wrong", "not scored"]), select("hardness", "hardness", options("hardness")),
       select("db", "database", options("db_id")), select("generator", "generator", options("generator")),
-      select("error", "error kind", options("error_kind")), search, count), table, more));
+      select("error", "error kind", options("error_kind")), search, count), el("div", { cls: "scroll-x" }, table), more));
 }
 
 // -- compare ---------------------------------------------------------------------------------------
@@ -718,12 +765,13 @@ async function compareRunsPage(a, b) {
     const s = d.summary, answer = d.answer || {};
     return section(null, el("h2", {}, el("a", { href: "#/run/" + s.run_id }, s.run_id)),
       el("p", {}, s.question), el("p", { cls: verdictClass(s) }, verdictText(s)),
-      el("div", { cls: "facts" }, [["Calls", fmt(s.calls)], ["Tokens", fmt(s.tokens)], ["Cost", usd(s.cost_usd)], ["Seconds", fmt(s.seconds, 3)]]
+      el("div", { cls: "facts" }, [["Calls", fmt(s.calls)], ["Tokens", fmt(s.tokens)], ["Cost", money(s.cost_usd, s.unpriced_calls)], ["Seconds", fmt(s.seconds, 3)]]
         .map(([k, v]) => el("div", {}, el("span", {}, k), v))),
       el("h3", {}, "Answer"), answer.sql ? el("pre", { cls: "sql", id: "compare-sql-" + side }, answer.sql) : el("p", { cls: "error" }, answer.error || s.error || "No answer."),
       resultTable(answer.columns, answer.rows),
       el("h3", {}, "Candidates"), el("ul", {}, (d.candidates || []).map(c => el("li", {}, c.id + " (" + c.status + "): ", el("span", { cls: "sql" }, c.sql || "")))),
-      el("h3", {}, "Model calls"), el("ol", { cls: "compare-calls" }, (d.calls || []).map(c => el("li", {}, (c.node || "") + " · " + (c.role || "") + " · " + (c.model || "")))),
+      el("h3", {}, "Model calls"), el("ol", { cls: "compare-calls" }, (d.calls || []).map(c => el("li", {},
+        [c.node || "", c.role || "", c.model || (c.usage || {}).model || ""].join(" · ") + ((c.usage || {}).cached ? " (cached)" : "")))),
       el("h3", {}, "Path"), graphView(d.graph, d.path));
   };
   const same = (x.answer || {}).sql === (y.answer || {}).sql;
@@ -743,14 +791,14 @@ function nodeComparison(x, y) {
   names.sort((a, b) => order(a) - order(b) || a.localeCompare(b));
   const cells = (d, n) => {
     const c = costs(d)[n] || {};
-    return [visits(d)[n] || 0, calls(d)[n] || c.calls || 0, c.tokens || 0, c.cost_usd || 0, c.ms || 0];
+    return [visits(d)[n] || 0, calls(d)[n] || c.calls || 0, c.tokens || 0, c.cost_usd || 0, c.ms || 0, c.unpriced_calls || 0];
   };
   const rows = names.map(n => {
     const a = cells(x, n), b = cells(y, n);
     const changed = a.some((v, i) => v !== b[i]);
+    const shown = (list) => list.slice(0, 5).map((v, i) => el("td", { cls: "num" }, i === 3 ? money(v, list[5]) : fmt(v, i === 4 ? 1 : 0)));
     return el("tr", { "data-node": n, cls: changed ? "diff-changed" : "" }, el("td", {}, n),
-      ...a.map((v, i) => el("td", { cls: "num" }, i === 3 ? usd(v) : fmt(v, i === 4 ? 1 : 0))),
-      ...b.map((v, i) => el("td", { cls: "num" }, i === 3 ? usd(v) : fmt(v, i === 4 ? 1 : 0))),
+      ...shown(a), ...shown(b),
       el("td", {}, changed ? "changed" : "same"));
   });
   const heads = ["visits", "calls", "tokens", "cost", "ms"];
