@@ -69,6 +69,10 @@ SQLCHORUS_GRAMMAR = "sqlchorus.grammar"
 SQLCHORUS_MODEL_READY_S = "sqlchorus.model.ready_s"
 """Seconds an in-process model call waited before its clock started: loading the weights, and
 another call that had the model."""
+SQLCHORUS_RATE_LIMIT_WAIT_S = "sqlchorus.rate_limit.wait_s"
+"""Seconds a model call waited for its model's requests and tokens per minute (``--model-limit``),
+over all its attempts; on every call a run's limiter let through, 0 when it did not wait. Not part
+of the call's latency."""
 # The prompt budget: a model span's prompt size and budget; a node span's narrowed schema.
 SQLCHORUS_PROMPT_TOKENS = "sqlchorus.prompt.tokens"
 SQLCHORUS_PROMPT_BUDGET = "sqlchorus.prompt.budget"

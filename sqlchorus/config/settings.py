@@ -506,6 +506,13 @@ class Settings(BaseSettings):
         None, "Most model requests per second, shared by all roles of named models.",
         flag="--rate-limit", ge=0.001, le=1000,
     )
+    model_limits: dict[str, str] = _field(
+        dict,
+        "Requests and tokens per minute one model may use, by its provider:model name, shared by every "
+        "question a command or session answers (on a Ray cluster, by all its workers), as MODEL=Nrpm,Mtpm "
+        "(either or both; in the environment, separated by semicolons).",
+        flag="--model-limit", metavar="MODEL=Nrpm,Mtpm", pairs=True,
+    )
     prices_file: str | None = _field(
         None, "JSON or TOML file of model prices, USD per million tokens, read on top of the built-in table.",
         flag="--prices", path="file", env="SQLCHORUS_PRICES",
@@ -607,6 +614,30 @@ class Settings(BaseSettings):
     @classmethod
     def _temperatures_as_pairs(cls, value: Any) -> Any:
         return _pairs(value)
+
+    @field_validator("model_limits", mode="before")
+    @classmethod
+    def _limits_as_pairs(cls, value: Any) -> Any:
+        # Not _pairs: the rates have commas of their own, and a model's name may hold an "=" (the
+        # last one ends it). The rates are read by sqlchorus.core.rate_limits (a floor above this
+        # one) when the limiter is built, before any model is called.
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("{"):
+                try:
+                    return json.loads(text)
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{text!r} is not a JSON object ({e}).") from None
+            value = [item for item in text.replace("\n", ";").split(";") if item.strip()]
+        if not isinstance(value, (list, tuple)):
+            return value
+        limits: dict[str, str] = {}
+        for item in value:
+            model, sep, rates = str(item).rpartition("=")
+            if not sep or not model.strip() or not rates.strip():
+                raise ValueError(f"{str(item).strip()!r} is not of the form MODEL=Nrpm,Mtpm.")
+            limits[model.strip()] = rates.strip()
+        return limits
 
     @field_validator("nrep_views", mode="before")
     @classmethod

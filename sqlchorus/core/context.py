@@ -46,6 +46,9 @@ class Context:
         pause: a debugger's question, asked before each step of a search subgraph (LIST),
             ``pause(node, state)``: True pauses the run there (a LangGraph ``interrupt``), to
             go on when the debugger resumes it; None never pauses.
+        model_limiter: the requests and tokens per minute of each model, shared by the entry
+            point's runs (:class:`~sqlchorus.core.rate_limits.ModelLimiter`; on a Ray cluster,
+            by every worker), asked before each request to a model; None for none.
     """
 
     db: GuardedDatabase
@@ -61,3 +64,4 @@ class Context:
     memo: dict[str, Any] = field(default_factory=dict, repr=False)
     calls: Any = None
     pause: Callable[[str, Any], bool] | None = None
+    model_limiter: Any = None

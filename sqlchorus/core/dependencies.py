@@ -1,12 +1,12 @@
 """What runs need besides their state, built once by an entry point and handed to the graph.
 
 :class:`Dependencies` holds what every run of an entry point shares: the chat model of each role
-(with one rate limiter), the response cache and the price table. :class:`DatabaseResources`
-holds what every run on one database shares: the guarded database, its introspected schema and
-its value index. :meth:`Dependencies.context` puts both into a run's
-:class:`~sqlchorus.core.context.Context`, with the run's tracer on a view of the database, so
-that concurrent runs on one database each trace their own SQL and nothing per-run is written
-onto the shared database.
+(with one rate limiter), the response cache, the price table and each model's requests and tokens
+per minute. :class:`DatabaseResources` holds what every run on one database shares: the guarded
+database, its introspected schema and its value index. :meth:`Dependencies.context` puts both
+into a run's :class:`~sqlchorus.core.context.Context`, with the run's tracer on a view of the
+database, so that concurrent runs on one database each trace their own SQL and nothing per-run
+is written onto the shared database.
 
 Nothing here is global: an entry point (``ask``, a session, evaluation, standalone selection)
 builds these, keeps them as long as it answers questions, and closes them.
@@ -27,6 +27,7 @@ from opentelemetry import trace
 from sqlchorus.config.settings import ROLES, Settings
 from sqlchorus.core.context import Context
 from sqlchorus.core.models import ModelConfigError, rate_limiter, resolve_roles
+from sqlchorus.core.rate_limits import LocalModelLimiter, ModelLimiter, model_limits
 from sqlchorus.tools import attributes as attrs
 from sqlchorus.tools.cache import ResponseCache
 from sqlchorus.tools.database import Database, DatabaseOpenError, SqlError
@@ -48,26 +49,37 @@ class Dependencies:
             or its file could not be opened: a cache that cannot be used means no cache, not
             no answer).
         prices: the built-in price table with the settings' prices file on top.
+        model_limiter: the requests and tokens per minute of each model
+            (:class:`~sqlchorus.core.rate_limits.ModelLimiter`), or None for none.
     """
 
     settings: Settings
     models: dict[str, BaseChatModel]
     cache: ResponseCache | None = None
     prices: PriceTable = field(default_factory=PriceTable)
+    model_limiter: ModelLimiter | None = None
 
     @classmethod
-    def build(cls, settings: Settings, *, roles: tuple[str, ...] = ROLES) -> Dependencies:
+    def build(cls, settings: Settings, *, roles: tuple[str, ...] = ROLES,
+              model_limiter: ModelLimiter | None = None) -> Dependencies:
         """Resolve the models of ``roles`` (sharing one rate limiter), read the prices file,
-        open the cache.
+        open the cache, and keep the model limits: ``model_limiter`` when given (a cluster's,
+        shared by its workers), else a :class:`~sqlchorus.core.rate_limits.LocalModelLimiter` of
+        ``settings.model_limits`` when it names any.
 
         Raises:
-            ModelConfigError: a model cannot be used, or the prices file is unreadable (checked
-                here, so a bad one stops before any model is paid for).
+            ModelConfigError: a model cannot be used, or the prices file or a model limit is
+                unreadable (checked here, so a bad one stops before any model is paid for).
         """
         try:
             prices = PriceTable(path=settings.prices_file)
         except PriceFileError as e:
             raise ModelConfigError(str(e)) from e
+        if model_limiter is None and settings.model_limits:
+            try:
+                model_limiter = LocalModelLimiter(model_limits(settings.model_limits))
+            except ValueError as e:
+                raise ModelConfigError(f"--model-limit: {e}") from e
         limiter = rate_limiter(settings.rate_limit) if settings.rate_limit else None
         models = resolve_roles(settings, limiter=limiter, roles=roles)
         cache = None
@@ -76,7 +88,7 @@ class Dependencies:
                 cache = ResponseCache(settings.cache_path)
             except (sqlite3.Error, OSError):
                 cache = None
-        return cls(settings=settings, models=models, cache=cache, prices=prices)
+        return cls(settings=settings, models=models, cache=cache, prices=prices, model_limiter=model_limiter)
 
     def context(
         self, resources: DatabaseResources, *, settings: Settings | None = None, tracer: Any = None,
@@ -108,6 +120,7 @@ class Dependencies:
             prices=self.prices,
             progress=progress,
             calls=calls,
+            model_limiter=self.model_limiter,
         )
 
     def close(self) -> None:

@@ -10,11 +10,15 @@ adds, in this order:
    marked ``cached`` in its usage record and ``sqlchorus.cache_hit`` on its span;
 2. for local models that accept one, the schema grammar (:mod:`sqlchorus.tools.grammar`) on
    calls whose whole answer is SQL (the generation and fixing roles by default);
-3. a time limit on every attempt (``Settings.model_timeout_s``: an attempt ends, answered or
+3. the model's requests and tokens per minute (``--model-limit``, the context's
+   :class:`~sqlchorus.core.rate_limits.ModelLimiter`, shared by a session's runs or a cluster's
+   workers): each attempt, a retry's too, waits its turn before its time limit starts, and the
+   wait shows on the span (``sqlchorus.rate_limit.wait_s``), not in the call's latency;
+4. a time limit on every attempt (``Settings.model_timeout_s``: an attempt ends, answered or
    not, within the limit of its start) and retries with exponential backoff on transient errors
    (a timeout among them); models built from a name leave both to sqlchorus (see
    :mod:`sqlchorus.core.models`), and an in-process model keeps the limit itself;
-4. cost from the context's price table (:mod:`sqlchorus.tools.pricing`), on the model span and
+5. cost from the context's price table (:mod:`sqlchorus.tools.pricing`), on the model span and
    added up on the node's span.
 
 Every call carries, in its LangChain run metadata, which prompt it sends (the template's name,
@@ -29,7 +33,7 @@ import json
 import sqlite3
 import time
 import uuid
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -44,7 +48,7 @@ from sqlchorus.core.deadline import Overran, run_within
 from sqlchorus.core.models import model_name, provider_name
 from sqlchorus.core.state import UsageRecord
 from sqlchorus.tools import attributes as attrs
-from sqlchorus.tools.cache import request_key
+from sqlchorus.tools.cache import model_identity, request_key
 from sqlchorus.tools.errors import EXIT_NO_ANSWER, SqlchorusError
 from sqlchorus.tools.grammar import schema_grammar, scoped_grammar
 from sqlchorus.tools.pricing import PriceTable
@@ -264,12 +268,24 @@ def call_model(
                 log.record({**recorded, "answer": hit.text, "usage": usage})
             return hit.text, usage
         attempts = [0]
+        limiter, waited = context.model_limiter, [0.0]
+        before_attempt = None
+        if limiter is not None:
+            limited = limit_name(settings.model_for(role), model)
+
+            def before_attempt() -> None:
+                # Every attempt is a request the provider counts, a retry's too.
+                waited[0] += limiter.acquire(limited, tokens)
+
         try:
             runnable = model.bind(**kwargs) if kwargs else model
             reply = _invoke(runnable, messages, settings, metadata, own_retries=_has_own_retries(model),
-                            keeps_time=bool(getattr(model, "keeps_time", False)), attempts=attempts)
+                            keeps_time=bool(getattr(model, "keeps_time", False)), attempts=attempts,
+                            before_attempt=before_attempt)
         except Exception as e:  # any provider failure: network, auth, rate limit, bad output
-            latency = (time.perf_counter() - start) * 1000.0
+            latency = max(0.0, time.perf_counter() - start - waited[0]) * 1000.0
+            if limiter is not None:
+                span.set_attribute(attrs.SQLCHORUS_RATE_LIMIT_WAIT_S, round(waited[0], 6))
             usage = _usage(node, role, name, None, latency)
             span.record_exception(e)
             span.set_attribute(attrs.SQLCHORUS_ERROR, str(e)[:500])
@@ -286,7 +302,9 @@ def call_model(
                     "Check the provider's API key."
                 ) from e
             raise ModelCallError(f"The {role} model ({name}) failed: {_describe(e)}", usage) from e
-        latency = (time.perf_counter() - start) * 1000.0
+        latency = max(0.0, time.perf_counter() - start - waited[0]) * 1000.0
+        if limiter is not None:
+            span.set_attribute(attrs.SQLCHORUS_RATE_LIMIT_WAIT_S, round(waited[0], 6))
         usage = _usage(node, role, name, getattr(reply, "usage_metadata", None), latency)
         cost, priced = _cost(context.prices, model, name, usage)
         usage["cost_usd"] = cost
@@ -305,6 +323,20 @@ def call_model(
         if log is not None:
             log.record({**recorded, "answer": text, "usage": usage})
         return text, usage
+
+
+def limit_name(spec: Any, model: Any) -> str:
+    """The name a model's limit is given under (``--model-limit NAME=...``): the ``provider:model``
+    name the settings give it (``openai:gpt-4o``, ``python:package.module:factory``); for a model
+    object, the name it was made from when it stands for a named one (a cluster's model on a node
+    of its own, :mod:`sqlchorus.tools.cache`'s ``made_from``), else its provider's and its own
+    name (a scripted model: ``scripted:<name>``)."""
+    if isinstance(spec, str) and spec.strip():
+        return spec.strip()
+    made = model_identity(model).get("made_from")
+    if isinstance(made, str) and made:
+        return made
+    return f"{provider_name(spec, model)}:{model_name(model)}"
 
 
 def model_error(node: str, error: ModelCallError, *, prefix: str = "", suffix: str = "") -> dict[str, str]:
@@ -476,20 +508,26 @@ def _has_own_retries(model: Any) -> bool:
 
 def _invoke(
     runnable: Any, messages: list[BaseMessage], settings: Any, metadata: dict[str, Any], *, own_retries: bool,
-    keeps_time: bool, attempts: list[int],
+    keeps_time: bool, attempts: list[int], before_attempt: Callable[[], None] | None = None,
 ) -> Any:
     """One model call under the time limit: every attempt ends, with an answer or an error, within
     ``settings.model_timeout_s`` of its start; a transient failure (a timeout among them) is
-    tried again, up to ``settings.model_retries`` times, unless the model retries itself."""
+    tried again, up to ``settings.model_retries`` times, unless the model retries itself.
+    ``before_attempt`` is called before each attempt, outside its time limit (it waits for the
+    model's rate limits)."""
     # The call's own metadata joins what the caller's run already carries (LangGraph's node).
     config = merge_configs(ensure_config(), {"metadata": metadata})
     if keeps_time:
         # An in-process model that keeps the limit itself (see sqlchorus.core.local_model): not
         # retried, since it has no transient failures and a retry would only repeat the work.
+        if before_attempt is not None:
+            before_attempt()
         attempts[0] = 1
         return runnable.invoke(messages, config, timeout_s=settings.model_timeout_s)
 
     def once(msgs: list[BaseMessage]) -> Any:
+        if before_attempt is not None:
+            before_attempt()
         attempts[0] += 1
         return _with_timeout(lambda m: runnable.invoke(m, config), msgs, settings.model_timeout_s)
 

@@ -153,6 +153,9 @@ def _from_python(name: str) -> BaseChatModel:
         module = importlib.import_module(module_name)
     except ImportError as e:
         raise ModelConfigError(f"Cannot import {module_name!r} for model 'python:{name}': {e}") from e
+    except Exception as e:  # the user's own module fails as it loads (a syntax error, say): one line
+        raise ModelConfigError(f"Cannot import {module_name!r} for model 'python:{name}': "
+                               f"{type(e).__name__}: {e}") from e
     factory = getattr(module, attribute, None)
     if not callable(factory):
         raise ModelConfigError(f"{module_name!r} has no callable {attribute!r} for model 'python:{name}'.")

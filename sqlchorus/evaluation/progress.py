@@ -10,7 +10,8 @@ Tally = tuple[bool, bool, float]
 
 class ExProgress:
     """A rich progress bar on stderr whose columns carry the running accuracy (EX), and when
-    ``cost`` the dollars spent and the time left.
+    ``cost`` the dollars spent and the time left; once model calls have waited for their
+    limits (``--model-limit``), the seconds waited (:meth:`rate_waits`).
 
     Args:
         description: what the bar says it does.
@@ -35,6 +36,7 @@ class ExProgress:
                                          TextColumn("EX {task.fields[ex]}")]
         if cost:
             columns.append(TextColumn("{task.fields[cost]}"))
+        columns.append(TextColumn("{task.fields[waits]}"))
         columns.append(TimeElapsedColumn())
         if cost:
             columns.append(TimeRemainingColumn())
@@ -42,7 +44,8 @@ class ExProgress:
         self._progress = Progress(*columns, console=Console(stderr=True))
         self._scored = self._correct = 0
         self._cost = 0.0
-        self._task = self._progress.add_task(description, total=total, ex="-", cost="")
+        self._waited_s = 0.0
+        self._task = self._progress.add_task(description, total=total, ex="-", cost="", waits="")
         already = 0
         for tally in done:
             self._count(*tally)
@@ -55,6 +58,13 @@ class ExProgress:
         self._count(scored, correct, cost_usd)
         self._progress.update(self._task, advance=1, **self._fields())
 
+    def rate_waits(self, seconds: float) -> None:
+        """Show that model calls have waited ``seconds`` in all so far for their rate limits (a
+        limiter's ``waited()["seconds"]``): why a run goes slower than its models answer. Shown
+        only once above zero. Safe from any thread."""
+        self._waited_s = max(0.0, float(seconds))
+        self._progress.update(self._task, **self._fields())
+
     def _count(self, scored: bool, correct: bool, cost_usd: float) -> None:
         if scored:
             self._scored += 1
@@ -63,7 +73,8 @@ class ExProgress:
 
     def _fields(self) -> dict[str, str]:
         ex = f"{100.0 * self._correct / self._scored:.1f}%" if self._scored else "-"
-        return {"ex": ex, "cost": f"${self._cost:.4f}" if self._cost else ""}
+        waits = f"waited {self._waited_s:.1f}s for limits" if self._waited_s > 0 else ""
+        return {"ex": ex, "cost": f"${self._cost:.4f}" if self._cost else "", "waits": waits}
 
     def close(self) -> None:
         self._progress.stop()

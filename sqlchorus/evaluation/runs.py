@@ -106,6 +106,11 @@ __all__ = [
     "prediction_filename",
     "read_records",
     "run_eval",
+    "run_question",
+    "base_record",
+    "kept_where",
+    "Runner",
+    "UNSCORED",
     "score_prediction_file",
 ]
 
@@ -120,6 +125,11 @@ EVALS_DIR = "evals"
 """Where ``sqlchorus eval`` puts its run folders by default, under the working directory."""
 CHECKPOINTS_FILE = Path("traces") / "checkpoints.sqlite"
 """Where a run folder keeps its questions' checkpoints by default (beside their traces)."""
+
+
+Runner = Callable[[Dataset, list[int], Callable[[dict[str, Any]], None], Any], None]
+"""Runs questions elsewhere: ``runner(dataset, indices, finish, progress_bar)`` calls
+``finish(record)`` in the calling thread for each question as it is answered."""
 
 
 class EvalError(SqlchorusError, ValueError):
@@ -280,7 +290,7 @@ class _RecordWriter:
 # -- one question ----------------------------------------------------------------------------
 
 
-def _base_record(index: int, example: Example) -> dict[str, Any]:
+def base_record(index: int, example: Example) -> dict[str, Any]:
     return {
         "index": index,
         "question_id": example.question_id,
@@ -296,9 +306,9 @@ def _base_record(index: int, example: Example) -> dict[str, Any]:
     }
 
 
-def _missing_record(index: int, example: Example) -> dict[str, Any]:
+def missing_record(index: int, example: Example) -> dict[str, Any]:
     return {
-        **_base_record(index, example),
+        **base_record(index, example),
         "status": "missing_db",
         "ran": False,
         "prediction": None,
@@ -337,10 +347,13 @@ def _judge(benchmark: str, example: Example, sqls: Sequence[str], engine: str) -
     return {sql: v for sql, v in zip(sqls, report.verdicts)}
 
 
-def _run_question(
+def run_question(
     index: int, example: Example, benchmark: str, settings: Settings, ask: Callable[..., Any],
-    engine: str = "sqlite",
+    engine: str = "sqlite", *, judge: bool = True,
 ) -> dict[str, Any]:
+    """The record of question ``index``: ``ask`` it (a :class:`sqlchorus.Session`'s ``ask``), then
+    judge the prediction and every candidate against the gold SQL (``judge=False``: no gold, as in
+    a batch; the verdicts say ``unscored``). Where a local run and a cluster's workers agree."""
     from sqlchorus.core.candidates import fix_record
     from sqlchorus.core.models import ModelConfigError
 
@@ -351,7 +364,7 @@ def _run_question(
     except ModelConfigError:  # refused credentials: every question would meet them; stop here
         raise
     except Exception as e:  # one broken question must not stop the run; it is retried on resume
-        record = _missing_record(index, example)
+        record = missing_record(index, example)
         record.update(status="error", ran=True, verdict="missing_prediction", verdict_error=None,
                       error=f"{type(e).__name__}: {e}",
                       seconds=round(time.perf_counter() - start, 4))
@@ -362,7 +375,7 @@ def _run_question(
     distinct = list(dict.fromkeys(
         [s for s in [prediction, *(c.get("sql") for c in candidates)] if s and str(s).strip()]
     ))
-    verdicts = _judge(benchmark, example, distinct, engine)
+    verdicts = _judge(benchmark, example, distinct, engine) if judge else {}
     chosen = result.selection.get("chosen")
     by_id = {c.get("id"): c for c in candidates}
     chosen_generator = (by_id.get(chosen) or {}).get("generator") or (
@@ -380,21 +393,21 @@ def _run_question(
             "sql": c.get("sql"),
             "fix_attempts": c.get("fix_attempts", 0),
             "fixer_rounds": fix_record({"fix_attempts": 0, **c})["rounds"],
-            "correct": bool(v and v.correct),
-            "verdict": v.status if v else "missing_prediction",
+            "correct": bool(v and v.correct) if judge else None,
+            "verdict": (v.status if v else "missing_prediction") if judge else UNSCORED,
         })
     return {
-        **_base_record(index, example),
+        **base_record(index, example),
         "status": "answered" if prediction else "no_answer",
         "ran": True,
         "prediction": prediction,
-        "correct": bool(verdict and verdict.correct),
-        "verdict": verdict.status if verdict else "missing_prediction",
+        "correct": bool(verdict and verdict.correct) if judge else None,
+        "verdict": (verdict.status if verdict else "missing_prediction") if judge else UNSCORED,
         "verdict_error": verdict.error if verdict else None,
         "candidates": cand_records,
         "chosen": chosen,
         "chosen_generator": chosen_generator,
-        "any_candidate_correct": any(v.correct for v in verdicts.values()),
+        "any_candidate_correct": any(v.correct for v in verdicts.values()) if judge else None,
         "model_calls": cost["calls"],
         "cached_calls": cost.get("cached_calls", 0),
         "input_tokens": cost["input_tokens"],
@@ -409,11 +422,15 @@ def _run_question(
         "error": result.error,
         "run_id": result.run_id or None,
         "trace_path": result.trace_path,
-        "checkpoint_path": _kept_where(result.checkpoint_path),
+        "checkpoint_path": kept_where(result.checkpoint_path),
     }
 
 
-def _kept_where(checkpoint_path: str | None) -> str | None:
+UNSCORED = "unscored"
+"""The verdict of a question asked without gold SQL (a batch)."""
+
+
+def kept_where(checkpoint_path: str | None) -> str | None:
     """The checkpoint file to record: absolute, so it is found from any working directory. A
     database URL is not recorded: it may carry a password, and records are shared."""
     from sqlchorus.core.checkpoints import is_database_url
@@ -474,6 +491,7 @@ def run_eval(
     ask: Callable[..., Any] | None = None,
     metrics: Sequence[str] | None = None,
     ves_iterations: int = ITERATIONS,
+    runner: Runner | None = None,
 ) -> EvalRun:
     """Run the graph on every question of ``dataset``, record, score and report.
 
@@ -493,6 +511,9 @@ def run_eval(
         metrics: what the prediction file is scored with besides EX (``soft_f1``, ``r_ves``);
             None: :func:`sqlchorus.evaluation.scoring.default_metrics` of the dataset.
         ves_iterations: timings of each correct prediction for R-VES (the official 100).
+        runner: runs the questions elsewhere instead of in this process's threads (``--ray``:
+            :func:`sqlchorus.cluster.eval.cluster_runner`); it is given the questions to run and
+            the function that records each answer.
 
     Returns:
         An :class:`EvalRun`.
@@ -504,20 +525,23 @@ def run_eval(
     """
     if workers < 1:
         raise EvalError(f"workers must be 1 or more, not {workers}.")
+    scoring = {"metrics": parse_metrics(metrics, dataset.benchmark), "ves_iterations": ves_iterations}
+    if runner is not None:  # the questions run on the runner's own sessions
+        return _run(dataset, settings, Path(out_dir), limit, workers, resume, progress, on_record, log,
+                    ask, scoring=scoring, runner=runner)
     # One session for every question: a bad model name fails here, not once per question, and
     # the questions share the models, rate limiter, cache and each database's schema and index.
     from sqlchorus.runs.session import Session
 
     with Session(settings) as session:
         return _run(dataset, settings, Path(out_dir), limit, workers, resume, progress, on_record, log,
-                    ask or session.ask, scoring={"metrics": parse_metrics(metrics, dataset.benchmark),
-                                                 "ves_iterations": ves_iterations})
+                    ask or session.ask, scoring=scoring)
 
 
 def _run(
     dataset: Dataset, settings: Settings, folder: Path, limit: int | None, workers: int, resume: bool,
     progress: bool, on_record: Callable[[dict[str, Any]], None] | None, log: Callable[[str], None] | None,
-    ask: Callable[..., Any], scoring: dict[str, Any] | None = None,
+    ask: Callable[..., Any] | None, scoring: dict[str, Any] | None = None, runner: Runner | None = None,
 ) -> EvalRun:
     data = subset(dataset, limit)
     _check_run_folder(folder, data, resume)
@@ -567,13 +591,14 @@ def _run(
             done[record["index"]] = record
             if bar is not None:
                 bar.advance(*_tally(record))
+        show_rate_waits(bar, ask)
         if on_record is not None:
             on_record(record)
 
     def run_one(i: int) -> None:
         running.add(i)
         try:
-            finish(_run_question(i, data.examples[i], data.benchmark, settings, ask, data.engine))
+            finish(run_question(i, data.examples[i], data.benchmark, settings, ask, data.engine))
         finally:
             running.discard(i)
 
@@ -584,10 +609,13 @@ def _run(
         to_run = []
         for i in todo:
             if data.examples[i].db_path is None:
-                finish(_missing_record(i, data.examples[i]))
+                finish(missing_record(i, data.examples[i]))
             else:
                 to_run.append(i)
-        _run_all(to_run, workers, run_one)
+        if runner is not None:
+            runner(data, to_run, finish, bar)
+        else:
+            _run_all(to_run, workers, run_one)
     except KeyboardInterrupt:
         with lock:
             writer.close()
@@ -744,7 +772,7 @@ def score_prediction_file(
     preds = preds + [None] * (len(data.examples) - len(preds))
     records = []
     for i, (example, pred, verdict) in enumerate(zip(data.examples, preds, score.verdicts)):
-        record = _missing_record(i, example)
+        record = missing_record(i, example)
         record.update(
             status="missing_db" if example.db_path is None else ("answered" if pred else "no_answer"),
             prediction=pred, verdict=verdict.status, verdict_error=verdict.error,
@@ -1087,3 +1115,13 @@ def _score_branch(record: dict[str, Any], end: dict[str, Any], meta: dict[str, A
 def _tally(record: dict[str, Any]) -> Tally:
     """What a question's record adds to the progress bar."""
     return record.get("status") != "missing_db", bool(record.get("correct")), float(record.get("cost_usd") or 0.0)
+
+
+def show_rate_waits(bar: ExProgress | None, limits: Any) -> None:
+    """Show on ``bar`` the seconds model calls have waited for their limits so far
+    (``--model-limit``): ``limits`` is a :class:`~sqlchorus.core.rate_limits.ModelLimiter`, or the
+    ``ask`` of a :class:`~sqlchorus.Session` (run_eval's default), whose limiter is asked. Nothing
+    happens without a bar or a limiter (a custom ``ask``, no limits set)."""
+    limiter = limits if hasattr(limits, "waited") else getattr(getattr(limits, "__self__", None), "model_limiter", None)
+    if bar is not None and limiter is not None:
+        bar.rate_waits(float(limiter.waited().get("seconds", 0.0)))

@@ -461,7 +461,7 @@ def _print_result(result: Any, *, max_rows: int = 20) -> None:
 
 SELECT_OPTIONS: tuple[str, ...] = (
     "pairwise", "pairwise_max_clusters", "max_pairwise_calls", "schema_format", "sql_timeout_s", "model_timeout_s",
-    "model_retries", "rate_limit", "cache", "cache_path", "prices_file", "allow_writable_role",
+    "model_retries", "rate_limit", "model_limits", "cache", "cache_path", "prices_file", "allow_writable_role",
 )
 
 
@@ -634,13 +634,20 @@ def _interactive(shell: Any) -> None:
 @click.option("--model", envvar="SQLCHORUS_SELECTION_MODEL", help="Selection model, as provider:model (env: SQLCHORUS_SELECTION_MODEL); none: fall back to the largest cluster.")
 @settings_options(*SELECT_OPTIONS)
 @click.option("--out", "out_file", type=click.Path(dir_okay=False), help="Write the JSON lines here instead of standard output.")
-def select_command(candidates_file: str, model: str | None, out_file: str | None, **options: Any) -> None:
+@click.option("--workers", type=click.IntRange(1, 256), default=1, show_default=True,
+              help="With --ray: the workers that run the lines (one Session each).")
+@click.option("--ray", "ray_address", metavar="ADDRESS",
+              help="Run the lines on a Ray cluster: HOST:PORT, ray://HOST:PORT, auto or local (the ray extra); "
+                   "the results are the same, in the same order.")
+def select_command(candidates_file: str, model: str | None, out_file: str | None, workers: int,
+                   ray_address: str | None, **options: Any) -> None:
     """Choose one SQL query per question among candidates from any source.
 
     Runs each candidate on its database, clusters them by result, votes, and when the vote is not
     confident asks the selection model to compare candidates pairwise (CHASE-SQL). Prints one
     JSON line per question: the chosen SQL, its index, its cluster, the votes and the confidence.
-    Exits 2 on bad input, 1 when some question had no candidate that ran.
+    Exits 2 on bad input, 1 when some question had no candidate that ran, 3 when the Ray
+    cluster cannot do the work.
     """
     from sqlchorus.runs.standalone_selection import select_file
 
@@ -649,8 +656,21 @@ def select_command(candidates_file: str, model: str | None, out_file: str | None
         settings = typed_settings(options, names=SELECT_OPTIONS, trace_dir=None, model=None, models={})
         sink = open(out_file, "w", encoding="utf-8") if out_file else None
     unanswered = 0
+    stack = contextlib.ExitStack()
     try:
-        for result in select_file(candidates_file, model=model, settings=settings):
+        results = select_file(candidates_file, model=model, settings=settings)
+        if ray_address:
+            from sqlchorus.cluster.eval import select_on_cluster
+            from sqlchorus.runs.standalone_selection import read_selection_lines
+
+            from pathlib import Path
+
+            base = Path(candidates_file).resolve().parent
+            dbs = [db for _, item, db in read_selection_lines(candidates_file, base) if item is not None]
+            pool, _ = stack.enter_context(on_cluster(ray_address, settings, workers, dbs, select_model=model,
+                                                     selects=True, log=lambda message: click.echo(message, err=True)))
+            results = select_on_cluster(pool, candidates_file)
+        for result in results:
             unanswered += result.get("sql") is None
             line = json.dumps(result, default=str, ensure_ascii=False)
             if sink:
@@ -666,6 +686,7 @@ def select_command(candidates_file: str, model: str | None, out_file: str | None
     except (UnicodeDecodeError, OSError) as e:
         _fail(f"Cannot read {candidates_file} as JSON Lines text: {e}")
     finally:
+        stack.close()
         if sink:
             sink.close()
     if unanswered:
@@ -681,13 +702,19 @@ def select_command(candidates_file: str, model: str | None, out_file: str | None
                    "built with another number is rebuilt; without the option, any index of it is reused.")
 @click.option("--rebuild", is_flag=True, help="Build again even if an index of this database content exists.")
 @click.option("--json", "as_json", is_flag=True, help="Print the index's figures as one JSON object.")
-def index(db: str, max_values: int | None, rebuild: bool, as_json: bool, **options: Any) -> None:
+@click.option("--ray", "ray_address", metavar="ADDRESS",
+              help="Build on a Ray cluster, its workers reading columns in parallel: a head's HOST:PORT, "
+                   "ray://HOST:PORT, auto or local (the ray extra). The index is the same, byte for byte.")
+def index(db: str, max_values: int | None, rebuild: bool, as_json: bool, ray_address: str | None,
+          **options: Any) -> None:
     """Build the value index of a database, once per database content.
 
     The index (every distinct text value: exact, word, one-edit and MinHash LSH lookups) is stored
     in a cache folder keyed by the database's content and reused until the database changes;
     `ask` uses it whatever --max-values built it, and builds one on first use when there is none.
-    Columns that were skipped are listed with the reason.
+    Columns that were skipped are listed with the reason. With --ray the columns are read and
+    hashed on the cluster's workers and merged here into the same file; the cluster is joined
+    only when there is something to build. Exits 3 when the cluster cannot do the work.
     """
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -699,6 +726,10 @@ def index(db: str, max_values: int | None, rebuild: bool, as_json: bool, **optio
         # The folder typed, else the environment's, where `ask` looks for the index too.
         typed = typed_settings(options, names=("value_cache_dir", "allow_writable_role"))
         value_cache_dir = typed.value_cache_dir
+        if ray_address:
+            from sqlchorus.cluster.connect import parse_address
+
+            parse_address(ray_address)  # a malformed address is bad input, said before anything is read
         # The index reads through sqlchorus's own lookups, which need no statement worker.
         database = open_database(db, prestart=False, workers=1)
     with database, Progress(
@@ -710,16 +741,28 @@ def index(db: str, max_values: int | None, rebuild: bool, as_json: bool, **optio
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
+        failure: BaseException | None = None
         try:
-            if rebuild:
+            if ray_address:
+                from sqlchorus.cluster.index_build import build_index_on_cluster
+
+                # The workers open a server's database by the URL as typed (its password included).
+                built = build_index_on_cluster(database, ray_address, source=db, cache_dir=value_cache_dir,
+                                               max_values_per_column=max_values, rebuild=rebuild,
+                                               progress=progress)
+            elif rebuild:
                 built = ValueIndex.build(database, cache_dir=value_cache_dir,
                                          max_values_per_column=max_values or DEFAULT_MAX_VALUES, progress=progress)
             else:
                 built = ValueIndex.load_or_build(database, value_cache_dir, max_values_per_column=max_values,
                                                  progress=progress)
-        except (OSError, sqlite3.Error, SqlchorusError) as e:
-            _fail(f"Cannot build the value index: {e}", getattr(e, "exit_code", EXIT_BAD_INPUT))
-            return
+        except (OSError, ValueError, sqlite3.Error, SqlchorusError, KeyboardInterrupt) as e:
+            failure = e  # said once the progress bar is gone, on a line of its own
+    if isinstance(failure, KeyboardInterrupt):
+        _fail("Interrupted.", EXIT_INTERRUPTED)
+    if failure is not None:
+        _fail(f"Cannot build the value index: {failure}", getattr(failure, "exit_code", EXIT_BAD_INPUT))
+        return
     with built:
         stats = dict(built.stats, path=str(built.path), skipped_columns=built.skipped)
     if as_json:
@@ -809,6 +852,53 @@ def prune_command(dry_run: bool, vacuum: bool, **options: Any) -> None:
 EVAL_OPTIONS: tuple[str, ...] = tuple(name for name in RUN_OPTIONS if name != "trace_dir")
 
 
+def ray_options(fn: Any) -> Any:
+    """``--ray ADDRESS`` and ``--ray-resource ROLE=RESOURCE``, for the commands that spread
+    their questions over a Ray cluster."""
+    fn = click.option("--ray-resource", "ray_resources", multiple=True, metavar="ROLE=RESOURCE",
+                      help="With --ray: run ROLE's model calls on the node that offers this Ray resource "
+                           "(e.g. generator=gpu_node); repeat for several roles.")(fn)
+    return click.option("--ray", "ray_address", metavar="ADDRESS",
+                        help="Run on a Ray cluster: a head's HOST:PORT, ray://HOST:PORT, auto (the cluster "
+                             "this machine is in) or local (one started for this command); --workers is "
+                             "then the number of workers, one Session each (the ray extra).")(fn)
+
+
+@contextlib.contextmanager
+def on_cluster(address: str, settings: Any, workers: int, databases: Any, *, role_resources: tuple[str, ...] = (),
+               select_model: Any = None, selects: bool = False,
+               log: Callable[[str], None] = lambda message: None) -> Iterator[Any]:
+    """A started :class:`~sqlchorus.cluster.workers.Pool` of ``workers`` on the cluster at
+    ``address``, each worker checked before any question is spent; closed at the end."""
+    from sqlchorus.cluster.connect import cluster
+    from sqlchorus.cluster.workers import Pool
+
+    resources: dict[str, str] = {}
+    if role_resources:
+        from sqlchorus.cluster.remote_model import parse_role_resources
+
+        resources = parse_role_resources(role_resources)
+    with cluster(address, cpus=workers) as info:
+        log(f"ray: {info.nodes} node(s) with {info.cpus:g} CPU(s) at {address}; {workers} worker(s)")
+        if resources:  # the models' hosts, started once here, last as long as the command
+            from sqlchorus.cluster.remote_model import with_role_resources
+
+            settings = with_role_resources(settings, resources)
+            log("ray: " + ", ".join(f"{role} calls run where {name} is" for role, name in resources.items()))
+        limiter = None
+        if getattr(settings, "model_limits", None):
+            from sqlchorus.cluster.limiter import shared_limiter
+
+            limiter = shared_limiter(settings.model_limits)
+        pool = Pool(settings, workers, limiter=limiter, select_model=select_model,
+                    selects=selects, log=log)
+        try:
+            pool.start(databases)
+            yield pool, limiter
+        finally:
+            pool.close()
+
+
 @cli.command("eval")
 @click.option("--dataset", "dataset_name", required=True, metavar="spider-dev|bird-dev|bird-mini-dev|PATH", help="A built-in benchmark (read from SQLCHORUS_DATA) or a dataset JSON file.")
 @click.option("--limit", type=click.IntRange(0), default=None, help="Evaluate only the first N questions.")
@@ -836,10 +926,12 @@ EVAL_OPTIONS: tuple[str, ...] = tuple(name for name in RUN_OPTIONS if name != "t
 @click.option("--ves-iterations", type=click.IntRange(1, 1000), default=100, show_default=True,
               help="Timings of each correct prediction against its gold for R-VES (the official 100).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
+@ray_options
 def eval_command(dataset_name: str, limit: int | None, workers: int, out_dir: str | None, run_name: str | None,
                  no_resume: bool, predictions: str | None, no_trace: bool, pairs_file: str | None,
                  engine: str, where: str | None, no_transpile: bool, transpile_predictions: bool,
-                 metrics: str | None, ves_iterations: int, as_json: bool, **options: Any) -> None:
+                 metrics: str | None, ves_iterations: int, as_json: bool, ray_address: str | None,
+                 ray_resources: tuple[str, ...], **options: Any) -> None:
     """Run the graph on a benchmark's questions and score the predictions.
 
     Writes, in the run folder, records.jsonl (one record per question, as each finishes),
@@ -847,8 +939,10 @@ def eval_command(dataset_name: str, limit: int | None, workers: int, out_dir: st
     report.html. Running the same command again with the same --out or --run-name resumes
     without redoing finished questions. With --predictions, scores that file instead
     (written to --out only when given). With --engine postgresql|duckdb|mysql, questions are asked
-    of, and scored on, the benchmark's databases loaded into that engine. Exits 0 when scored,
-    2 on bad input, 130 when interrupted.
+    of, and scored on, the benchmark's databases loaded into that engine. With --ray, the
+    questions are answered by a Ray cluster's workers and recorded here, the same as without.
+    Exits 0 when scored, 2 on bad input, 3 when the Ray cluster cannot do the work, 130 when
+    interrupted.
     """
     from datetime import datetime
     from pathlib import Path
@@ -869,6 +963,12 @@ def eval_command(dataset_name: str, limit: int | None, workers: int, out_dir: st
         return
     if engine == "sqlite" and (where or no_transpile or transpile_predictions):
         _fail("--databases, --no-transpile and --transpile-predictions go with --engine postgresql, duckdb or mysql.")
+        return
+    if predictions and (ray_address or ray_resources):
+        _fail("--ray answers questions on a cluster; scoring a prediction file (--predictions) runs here.")
+        return
+    if ray_resources and not ray_address:
+        _fail("--ray-resource goes with --ray.")
         return
     if transpile_predictions and not predictions:
         _fail("--transpile-predictions goes with --predictions (a run's own SQL is already the engine's).")
@@ -908,8 +1008,20 @@ def eval_command(dataset_name: str, limit: int | None, workers: int, out_dir: st
                 settings = typed_settings(options, names=EVAL_OPTIONS,
                                           trace_dir=None if no_trace else str(folder / "traces"))
                 _check_model_names([settings.model, *settings.models.values()])
-                run = run_eval(dataset, settings, out_dir=folder, limit=limit, workers=workers,
-                               resume=not no_resume, progress=progress, log=log, **scoring)
+                if ray_address:
+                    from sqlchorus.cluster.eval import cluster_runner
+                    from sqlchorus.evaluation.runs import subset
+
+                    asked = subset(dataset, limit)
+                    with on_cluster(ray_address, settings, workers,
+                                    [e.db_path for e in asked.examples if e.db_path is not None],
+                                    role_resources=ray_resources, log=log) as (pool, limiter):
+                        run = run_eval(dataset, settings, out_dir=folder, limit=limit, workers=workers,
+                                       resume=not no_resume, progress=progress, log=log,
+                                       runner=cluster_runner(pool, settings, limiter), **scoring)
+                else:
+                    run = run_eval(dataset, settings, out_dir=folder, limit=limit, workers=workers,
+                                   resume=not no_resume, progress=progress, log=log, **scoring)
                 if pairs_file:
                     from sqlchorus.runs.standalone_selection import export_pairs
 
@@ -934,6 +1046,69 @@ def eval_command(dataset_name: str, limit: int | None, workers: int, out_dir: st
         click.echo(json.dumps(out, default=str, ensure_ascii=False))
     else:
         _print_eval(run)
+
+
+@cli.command("batch")
+@click.option("--in", "in_file", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="JSON Lines: one {question, db, evidence?, id?, gold_sql?} object a line.")
+@click.option("--out", "out_file", required=True, type=click.Path(dir_okay=False),
+              help="JSON Lines of records, one per question as it finishes (the same record as eval's).")
+@click.option("--db", "default_db", help="The database of lines that name none: a file or a server's URL.")
+@click.option("--workers", type=click.IntRange(1, 256), default=1, show_default=True,
+              help="Questions answered at the same time (threads; with --ray, workers of the cluster).")
+@settings_options(*EVAL_OPTIONS)
+@click.option("--no-trace", is_flag=True, help="Write no trace files (default: <out>.traces beside the output).")
+@click.option("--no-resume", is_flag=True, help="Start --out over instead of keeping the questions answered there.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
+@ray_options
+def batch_command(in_file: str, out_file: str, default_db: str | None, workers: int, no_trace: bool,
+                  no_resume: bool, as_json: bool, ray_address: str | None, ray_resources: tuple[str, ...],
+                  **options: Any) -> None:
+    """Answer a file of questions: JSON Lines in, one record per question out.
+
+    Each record is the one `eval` writes (the SQL, the candidates, the cost, the run's id, its
+    trace and checkpoints), plus the input's line and id; a question that came with gold_sql is
+    judged against it, the others are `unscored`. Records are written as questions finish, so
+    the same command again keeps them and asks only the rest. A line that cannot be used is
+    said with its number and recorded as bad_input; the others go on. With --ray the questions
+    are answered by a Ray cluster's workers. Exits 0 when every question has an answer, 1 when
+    some has none or a line was bad, 2 on bad input, 3 when the Ray cluster cannot do the work,
+    130 when interrupted.
+    """
+    from pathlib import Path
+
+    from sqlchorus.evaluation.batch import read_batch, run_batch
+
+    if ray_resources and not ray_address:
+        _fail("--ray-resource goes with --ray.")
+        return
+    progress = not as_json and sys.stderr.isatty()
+    log = (lambda message: None) if as_json else (lambda message: click.echo(message, err=True))
+    traces = None if no_trace else str(Path(out_file).with_suffix("")) + ".traces"
+    with _reported(lambda: f"Interrupted. Answered questions are in {out_file}; the same command goes on."):
+        settings = typed_settings(options, names=EVAL_OPTIONS, trace_dir=traces)
+        _check_model_names([settings.model, *settings.models.values()])
+        kwargs = dict(out=out_file, default_db=default_db, workers=workers, resume=not no_resume,
+                      progress=progress, log=log)
+        if ray_address:
+            from sqlchorus.cluster.eval import cluster_runner
+
+            dataset, _, _ = read_batch(in_file, default_db)
+            with on_cluster(ray_address, settings, workers,
+                            [e.db_path for e in dataset.examples if e.db_path is not None],
+                            role_resources=ray_resources, log=log) as (pool, limiter):
+                run = run_batch(in_file, settings, runner=cluster_runner(pool, settings, limiter), **kwargs)
+        else:
+            run = run_batch(in_file, settings, **kwargs)
+    summary = run.summary
+    if as_json:
+        click.echo(json.dumps(summary))
+    else:
+        click.echo(f"{summary['answered'] + summary['resumed']} of {summary['questions']} question(s) answered "
+                   f"({summary['resumed']} kept from before, {summary['no_answer']} without an answer, "
+                   f"{summary['bad_lines']} bad line(s)); records in {out_file}")
+    if summary["no_answer"] or summary["bad_lines"]:
+        sys.exit(EXIT_NO_ANSWER)
 
 
 WRONG_LISTED = 10

@@ -378,6 +378,16 @@ OPTIONS: dict[str, dict[str, Any]] = (
                 'choices': None,
                 'range': (0.001, 1000, False, False),
                 'whole': False},
+ 'model_limits': {'option': {'flag': '--model-limit', 'metavar': 'MODEL=Nrpm,Mtpm', 'pairs': True},
+                  'help': 'Requests and tokens per minute one model may use, by its '
+                          'provider:model name, shared by every question a command or session '
+                          'answers (on a Ray cluster, by all its workers), as MODEL=Nrpm,Mtpm '
+                          '(either or both; in the environment, separated by semicolons).',
+                  'default': {},
+                  'env': 'SQLCHORUS_MODEL_LIMITS',
+                  'choices': None,
+                  'range': None,
+                  'whole': False},
  'prices_file': {'option': {'flag': '--prices', 'path': 'file'},
                  'help': 'JSON or TOML file of model prices, USD per million tokens, read on top '
                          'of the built-in table.',

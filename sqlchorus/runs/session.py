@@ -62,21 +62,26 @@ class Session:
     Args:
         settings: how questions are answered; defaults are sane.
         model: the chat model for every role (overrides ``settings.model``).
+        model_limiter: the requests and tokens per minute of each model
+            (:class:`~sqlchorus.core.rate_limits.ModelLimiter`), shared with whatever else holds
+            it: a Ray cluster hands every worker's session the one limiter of the whole cluster.
+            None: a :class:`~sqlchorus.core.rate_limits.LocalModelLimiter` of
+            ``settings.model_limits`` when it names any, for this session's questions.
 
     Raises:
         sqlchorus.core.models.ModelConfigError: no usable model is configured, or the prices
-            file is unreadable.
+            file or a model limit is unreadable.
 
     Use it as a context manager, or call :meth:`close`, to close the databases it opened and
     its response cache. It is safe to ask from several threads at once.
     """
 
-    def __init__(self, settings: Settings | None = None, *, model: Any = None):
+    def __init__(self, settings: Settings | None = None, *, model: Any = None, model_limiter: Any = None):
         settings = settings or Settings()
         if model is not None:
             settings = settings.replace(model=model)
         self.settings = settings
-        self.dependencies = Dependencies.build(settings)
+        self.dependencies = Dependencies.build(settings, model_limiter=model_limiter)
         self._databases: dict[tuple[Any, ...], DatabaseResources] = {}
         self._graphs: dict[tuple[Any, ...], Any] = {}
         self._checkpoints: dict[str, RunRecords] = {}
@@ -84,6 +89,12 @@ class Session:
         self._building: dict[tuple[Any, ...], threading.Lock] = {}
 
     # -- what runs share ----------------------------------------------------------------------
+
+    @property
+    def model_limiter(self) -> Any:
+        """The limiter of each model's requests and tokens per minute the questions share
+        (its ``waited()`` for a progress line), or None."""
+        return self.dependencies.model_limiter
 
     def database(self, db: str | Path | Database | None, settings: Settings | None = None) -> DatabaseResources:
         """The resources of ``db`` (the demo database when None), opened on first use and again
@@ -155,6 +166,18 @@ class Session:
             if path not in self._checkpoints:
                 self._checkpoints[path] = open_checkpoints(path)
             return self._checkpoints[path]
+
+    def forget_checkpoints(self, path: str) -> None:
+        """Close the checkpoint store at ``path`` and drop the graphs compiled with it: for a
+        worker that keeps each run's checkpoints in a file of their own and sends the file away
+        after the run, so neither the file nor its graph outlives the run."""
+        with self._lock:
+            store = self._checkpoints.pop(path, None)
+            if store is not None:
+                for key in [k for k in self._graphs if k[1] == id(store)]:
+                    del self._graphs[key]
+        if store is not None:
+            store.close()
 
     # -- asking -------------------------------------------------------------------------------
 
@@ -569,7 +592,7 @@ class OpenRun:
 
 _NOT_REPLAYED = frozenset({
     "model", "models", "trace_dir", "otlp_endpoint", "trace_content", "checkpoints", "cache", "cache_path", "value_cache_dir",
-    "prices_file", "rate_limit", "model_timeout_s", "model_retries", "retry_backoff_s",
+    "prices_file", "rate_limit", "model_limits", "model_timeout_s", "model_retries", "retry_backoff_s",
 })
 """Settings a replay takes from the session, not from the run: where things go, and the models
 (which a replay does not call unless an edit asks it to)."""

@@ -300,7 +300,7 @@ def select_file(
     deps = selector(model, settings)
     settings = deps.settings
     base = Path(path).resolve().parent
-    opened = _OpenDatabases(settings)
+    opened = OpenDatabases(settings)
     try:
         yield from _select_lines(path, base, deps, opened)
     finally:
@@ -308,7 +308,7 @@ def select_file(
         deps.close()
 
 
-class _OpenDatabases:
+class OpenDatabases:
     """The databases a file's lines name, each opened (its worker processes started) and
     introspected once for the whole file."""
 
@@ -332,9 +332,9 @@ class _OpenDatabases:
         self.dbs.clear()
 
 
-def _read_lines(path, base, opened, checks) -> Iterator[tuple[int, dict[str, Any] | None, Any]]:
-    """Each usable line as ``(n, item, (db_path, checked))``; an unusable one as ``(n, None, error)``.
-    With ``checks``, every candidate is run here and its record kept."""
+def read_selection_lines(path: str | os.PathLike[str], base: Path) -> Iterator[tuple[int, dict[str, Any] | None, Any]]:
+    """Each usable line of a candidates file as ``(n, item, db_path)``; an unusable one as
+    ``(n, None, why)``. Nothing is run."""
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
@@ -349,13 +349,33 @@ def _read_lines(path, base, opened, checks) -> Iterator[tuple[int, dict[str, Any
                 if not isinstance(item["candidates"], list) or not all(isinstance(s, str) for s in item["candidates"]):
                     raise ValueError("candidates must be a list of SQL strings")
                 db_path = _db_path(str(item["db"]), base)
-                checked = None
-                if checks:
-                    checked = check(opened.get(db_path)[0], item["candidates"])
-            except (ValueError, SqlError) as e:
-                yield n, None, getattr(e, "message", None) or str(e)
+            except ValueError as e:
+                yield n, None, str(e)
                 continue
-            yield n, item, (db_path, checked)
+            yield n, item, db_path
+
+
+def check_line(opened: OpenDatabases, db_path: str | Path, candidates: list[str]) -> Any:
+    """Every candidate of a line run on its database (:func:`check`), or why the line cannot be
+    used (a string)."""
+    try:
+        return check(opened.get(db_path)[0], candidates)
+    except (ValueError, SqlError) as e:
+        return getattr(e, "message", None) or str(e)
+
+
+def _read_lines(path, base, opened, checks) -> Iterator[tuple[int, dict[str, Any] | None, Any]]:
+    """Each usable line as ``(n, item, (db_path, checked))``; an unusable one as ``(n, None, error)``.
+    With ``checks``, every candidate is run here and its record kept."""
+    for n, item, db_path in read_selection_lines(path, base):
+        if item is None:
+            yield n, None, db_path
+            continue
+        checked = check_line(opened, db_path, item["candidates"]) if checks else None
+        if isinstance(checked, str):
+            yield n, None, checked
+            continue
+        yield n, item, (db_path, checked)
 
 
 def _open_path(db_path: str | os.PathLike[str], settings: Settings) -> Database:
@@ -380,18 +400,26 @@ def _select_lines(path, base, deps, opened) -> Iterator[dict[str, Any]]:
             yield {"line": n, "error": extra}
             continue
         db_path, checked = extra
-        try:
-            db, schema = opened.get(db_path)
-            result = select(db, item["question"], item["candidates"], item.get("evidence") or "",
-                            schema=schema, dependencies=deps, checked=checked,
-                            weights=weights.get(len(item["candidates"])))
-        except ModelConfigError:  # the model is unusable: every line would say so; stop once
-            raise
-        except (ValueError, SqlError) as e:
-            yield {"line": n, "error": getattr(e, "message", None) or str(e)}
-            continue
-        result.pop("usage", None)
-        yield {"line": n, "db": str(item["db"]), **result}
+        yield select_line(n, item, db_path, deps, opened, checked, weights.get(len(item["candidates"])))
+
+
+def select_line(n: int, item: Mapping[str, Any], db_path: str | Path, deps: Dependencies,
+                opened: OpenDatabases, checked: Any = None, weights: Sequence[float] | None = None) -> dict[str, Any]:
+    """The result of line ``n`` of a candidates file (its choice, or why it has none).
+
+    Raises:
+        sqlchorus.core.models.ModelConfigError: the model is unusable (every line would say so).
+    """
+    try:
+        db, schema = opened.get(db_path)
+        result = select(db, item["question"], item["candidates"], item.get("evidence") or "",
+                        schema=schema, dependencies=deps, checked=checked, weights=weights)
+    except ModelConfigError:
+        raise
+    except (ValueError, SqlError) as e:
+        return {"line": n, "error": getattr(e, "message", None) or str(e)}
+    result.pop("usage", None)
+    return {"line": n, "db": str(item["db"]), **result}
 
 
 def export_pairs(

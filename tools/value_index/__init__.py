@@ -48,15 +48,23 @@ changes the machinery:
   authorizer refuses the ``sqlite_master`` access an FTS5 virtual table makes when it is
   connected.
 
+* **A build in two halves**, so that it can run on many machines: the columns' parts (reading,
+  normalising and keying each column's values: nearly all the time, and computable anywhere the
+  database can be read, in any order) and their merge into the file, on one machine. The file
+  holds nothing that differs between two builds (no time, no order from hashing or from which
+  part came first), so a build from parts computed on a Ray cluster
+  (:mod:`sqlchorus.cluster.index_build`) is the local build's file, byte for byte.
+
 The modules, one concern each: :mod:`.parameters` (the settings), :mod:`.hashing` (normalisation
 and keys), :mod:`.storage` (the index file's name and layout), :mod:`.reading` (which values are
-indexed, and reading them), :mod:`.building` (writing the file), :mod:`.lookup` (a keyword's keys
+indexed, and reading them), :mod:`.parts` (a column's values and keys, wherever they are
+computed), :mod:`.building` (merging parts and writing the file), :mod:`.lookup` (a keyword's keys
 and candidates), :mod:`.scoring` (scoring and ranking) and :mod:`.index` (:class:`ValueIndex`).
 """
 
 from __future__ import annotations
 
-from sqlchorus.tools.value_index.building import ProgressFn
+from sqlchorus.tools.value_index.building import IndexWriter, ProgressFn, write_index
 from sqlchorus.tools.value_index.hashing import (
     band_keys,
     half_keys,
@@ -67,7 +75,7 @@ from sqlchorus.tools.value_index.hashing import (
     signatures,
     string_keys,
 )
-from sqlchorus.tools.value_index.index import IndexFormatError, ValueIndex
+from sqlchorus.tools.value_index.index import IndexFormatError, PartsSource, ValueIndex
 from sqlchorus.tools.value_index.lookup import acronym, singular
 from sqlchorus.tools.value_index.parameters import (
     BANDS,
@@ -93,6 +101,15 @@ from sqlchorus.tools.value_index.parameters import (
     VALUES_PER_CHUNK,
     WORD_CANDIDATES,
 )
+from sqlchorus.tools.value_index.parts import (
+    BuildPlan,
+    ColumnPart,
+    ValueBlock,
+    column_part,
+    plan_build,
+    value_block,
+)
+from sqlchorus.tools.value_index.reading import ColumnPlan
 from sqlchorus.tools.value_index.scoring import (
     Embedder,
     EmbedderError,
@@ -103,6 +120,7 @@ from sqlchorus.tools.value_index.storage import (
     content_fingerprint,
     database_fingerprint,
     default_cache_dir,
+    index_path,
 )
 
 # Each module binds the settings it reads when it is imported: a setting changed at run time
@@ -131,19 +149,28 @@ __all__ = [
     "STOPWORDS",
     "VALUES_PER_CHUNK",
     "WORD_CANDIDATES",
+    "BuildPlan",
+    "ColumnPart",
+    "ColumnPlan",
     "Embedder",
     "EmbedderError",
     "IndexFormatError",
+    "IndexWriter",
+    "PartsSource",
     "ProgressFn",
+    "ValueBlock",
     "ValueIndex",
     "acronym",
     "band_keys",
+    "column_part",
     "content_fingerprint",
     "database_fingerprint",
     "default_cache_dir",
     "half_keys",
+    "index_path",
     "load_local_embedder",
     "normalize",
+    "plan_build",
     "query_half_keys",
     "score_value",
     "shingle_hash32",
@@ -151,4 +178,6 @@ __all__ = [
     "signatures",
     "singular",
     "string_keys",
+    "value_block",
+    "write_index",
 ]

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from sqlchorus.tools.database import GuardedDatabase, SqlError
+from sqlchorus.tools.database import Database, GuardedDatabase, SqlError
 from sqlchorus.tools.errors import SqlchorusError
-from sqlchorus.tools.value_index.building import ProgressFn, _write_index
+from sqlchorus.tools.value_index.building import ProgressFn, _write_index, write_index
 from sqlchorus.tools.value_index.hashing import _U64, normalize
 from sqlchorus.tools.value_index.lookup import _candidates, _lookup
 from sqlchorus.tools.value_index.parameters import (
@@ -25,10 +26,15 @@ from sqlchorus.tools.value_index.parameters import (
     DEFAULT_THRESHOLD,
     FORMAT_VERSION,
 )
+from sqlchorus.tools.value_index.parts import BuildPlan, ColumnPart, plan_build
 from sqlchorus.tools.value_index.scoring import Embedder, _rank_key, score_value
 from sqlchorus.tools.value_index.storage import _VID_MASK, _index_path, _pack
 
 _CHUNK = 500  # parameters per statement
+
+PartsSource = Callable[[BuildPlan, ProgressFn | None], Iterable[ColumnPart]]
+"""Computes a build's parts elsewhere (see :meth:`ValueIndex.build`): given the plan and the
+progress callback, the part of every planned column, in any order."""
 
 
 class IndexFormatError(SqlchorusError, ValueError):
@@ -46,7 +52,8 @@ class ValueIndex:
         path: the index file.
         skipped: columns not indexed (or indexed in part), each ``{"table", "column", "reason"}``.
         stats: ``values``, ``columns``, ``skipped`` and ``truncated`` (columns indexed in part),
-            ``max_values_per_column`` it was built with, ``build_seconds``, ``bytes_on_disk``,
+            ``max_values_per_column`` it was built with, ``build_seconds`` (what this build
+            took; 0.0 for a file reused or opened, which does not store it), ``bytes_on_disk``,
             ``from_cache`` (True when an existing file was reused), ``fingerprint``.
         embedder: optional function from texts to vectors; when set, fuzzy scores are blended
             with cosine similarity.
@@ -103,27 +110,63 @@ class ValueIndex:
     # -- construction ---------------------------------------------------------------------------
 
     @classmethod
-    def build(cls, db: GuardedDatabase, *, cache_dir: str | os.PathLike[str] | None = None,
+    def build(cls, db: Database, *, cache_dir: str | os.PathLike[str] | None = None,
               max_values_per_column: int = DEFAULT_MAX_VALUES, progress: ProgressFn | None = None,
-              timeout_s: float = 300.0) -> ValueIndex:
+              timeout_s: float = 300.0, parts: PartsSource | None = None) -> ValueIndex:
         """Build the index of ``db`` into the cache folder (replacing any previous one).
 
         Args:
-            db: the database, read only through its guarded ``execute``.
+            db: the database, read only through its guarded lookups.
             cache_dir: folder of index files; default :func:`default_cache_dir`.
             max_values_per_column: distinct values read per column at most; columns cut short
                 are listed in ``skipped``.
             progress: called as ``progress(columns_done, columns_total)``.
             timeout_s: time budget of each read statement.
+            parts: where the columns' parts are computed, when not here: called with the
+                build's :class:`BuildPlan` and ``progress``, it gives one :class:`ColumnPart`
+                per planned column, in any order (:mod:`sqlchorus.cluster.index_build` computes
+                them on a Ray cluster). The file is the same, byte for byte, as without it.
         """
+        started = time.perf_counter()
         target, fingerprint = _index_path(db, cache_dir)
-        _write_index(db, target, fingerprint, max_values_per_column, progress, timeout_s)
-        return cls(target, from_cache=False)
+        if parts is None:
+            _write_index(db, target, fingerprint, max_values_per_column, progress, timeout_s)
+        else:
+            plan = plan_build(db, max_values_per_column=max_values_per_column, timeout_s=timeout_s)
+            write_index(target, plan, parts(plan, progress), fingerprint=fingerprint,
+                        database=str(db.path))
+        built = cls(target, from_cache=False)
+        # Not in the file, which holds nothing that differs between two builds of one content.
+        built.stats["build_seconds"] = round(time.perf_counter() - started, 4)
+        return built
 
     @classmethod
-    def load_or_build(cls, db: GuardedDatabase, cache_dir: str | os.PathLike[str] | None = None,
+    def cached(cls, db: Database, cache_dir: str | os.PathLike[str] | None = None, *,
+               max_values_per_column: int | None = None) -> ValueIndex | None:
+        """The cached index of this database content, if there is one to reuse, else None.
+
+        A damaged file, or one of another format, at the index's name is removed (a build
+        replaces it). ``max_values_per_column`` as for :meth:`load_or_build`.
+        """
+        target, _ = _index_path(db, cache_dir)
+        if not target.exists():
+            return None
+        try:
+            found = cls(target, from_cache=True)
+        except (SqlError, ValueError):
+            target.unlink(missing_ok=True)  # damaged or foreign file: rebuild it
+            return None
+        wanted = max_values_per_column
+        if wanted is None or found.stats["max_values_per_column"] == wanted:
+            return found
+        found.close()
+        return None
+
+    @classmethod
+    def load_or_build(cls, db: Database, cache_dir: str | os.PathLike[str] | None = None,
                       *, max_values_per_column: int | None = None,
-                      progress: ProgressFn | None = None, timeout_s: float = 300.0) -> ValueIndex:
+                      progress: ProgressFn | None = None, timeout_s: float = 300.0,
+                      parts: PartsSource | None = None) -> ValueIndex:
         """Reuse the cached index of this database content, or build it.
 
         The cache key is :func:`database_fingerprint` of the file plus the index format, so a
@@ -134,21 +177,14 @@ class ValueIndex:
             max_values_per_column: None reuses the index of this content whatever number of
                 values per column built it (and builds with :data:`DEFAULT_MAX_VALUES` when there
                 is none); a number reuses only an index built with it, and replaces another.
+            parts: as for :meth:`build`.
         """
-        target, _ = _index_path(db, cache_dir)
-        if target.exists():
-            try:
-                found = cls(target, from_cache=True)
-            except (SqlError, ValueError):
-                target.unlink(missing_ok=True)  # damaged or foreign file: rebuild it
-            else:
-                wanted = max_values_per_column
-                if wanted is None or found.stats["max_values_per_column"] == wanted:
-                    return found
-                found.close()
+        found = cls.cached(db, cache_dir, max_values_per_column=max_values_per_column)
+        if found is not None:
+            return found
         return cls.build(db, cache_dir=cache_dir,
                          max_values_per_column=max_values_per_column or DEFAULT_MAX_VALUES,
-                         progress=progress, timeout_s=timeout_s)
+                         progress=progress, timeout_s=timeout_s, parts=parts)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> ValueIndex:

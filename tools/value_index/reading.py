@@ -27,8 +27,11 @@ _HEX_ID = re.compile(r"^(?:[0-9a-fA-F]{16,}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-
                      r"[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$")
 
 
-@dataclass
-class _ColumnPlan:
+@dataclass(frozen=True)
+class ColumnPlan:
+    """One column to read: plain data, so a build's plan can be sent to another process or
+    machine that opens the same database (see :mod:`.parts`)."""
+
     table: str
     column: str
     collated: bool = False  # the table declares a collation: only SQLite sorts and compares it
@@ -42,16 +45,16 @@ _TEXT_TYPES = ("char", "text", "string", "clob")
 """Declared types of a typed engine's (PostgreSQL's, DuckDB's) columns that hold text."""
 
 
-def _typed_text_columns(db: Database) -> tuple[list[_ColumnPlan], list[dict[str, str]]]:
+def _typed_text_columns(db: Database) -> tuple[list[ColumnPlan], list[dict[str, str]]]:
     """The text columns of a typed engine's tables, from its catalogue: other columns hold no
     text (a number, a date) and are not indexed."""
-    plans: list[_ColumnPlan] = []
+    plans: list[ColumnPlan] = []
     for table in db.read_structure():
         if table.is_view:
             continue
         for column in table.columns:
             if any(t in (column.type or "").lower() for t in _TEXT_TYPES):
-                plans.append(_ColumnPlan(table.name, column.name))
+                plans.append(ColumnPlan(table.name, column.name))
     return plans, []
 
 
@@ -66,10 +69,10 @@ def _literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _text_columns(db: Database) -> tuple[list[_ColumnPlan], list[dict[str, str]]]:
+def _text_columns(db: Database) -> tuple[list[ColumnPlan], list[dict[str, str]]]:
     if not isinstance(db, GuardedDatabase):
         return _typed_text_columns(db)
-    plans: list[_ColumnPlan] = []
+    plans: list[ColumnPlan] = []
     skipped: list[dict[str, str]] = []
     tables = db.lookup(
         "SELECT name, sql FROM sqlite_master WHERE type = 'table' "
@@ -86,11 +89,11 @@ def _text_columns(db: Database) -> tuple[list[_ColumnPlan], list[dict[str, str]]
                 if "BLOB" in declared:
                     skipped.append({"table": name, "column": row[1], "reason": "BLOB column"})
                     continue
-                plans.append(_ColumnPlan(name, row[1], "COLLATE" in (sql or "").upper()))
+                plans.append(ColumnPlan(name, row[1], "COLLATE" in (sql or "").upper()))
     return plans, skipped
 
 
-def _column_pages(db: Database, plan: _ColumnPlan, limit: int, timeout_s: float
+def _column_pages(db: Database, plan: ColumnPlan, limit: int, timeout_s: float
                   ) -> tuple[str | None, Iterable[list[str]]]:
     """Why a column is not indexed (None when it is), and its pages of distinct text values.
 
@@ -126,7 +129,7 @@ def _sqlite_length(text: str) -> int:
     return len(text) if nul < 0 else nul
 
 
-def _pages(db: Database, plan: _ColumnPlan, limit: int, timeout_s: float
+def _pages(db: Database, plan: ColumnPlan, limit: int, timeout_s: float
            ) -> Iterable[list[str]]:
     """Distinct text values of one column, a page at a time, in key order (keyset paging)."""
     col, tbl = _quote(plan.column), _quote(plan.table)
@@ -154,7 +157,7 @@ def _pages(db: Database, plan: _ColumnPlan, limit: int, timeout_s: float
         last = page[-1]
 
 
-def _count_beyond(db: Database, plan: _ColumnPlan, limit: int, timeout_s: float) -> bool:
+def _count_beyond(db: Database, plan: ColumnPlan, limit: int, timeout_s: float) -> bool:
     col, tbl = _quote(plan.column), _quote(plan.table)
     rows = db.lookup(
         f"SELECT 1 FROM (SELECT DISTINCT {col} FROM {tbl} WHERE {_is_text(db, col)} "

@@ -82,7 +82,7 @@ def content_fingerprint(db: Database) -> str:
     return digest.hexdigest()
 
 
-def _index_path(db: Database, cache_dir: str | os.PathLike[str] | None) -> tuple[Path, str]:
+def index_path(db: Database, cache_dir: str | os.PathLike[str] | None = None) -> tuple[Path, str]:
     """The index file of ``db``'s content, and that content's fingerprint.
 
     The name holds what makes two indexes incompatible (the content and the hashing), not how
@@ -95,6 +95,9 @@ def _index_path(db: Database, cache_dir: str | os.PathLike[str] | None) -> tuple
     folder = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     safe_name = re.sub(r"[^\w.-]", "_", db.name)[:40] or "db"
     return folder / f"{safe_name}-{key}.sqlite", fp
+
+
+_index_path = index_path
 
 
 _SCHEMA = """
