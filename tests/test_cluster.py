@@ -399,3 +399,51 @@ def test_a_roles_model_runs_on_the_node_with_its_resource(cluster, work):
                           "generation=gpu_nowhere"], work)
     assert missing.returncode == 3
     assert "No node of the Ray cluster offers the resource 'gpu_nowhere'" in missing.stderr
+
+
+@pytest.mark.slow
+def test_a_lost_head_keeps_every_finished_record_and_the_batch_resumes(work):
+    """A cluster of its own (its head is killed), one question held until the head is gone."""
+    tmp, data = work["tmp"], work["data"]
+    gates = tmp / "lost-gates"
+    gates.mkdir()
+    env = {**work["env"], "TEST_GATES": str(gates)}
+    port = free_port()
+    short = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))
+    head = _start_node(["--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-cpus=2",
+                        "--include-dashboard=false", f"--temp-dir={short}"], env, tmp / "lost-head.log")
+    held = 5
+    rows = [{"question": ("[hold] " if i == held else "") + e.question, "db": str(e.db_path), "gold_sql": e.gold_sql}
+            for i, e in enumerate(data.examples[:LIMIT])]
+    (tmp / "lost.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    args = [sys.executable, "-m", "sqlchorus", "batch", "--in", "lost.jsonl", "--out", "lost-out.jsonl", "--model",
+            "python:factories:held", "--no-cache", "--workers", "2"]
+    try:
+        wait_for(lambda: _alive(head, tmp / "lost-head.log") and _answers(f"127.0.0.1:{port}"), timeout_s=120,
+                 what="the Ray head")
+        process = subprocess.Popen([*args, "--ray", f"127.0.0.1:{port}"], cwd=tmp, env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for(lambda: (gates / "held.pids").is_file(), timeout_s=300, what="the held question")
+            _stop_node(head)
+            out, err = process.communicate(timeout=300)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    finally:
+        _stop_node(head)
+        shutil.rmtree(short, ignore_errors=True)
+    assert process.returncode == 3, err
+    assert "Lost the Ray cluster's head: the records written so far are kept" in err
+    assert "Traceback" not in err
+    kept = [json.loads(s) for s in (tmp / "lost-out.jsonl").read_text().splitlines()]
+    assert held not in {r["index"] for r in kept}
+    assert all(r["status"] == "answered" for r in kept)
+    # The same command, here without a cluster, asks only the questions not recorded.
+    (gates / "held.open").touch()
+    again = subprocess.run(args, cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert f"({len(kept)} kept from before" in again.stdout
+    rows = [json.loads(s) for s in (tmp / "lost-out.jsonl").read_text().splitlines()]
+    assert sorted(r["index"] for r in rows) == list(range(LIMIT))

@@ -14,6 +14,7 @@ local run would have written them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -315,13 +316,19 @@ class Pool:
                     idle.append(worker)
                     on_done(task, value)
         except BaseException:
+            # Questions in flight are abandoned (an interrupted run asks them again when resumed).
             for ref in flight:
-                ray.cancel(ref, force=True)
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref)
             raise
 
     def _lost(self, worker: _Worker, task: Task, queue: deque[Task], idle: list[_Worker], error: BaseException) -> None:
         if worker in self.workers:
             self.workers.remove(worker)
+        if not self._head_answers():
+            # Every worker goes with the head; Ray would end this process a minute later.
+            raise ClusterError("Lost the Ray cluster's head: the records written so far are kept, and the "
+                               "same command resumes once the cluster is back.")
         self.say(f"a worker on {worker.info['host']} was lost ({type(error).__name__}); "
                  f"its question goes to another worker")
         if task.attempts >= MAX_ATTEMPTS:
@@ -341,8 +348,20 @@ class Pool:
         if not self.workers:
             raise ClusterError("Every worker was lost; the records written so far are kept.")
 
+    def _head_answers(self) -> bool:
+        """Whether the cluster's head (its GCS) still accepts connections."""
+        try:
+            host, port = ray_module().get_runtime_context().gcs_address.rsplit(":", 1)
+            with socket.create_connection((host, int(port)), timeout=5):
+                return True
+        except (OSError, ValueError, AttributeError):
+            return False
+
     def close(self) -> None:
         ray = ray_module()
+        if not self._head_answers():  # nothing to close: the workers went with the head
+            self.workers.clear()
+            return
         for worker in self.workers:
             try:
                 ray.get(worker.handle.close.remote(), timeout=30)

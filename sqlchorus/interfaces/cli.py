@@ -1067,7 +1067,7 @@ def batch_command(in_file: str, out_file: str, default_db: str | None, workers: 
     """Answer a file of questions: JSON Lines in, one record per question out.
 
     Each record is the one `eval` writes (the SQL, the candidates, the cost, the run's id, its
-    trace and checkpoints), plus the input's line and id; a question that came with gold_sql is
+    trace and checkpoints), plus the input's line; a question that came with gold_sql is
     judged against it, the others are `unscored`. Records are written as questions finish, so
     the same command again keeps them and asks only the rest. A line that cannot be used is
     said with its number and recorded as bad_input; the others go on. With --ray the questions
