@@ -143,7 +143,8 @@ def cluster(work):
     # Ray's sockets live under its temporary folder, whose path must stay short (107 bytes).
     short = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))
     head = _start_node(["--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-cpus=1",
-                        "--include-dashboard=false", f"--temp-dir={short}"], env, tmp / "head.log")
+                        "--include-dashboard=false", f"--temp-dir={short}",
+                        f"--ray-client-server-port={free_port()}"], env, tmp / "head.log")
     address = f"127.0.0.1:{port}"
     node = None
     try:
@@ -411,7 +412,8 @@ def test_a_lost_head_keeps_every_finished_record_and_the_batch_resumes(work):
     port = free_port()
     short = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))
     head = _start_node(["--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-cpus=2",
-                        "--include-dashboard=false", f"--temp-dir={short}"], env, tmp / "lost-head.log")
+                        "--include-dashboard=false", f"--temp-dir={short}",
+                        f"--ray-client-server-port={free_port()}"], env, tmp / "lost-head.log")
     held = 5
     rows = [{"question": ("[hold] " if i == held else "") + e.question, "db": str(e.db_path), "gold_sql": e.gold_sql}
             for i, e in enumerate(data.examples[:LIMIT])]
