@@ -141,7 +141,9 @@ def cluster(address: str, *, cpus: int | None = None) -> Iterator[ClusterInfo]:
         "configure_logging": True,
     }
     if kind == "local":
-        kwargs.update(num_cpus=max(cpus or 0, os.cpu_count() or 1), include_dashboard=False)
+        # address="local" starts a cluster of its own even where another runs on this machine (with
+        # no address, Ray would join that one).
+        kwargs.update(address="local", num_cpus=max(cpus or 0, os.cpu_count() or 1), include_dashboard=False)
     else:
         kwargs["address"] = address if kind != "client" else f"ray://{host}:{port}"
     try:
