@@ -4,6 +4,11 @@ Clusters by execution result, confidence-aware voting and CHASE-SQL's pairwise a
 :mod:`sqlchorus.core.selection`, shared with standalone selection; this node runs them on the
 graph's candidates and turns the winner into the answer (its rows, capped at
 ``Settings.answer_rows``). With no candidate that ran, the answer says why.
+
+The winner runs once more here: ``check_candidates`` kept only a fingerprint and a row count of
+each candidate's result (a run's state, checkpointed at every step, holds no rows), and the answer
+needs its columns and rows. In the trace that statement is inside an ``answer.fetch_rows`` span,
+which says so, not a second check of the same query.
 """
 
 from __future__ import annotations
@@ -11,10 +16,12 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph.runtime import Runtime
+from opentelemetry.trace import Status, StatusCode
 
 from sqlchorus.core.context import Context
 from sqlchorus.core.selection import choose
 from sqlchorus.core.state import Answer, SqlchorusState
+from sqlchorus.tools import attributes as attrs
 from sqlchorus.tools.database import SqlError
 
 NODE = "select_candidate"
@@ -40,10 +47,14 @@ def select_candidate(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
         sql=winner["sql"], candidate_id=winner["id"], generator=winner["generator"], error=None,
         columns=[], rows=[], truncated=False,
     )
-    try:
-        result = context.db.execute(winner["sql"], max_rows=context.settings.answer_rows)
-        answer.update(columns=result.columns, rows=[list(r) for r in result.rows], truncated=result.truncated)
-    except SqlError as e:
-        answer.update(error=f"The chosen query failed when run again: {e.message}")
+    with context.tracer.start_as_current_span(attrs.ANSWER_ROWS_SPAN, attributes={
+            attrs.OPENINFERENCE_KIND: attrs.KIND_CHAIN, attrs.SQLCHORUS_CANDIDATE_ID: winner["id"]}) as span:
+        try:
+            result = context.db.execute(winner["sql"], max_rows=context.settings.answer_rows)
+            answer.update(columns=result.columns, rows=[list(r) for r in result.rows], truncated=result.truncated)
+            span.set_status(Status(StatusCode.OK))
+        except SqlError as e:
+            answer.update(error=f"The chosen query failed when run again: {e.message}")
+            span.set_status(Status(StatusCode.ERROR, e.message[:300]))
     update["answer"] = answer
     return update

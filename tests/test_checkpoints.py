@@ -123,7 +123,7 @@ def test_a_whole_run_replays_with_no_model_call(tmp_path, demo_db):
     assert replayed.cost["replayed_calls"] == len(first.usage) == replayed.cost["calls"]
     assert replayed.run_id != first.run_id
     spans = [json.loads(line) for line in open(replayed.trace_path, encoding="utf-8")]
-    root = next(s for s in spans if s["name"] == "run")
+    root = next(s for s in spans if s["name"] == "replay")
     assert root["attributes"]["sqlchorus.replay_of"] == first.run_id
     assert all(s["attributes"].get("sqlchorus.replayed") for s in spans if s["attributes"].get("gen_ai.operation.name") == "chat")
     again.close()

@@ -296,7 +296,8 @@ def test_the_generation_roles_run_on_the_node_with_the_resource(cluster):
     assert records(result) == records(local)
     assert {u["model"] for u in result.usage} == {"remote-oracle"}
     assert chats(spans) == chats(local_spans)
-    assert ("chat remote-oracle", "python", "remote-oracle", "generation") in chats(spans)
+    # The provider is the model's own (its _llm_type), not the "python" of its python: spec.
+    assert ("chat remote-oracle", "scripted", "remote-oracle", "generation") in chats(spans)
     assert untimed(result.cost) == untimed(local.cost)
     assert result.cost["unpriced_models"] == ["remote-oracle"]  # the cost record names the model
 

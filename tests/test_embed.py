@@ -145,7 +145,7 @@ def test_the_embedded_graph_runs_as_ask_does_traced_and_checked(demo_db, tmp_pat
     # ...and traced: one trace file with the run and its nodes.
     (trace_file,) = traces.glob("*.jsonl")
     names = {json.loads(line)["name"] for line in trace_file.read_text(encoding="utf-8").splitlines()}
-    assert {"run", "node:extract_keywords", "node:select_candidate"} <= names
+    assert {"ask", "node:extract_keywords", "node:select_candidate"} <= names
 
 
 def test_the_embedded_graph_keeps_its_steps_in_the_hosts_checkpoints(demo_db):
@@ -211,9 +211,9 @@ def test_spans_join_the_host_applications_trace(tmp_path):
     report = json.loads(out.stdout.strip().splitlines()[-1])
     trace_id, step_id = report["step"]
     by_name = {name: (tid, parent) for name, tid, parent in report["spans"]}
-    assert report["ok"] and {"run", "node:extract_keywords", "node:select_candidate", "agent step"} <= set(by_name)
-    assert by_name["run"] == (trace_id, step_id)  # the run nests under the host's current span
+    assert report["ok"] and {"ask", "node:extract_keywords", "node:select_candidate", "agent step"} <= set(by_name)
+    assert by_name["ask"] == (trace_id, step_id)  # the run nests under the host's current span
     assert {tid for tid, _ in by_name.values()} == {trace_id}
     # ...and the run's own file still has every span.
     names = {json.loads(line)["name"] for line in open(report["trace_path"], encoding="utf-8")}
-    assert {"run", "node:extract_keywords"} <= names
+    assert {"ask", "node:extract_keywords"} <= names

@@ -12,7 +12,7 @@ import grimp
 import pytest
 from click.testing import CliRunner
 
-from sqlchorus.tools.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_NO_ANSWER, SqlchorusError
+from sqlchorus.tools.errors import EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_INTERRUPTED, EXIT_NO_ANSWER, SqlchorusError
 
 SIGNALS = {"sqlchorus.evaluation.runs.EvalInterrupted", "sqlchorus.core.deadline.Interrupted"}
 """Exceptions that carry Ctrl-C (a KeyboardInterrupt with what was kept), not an error."""
@@ -48,7 +48,7 @@ def test_the_root_is_on_the_ground_floor_and_every_error_says_what_it_is():
     for error in _defined_exceptions():
         if issubclass(error, SqlchorusError):
             assert re.fullmatch(r"[a-z]+(_[a-z]+)*", error.kind), error
-            assert error.exit_code in (EXIT_NO_ANSWER, EXIT_BAD_INPUT, EXIT_INTERRUPTED), error
+            assert error.exit_code in (EXIT_NO_ANSWER, EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_INTERRUPTED), error
             assert 400 <= error.http_status < 600, error
 
 

@@ -156,7 +156,7 @@ def test_a_question_with_invalid_utf8_keeps_its_trace(tmp_path, demo_db):
                            settings=sqlchorus.Settings(trace_dir=str(tmp_path)))
     assert result.ok and result.rows == [[62]]
     spans = [_json.loads(line) for line in open(result.trace_path, encoding="utf-8")]
-    run = next(s for s in spans if s["name"] == "run")
+    run = next(s for s in spans if s["name"] == "ask")
     assert run["attributes"]["sqlchorus.question"] == "How many customers do we have?\ufffd"
 
 
@@ -331,7 +331,7 @@ def test_the_first_index_build_in_a_run_is_one_span_with_counts(tmp_path, demo_d
     spans = _spans(first.trace_path)
     builds = [s for s in spans if s["name"] == "value_index.build"]
     assert len(builds) == 1 and not _indexing_statements(spans)
-    run = next(s for s in spans if s["name"] == "run")
+    run = next(s for s in spans if s["name"] == "ask")
     assert builds[0]["parent_id"] == run["context"]["span_id"]
     counts = builds[0]["attributes"]
     assert counts["sqlchorus.value_index.columns"] > 0 and counts["sqlchorus.value_index.values"] > 0

@@ -96,7 +96,7 @@ def _check(seen: dict) -> None:
         "sqlchorus://databases/{database}/schema", "sqlchorus://runs/{run_id}/trace"}
     assert "customers" in seen["schema"].contents[0].text
     spans = [json.loads(line) for line in seen["trace"].contents[0].text.splitlines()]
-    assert any(s["name"] == "run" for s in spans)
+    assert any(s["name"] == "mcp" for s in spans)
 
 
 @pytest.mark.slow

@@ -101,7 +101,7 @@ def test_otlp_endpoint_headers_and_service_name_from_the_environment(collectors,
         assert headers["authorization"] == "Bearer secret-key" and headers["x-team"] == "data"
     spans = spans_of(received)
     assert {service for service, _, _ in spans} == {"text2sql-prod"}
-    assert {"run", "node:extract_keywords", "sql"} <= {name for _, name, _ in spans}
+    assert {"ask", "node:extract_keywords", "sql"} <= {name for _, name, _ in spans}
     assert {a["session.id"].string_value for _, _, a in spans} == {result.run_id}
 
 

@@ -59,5 +59,5 @@ def test_spans_are_exported_over_otlp_http(collector, demo_db, monkeypatch):
         for resource_spans in request.resource_spans:
             for scope_spans in resource_spans.scope_spans:
                 names |= {span.name for span in scope_spans.spans}
-    assert {"run", "node:extract_keywords", "node:select_candidate", "sql"} <= names
+    assert {"ask", "node:extract_keywords", "node:select_candidate", "sql"} <= names
     assert any(name.startswith("chat ") for name in names)

@@ -11,6 +11,11 @@ skips, unless the run requires it (SQLCHORUS_REQUIRE_PHOENIX, as CI does), and t
 
 Content attributes (``input.value``, ``output.value``, ``llm.input_messages``, ``session.id``)
 come from ``Settings.trace_content`` (its default, ``all``): see the assertions marked CONTENT.
+
+Phoenix prices a model call itself, from its token counts and a price table of its own (it does not
+read ``llm.cost.*``): the second test gives Phoenix the price sqlchorus's table has for its model
+and checks that Phoenix's cost of a run is ``sqlchorus ask --json``'s, and that a prompt past 8 KB
+arrives whole.
 """
 
 from __future__ import annotations
@@ -171,19 +176,27 @@ class Phoenix:
             finally:
                 stop(process)
 
-    def _ask(self, *args: str) -> Any:
-        out = subprocess.run([str(self.python), str(LAUNCHER), *args, self.base], check=False,
+    def _ask(self, *args: str, project: str = "default") -> Any:
+        out = subprocess.run([str(self.python), str(LAUNCHER), *args, self.base, project], check=False,
                              capture_output=True, text=True, timeout=READ_TIMEOUT_S, env=_clean_env())
         if out.returncode != 0:
             raise AssertionError(f"reading Phoenix failed: {out.stderr[-3000:]}")
         return json.loads(out.stdout)
 
-    def spans(self) -> list[dict[str, Any]]:
-        """Every span of the default project, as Phoenix's client gives them (one dict each)."""
-        return self._ask("spans")
+    def spans(self, project: str = "default") -> list[dict[str, Any]]:
+        """Every span of a project, as Phoenix's client gives them (one dict each)."""
+        return self._ask("spans", project=project)
 
-    def project_id(self) -> str:
-        return self._ask("project-id")
+    def project_id(self, project: str = "default") -> str:
+        return self._ask("project-id", project=project)
+
+    def graphql(self, query: str, **variables: Any) -> dict[str, Any]:
+        """Phoenix's GraphQL API (what its UI uses), answered or failed."""
+        answer = httpx.post(f"{self.base}/graphql", json={"query": query, "variables": variables},
+                            timeout=WAIT_S).json()
+        if answer.get("errors"):
+            raise AssertionError(f"Phoenix's GraphQL refused {query.split('(')[0]}: {answer['errors']}")
+        return answer["data"]
 
 
 @pytest.fixture(scope="module")
@@ -213,7 +226,8 @@ def attribute(span: dict[str, Any], name: str) -> Any:
 
 
 def runs_of(spans: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """The spans of each run (the ``run`` span's ``sqlchorus.run_id``), found through parents."""
+    """The spans of each run (its root span's ``sqlchorus.run_id``; a root span says what started
+    the run in ``sqlchorus.origin``), found through parents."""
     by_id = {s["context.span_id"]: s for s in spans}
 
     def root(span):
@@ -226,7 +240,7 @@ def runs_of(spans: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     runs: dict[str, list[dict[str, Any]]] = {}
     for span in spans:
         top = root(span)
-        if top["name"] == "run":
+        if attribute(top, "sqlchorus.origin"):
             runs.setdefault(attribute(top, "sqlchorus.run_id"), []).append(span)
     return runs
 
@@ -252,7 +266,8 @@ def test_runs_replays_and_debugging_sessions_show_in_phoenix(phoenix, chromium, 
                                   trace_dir=str(tmp_path / "traces"), checkpoints=str(tmp_path / "checkpoints.sqlite"))
 
     # 1. A run through the Python front door.
-    asked = sqlchorus.ask(QUESTION, demo_db, settings=settings)
+    asked = sqlchorus.ask(QUESTION, demo_db, settings=settings,
+                          run_metadata={"evaluation": "phoenix-test", "question": 1})
     assert asked.ok and asked.sql == GOLD[QUESTION], asked.error
 
     # 2. A debugging session: step, break, edit a candidate, then fork an earlier checkpoint.
@@ -306,7 +321,7 @@ def test_runs_replays_and_debugging_sessions_show_in_phoenix(phoenix, chromium, 
         kinds = {s["span_kind"] for s in run_spans}
         assert {"AGENT", "CHAIN"} <= kinds, (run_id, kinds)
         (top,) = [s for s in run_spans if s["parent_id"] is None]
-        assert top["name"] == "run" and top["span_kind"] == "AGENT" and top["status_code"] == "OK"
+        assert top["span_kind"] == "AGENT" and top["status_code"] == "OK"
     assert {s["span_kind"] for s in runs[asked.run_id]} == KINDS
     assert {s["span_kind"] for s in runs[debug_id]} == KINDS
     unknown = [s for s in spans if s["span_kind"] == "UNKNOWN" or s["status_code"] not in ("OK", "ERROR")]
@@ -324,11 +339,30 @@ def test_runs_replays_and_debugging_sessions_show_in_phoenix(phoenix, chromium, 
     assert llm and all(attribute(s, "gen_ai.usage.input_tokens") > 0 for s in llm)
     assert all(attribute(s, "gen_ai.usage.output_tokens") > 0 for s in llm)
     # The replay says what it replays.
-    (replay_top,) = [s for s in runs[replayed.run_id] if s["name"] == "run"]
+    (replay_top,) = [s for s in runs[replayed.run_id] if s["parent_id"] is None]
     assert attribute(replay_top, "sqlchorus.replay_of") == asked.run_id
 
-    # CONTENT (Settings.trace_content): what a dashboard reads as a span's content.
+    # Each run is named for what started it, with the metadata and tags Phoenix shows and filters
+    # by (OpenInference's ``metadata`` and ``tag.tags``).
     tops = {run_id: next(s for s in runs[run_id] if s["parent_id"] is None) for run_id in expected}
+    for run_id, origin in ((asked.run_id, "ask"), (debug_id, "debug"), (replayed.run_id, "replay")):
+        top = tops[run_id]
+        assert top["name"] == origin and attribute(top, "sqlchorus.origin") == origin, (run_id, top["name"])
+        metadata = attribute(top, "metadata")
+        metadata = json.loads(metadata) if isinstance(metadata, str) else metadata
+        assert metadata["origin"] == origin and metadata["engine"] == "sqlite" and metadata["database"] == "demo"
+        assert metadata["models"]["generation"] == "scripted-oracle", metadata
+        tags = attribute(top, "tag.tags")
+        assert list(tags)[:2] == [origin, "engine:sqlite"], tags
+    asked_meta = attribute(tops[asked.run_id], "metadata")
+    asked_meta = json.loads(asked_meta) if isinstance(asked_meta, str) else asked_meta
+    assert asked_meta["question"] == 1 and asked_meta["evaluation"] == "phoenix-test"
+    # The debugging session's commands, and the fetch of the answer's rows, say what they are.
+    names = {s["name"] for s in runs[debug_id]}
+    assert {"debug.start", "debug.step", "debug.continue"} <= names, names
+    assert "answer.fetch_rows" in {s["name"] for s in runs[asked.run_id]}
+
+    # CONTENT (Settings.trace_content): what a dashboard reads as a span's content.
     for run_id, question in ((asked.run_id, QUESTION), (replayed.run_id, QUESTION), (debug_id, DEBUG_QUESTION)):
         assert question in (attribute(tops[run_id], "input.value") or ""), (run_id, attribute(tops[run_id], "input.value"))
     for run_id, sql in ((asked.run_id, asked.sql), (replayed.run_id, replayed.sql)):
@@ -363,3 +397,117 @@ def test_runs_replays_and_debugging_sessions_show_in_phoenix(phoenix, chromium, 
     for path in (shot, tree):
         data = path.read_bytes()
         assert len(data) > 1000 and data.startswith(b"\x89PNG\r\n\x1a\n"), path
+
+
+# -- whole prompts, and the run's cost as Phoenix computes it -------------------------------------
+
+PRICED_MODEL = "phoenix-priced-oracle"
+PRICE = {"input": 3.0, "output": 15.0}
+"""US dollars per million tokens, in sqlchorus's price table (``--prices``) and in Phoenix's."""
+COST_PROJECT = "sqlchorus-cost"
+PROBE_PROJECT = "sqlchorus-price-probe"
+LONG_HINT = "The hint says " + "customers are the people and companies who bought something from us; " * 105
+"""About 7,500 characters: each prompt of the run is past the former 8 KB cut."""
+FACTORY = f'''
+from sqlchorus.runs.demo import load_demo_questions
+from sqlchorus.testing import oracle_model
+
+GOLD = {{q["question"]: q["sql"] for q in load_demo_questions()}}
+
+
+def oracle():
+    return oracle_model(GOLD.get, name="{PRICED_MODEL}")
+'''
+
+
+def price_in_phoenix(phoenix: Phoenix, model: str, price: dict[str, float]) -> None:
+    """Give Phoenix a price for ``model`` (as its Settings > Models page does), and wait until it
+    prices spans with it (it reads its models every few seconds): a probe span of a project of
+    its own, sent until Phoenix gives its trace a cost."""
+    phoenix.graphql(
+        "mutation($input: CreateModelMutationInput!) { createModel(input: $input) { model { id } } }",
+        input={"name": model, "namePattern": f"^{model}$", "costs": [
+            {"tokenType": "input", "costPerMillionTokens": price["input"], "kind": "PROMPT"},
+            {"tokenType": "output", "costPerMillionTokens": price["output"], "kind": "COMPLETION"}]})
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    def probe() -> bool:
+        provider = TracerProvider(resource=Resource.create({"openinference.project.name": PROBE_PROJECT}))
+        provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=phoenix.otlp, timeout=WAIT_S)))
+        with provider.get_tracer("probe").start_as_current_span("price probe") as span:
+            span.set_attributes({"openinference.span.kind": "LLM", "llm.model_name": model,
+                                 "llm.token_count.prompt": 1000, "llm.token_count.completion": 0})
+            trace_id = format(span.get_span_context().trace_id, "032x")
+        provider.shutdown()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # the span is taken in asynchronously
+            try:
+                cost = trace_cost(phoenix, trace_id, PROBE_PROJECT)
+            except AssertionError:  # the probe's project is not made yet
+                cost = None
+            if cost is not None:
+                return cost > 0
+            time.sleep(0.5)
+        return False
+
+    wait_for(probe, f"Phoenix to price {model}")
+
+
+def trace_cost(phoenix: Phoenix, trace_id: str, project: str) -> float | None:
+    """The total cost Phoenix computed for a trace, or None when it has none (not yet)."""
+    data = phoenix.graphql(
+        "query($id: ID!, $trace: ID!) { node(id: $id) { ... on Project { trace(traceId: $trace) {"
+        " costSummary { total { cost } } } } } }", id=phoenix.project_id(project), trace=trace_id)
+    found = (data.get("node") or {}).get("trace")
+    return None if found is None else found["costSummary"]["total"]["cost"]
+
+
+def spans_of_run(spans: list[dict[str, Any]], run_id: str) -> list[dict[str, Any]]:
+    """The spans of the trace whose root names ``run_id``."""
+    roots = [s for s in spans if s.get("parent_id") is None and attribute(s, "sqlchorus.run_id") == run_id]
+    return [s for s in spans if roots and s["context.trace_id"] == roots[0]["context.trace_id"]]
+
+
+def test_a_long_prompt_arrives_whole_and_the_cost_is_asks(phoenix, demo_db, tmp_path, monkeypatch):
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", str(WAIT_S))
+    # The standard variable files the run's spans under a Phoenix project of their own.
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", f"openinference.project.name={COST_PROJECT}")
+    (tmp_path / "priced_models.py").write_text(FACTORY, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"models": {PRICED_MODEL: PRICE}}), encoding="utf-8")
+    price_in_phoenix(phoenix, PRICED_MODEL, PRICE)
+
+    from click.testing import CliRunner
+
+    from sqlchorus.interfaces.cli import cli
+
+    out = CliRunner().invoke(cli, [
+        "ask", QUESTION, "--db", str(demo_db), "--evidence", LONG_HINT, "--model", "python:priced_models:oracle",
+        "--prices", str(prices), "--otlp-endpoint", phoenix.otlp, "--no-trace", "--no-checkpoints", "--no-cache",
+        "--json"])
+    assert out.exit_code == 0, out.output
+    asked = json.loads(out.output)
+    assert asked["sql"] == GOLD[QUESTION] and asked["cost"]["cost_usd"] > 0 and not asked["cost"]["unpriced_calls"]
+
+    def arrived():
+        run = spans_of_run(phoenix.spans(COST_PROJECT), asked["run_id"])
+        llm = [s for s in run if s["span_kind"] == "LLM"]
+        return llm if len(llm) == asked["cost"]["calls"] else None
+
+    llm = wait_for(arrived, "the run's model calls in Phoenix", timeout_s=2 * WAIT_S)
+    # Every prompt, past 8 KB with the hint, arrives whole, once, and the model names its own provider.
+    for span in llm:
+        (message,) = attribute(span, "llm.input_messages")
+        content = message["message.content"]
+        assert len(content) == attribute(span, "sqlchorus.prompt.chars") > 8192, span["name"]
+        assert LONG_HINT in content and not attribute(span, "sqlchorus.content.truncated")
+        assert attribute(span, "llm.provider") == attribute(span, "gen_ai.provider.name") == "scripted"
+        assert len(attribute(span, "input.value")) < 1200
+    # Phoenix's cost of the run is ask's.
+    assert trace_cost(phoenix, llm[0]["context.trace_id"], COST_PROJECT) == pytest.approx(
+        asked["cost"]["cost_usd"], rel=1e-9, abs=1e-12)
+    assert sum(attribute(s, "llm.cost.total") for s in llm) == pytest.approx(asked["cost"]["cost_usd"], abs=1e-12)

@@ -63,7 +63,7 @@ def test_ask_answers_with_its_sql_rows_cost_and_a_trace_and_history(server):
     assert [c["status"] for c in answer["candidates"]] == ["ok"]
     run_id = answer["run_id"]
     spans = [json.loads(line) for line in http.get(f"{base}/v1/runs/{run_id}/trace").text.splitlines()]
-    assert {s["name"] for s in spans} >= {"run", "node:generate_divide_conquer", "node:select_candidate"}
+    assert {s["name"] for s in spans} >= {"serve", "node:generate_divide_conquer", "node:select_candidate"}
     assert {s["resource"]["attributes"]["sqlchorus.run_id"] for s in spans} == {run_id}
     history = http.get(f"{base}/v1/runs/{run_id}/history").json()["checkpoints"]
     assert history[0]["source"] == "input" and history[-1]["next"] == []
@@ -195,7 +195,7 @@ def test_an_incoming_traceparent_puts_the_run_in_the_callers_trace(server):
     roots = load_spans(folder / "traces" / f"{run_id}.jsonl")
     spans = [json.loads(line) for line in (folder / "traces" / f"{run_id}.jsonl").read_text().splitlines()]
     assert {s["context"]["trace_id"] for s in spans} == {"0x" + trace_id}
-    run_span = next(s for s in spans if s["name"] == "run")
+    run_span = next(s for s in spans if s["name"] == "serve")
     assert run_span["parent_id"] == "0x" + parent_id
     assert roots  # the file still reads as one run
 
@@ -221,7 +221,7 @@ def test_fifty_clients_at_once_each_get_their_own_complete_run(server):
         assert {s["resource"]["attributes"]["sqlchorus.run_id"] for s in spans} == {answer["run_id"]}
         assert len({s["context"]["trace_id"] for s in spans}) == 1
         names = {s["name"] for s in spans}
-        assert {"run", "node:extract_keywords", "node:check_candidates", "node:select_candidate"} <= names
+        assert {"serve", "node:extract_keywords", "node:check_candidates", "node:select_candidate"} <= names
     with sqlite3.connect(folder / "checkpoints.sqlite") as conn:
         kept = {row[0] for row in conn.execute("SELECT DISTINCT thread_id FROM checkpoints")}
         statuses = dict(conn.execute("SELECT thread_id, status FROM sqlchorus_status"))

@@ -108,7 +108,7 @@ def test_a_server_stopped_while_its_store_is_away_keeps_its_runs_end_for_the_sto
             trace = http.get(f"{base_b}/v1/runs/{run_id}/trace")
             assert trace.status_code == 200, trace.text
             spans = [json.loads(line) for line in trace.text.splitlines() if line.strip()]
-            assert any(s["name"] == "run" and s.get("parent_id") is None for s in spans), spans[:3]
+            assert any(s["name"] == "serve" and s.get("parent_id") is None for s in spans), spans[:3]
             history = http.get(f"{base_b}/v1/runs/{run_id}/history")
             assert history.status_code == 200, history.text
             checkpoints = history.json()["checkpoints"]

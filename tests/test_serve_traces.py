@@ -67,7 +67,7 @@ def _answered_with_a_trace(base: str) -> None:
     assert answer.status_code == 200 and answer.json()["rows"] == [[62]], answer.text
     trace = http.get(f"{base}/v1/runs/{answer.json()['run_id']}/trace")
     assert trace.status_code == 200 and trace.text.strip(), trace.text
-    assert any(json.loads(line)["name"] == "run" for line in trace.text.splitlines())
+    assert any(json.loads(line)["name"] == "serve" for line in trace.text.splitlines())
     health = _health(base, "ok")
     assert health["status"] == "ok" and "trace_error" not in health, health
 

@@ -50,7 +50,7 @@ def test_all_content_for_every_span_kind(tmp_path, spans):
         assert span.attributes.get("openinference.span.kind"), span.name
         assert span.attributes["session.id"] == result.run_id, span.name
 
-    (root,) = [s for s in finished if s.name == "run"]
+    (root,) = [s for s in finished if s.name == "ask"]
     a = root.attributes
     assert a["openinference.span.kind"] == "AGENT"
     assert a["input.value"] == QUESTION and a["input.mime_type"] == "text/plain"
@@ -75,16 +75,17 @@ def test_all_content_for_every_span_kind(tmp_path, spans):
         assert a["llm.input_messages.0.message.role"] == "user"
         assert a["llm.input_messages.0.message.content"]
         assert a["llm.output_messages.0.message.role"] == "assistant"
-        assert a["llm.output_messages.0.message.content"] == a["output.value"]
+        assert a["llm.output_messages.0.message.content"] == a["output.value"]  # a short answer, shown whole
         assert a["llm.token_count.total"] == a["llm.token_count.prompt"] + a["llm.token_count.completion"]
         assert a["llm.token_count.prompt"] == a["gen_ai.usage.input_tokens"]
         assert a["llm.token_count.completion"] == a["gen_ai.usage.output_tokens"]
         assert "max_tokens" in json.loads(a["llm.invocation_parameters"])
-        sent = json.loads(a["gen_ai.input.messages"])
-        assert sent[0]["role"] == "user" and sent[0]["parts"][0]["type"] == "text"
-        answered = json.loads(a["gen_ai.output.messages"])
-        assert answered[0]["role"] == "assistant"
-        assert answered[0]["parts"][0]["content"] == a["llm.output_messages.0.message.content"]
+        # The messages once, in OpenInference's convention (the default); input.value a short form.
+        assert "gen_ai.input.messages" not in a and "gen_ai.output.messages" not in a
+        prompt = a["llm.input_messages.0.message.content"]
+        assert a["sqlchorus.prompt.chars"] == len(prompt) and a["sqlchorus.prompt.message_chars"] == (len(prompt),)
+        shown = a["input.value"]  # the prompt when short, else its end after a line saying so
+        assert shown == prompt or (len(shown) < len(prompt) and prompt.endswith(shown.split("]\n", 1)[1]))
 
     sql = [s for s in of_kind(finished, "TOOL") if s.name == "sql"]
     assert sql
@@ -119,7 +120,7 @@ def test_metadata_keeps_structure_without_rows_values_or_prompt_text(tmp_path, s
             assert not key.endswith((".message.content", ".document.content")), (span.name, key)
             assert key not in ("gen_ai.input.messages", "gen_ai.output.messages", "sqlchorus.values"), key
             assert not any(text in str(value) for text in texts), (span.name, key)
-    (root,) = [s for s in finished if s.name == "run"]
+    (root,) = [s for s in finished if s.name == "ask"]
     output = json.loads(root.attributes["output.value"])
     assert "rows" not in output and output["row_count"] == 1 and output["sql"]
     for span in of_kind(finished, "LLM"):
@@ -162,24 +163,24 @@ def test_values_are_bounded_with_a_visible_mark():
     assert json.loads(value) == {"rows": [[1, 2]]} and mime == "application/json"
 
 
-def test_a_long_prompt_is_cut_on_the_model_span(tmp_path, spans):
+def test_a_long_prompt_arrives_whole_on_the_model_span(tmp_path, spans):
     evidence = "The hint says " + "customers are people who bought something; " * 180  # about 8 KB
     sqlchorus.ask(QUESTION, model=oracle_model(GOLD.get), evidence=evidence, exporters=[spans],
                   settings=sqlchorus.Settings(trace_dir=None))
     finished = spans.get_finished_spans()
-    (root,) = [s for s in finished if s.name == "run"]
+    (root,) = [s for s in finished if s.parent is None]  # the run's span
     assert json.loads(root.attributes["input.value"]) == {"question": QUESTION, "evidence": evidence}
     assert root.attributes["input.mime_type"] == "application/json"
-    cut = [s for s in of_kind(finished, "LLM")
-           if s.attributes["llm.input_messages.0.message.content"].endswith(TRUNCATION_MARK)]
-    assert cut
-    for span in cut:
-        assert len(span.attributes["llm.input_messages.0.message.content"]) == MAX_VALUE_CHARS
-        assert len(span.attributes["gen_ai.input.messages"]) <= MAX_VALUE_CHARS
-        json.loads(span.attributes["gen_ai.input.messages"])  # still JSON: the contents were cut
+    with_hint = [s for s in of_kind(finished, "LLM") if evidence in s.attributes["llm.input_messages.0.message.content"]]
+    assert with_hint
+    for span in with_hint:
+        a = span.attributes
+        assert len(a["llm.input_messages.0.message.content"]) == a["sqlchorus.prompt.chars"] > MAX_VALUE_CHARS
+        assert "sqlchorus.content.truncated" not in a
+        assert len(a["input.value"]) < 1200  # a short form, not the prompt again
 
 
-def test_a_failed_model_call_records_its_prompt_tokens(spans):
+def test_a_failed_model_call_records_its_prompt_tokens_as_an_estimate(spans):
     def refuse(messages):
         raise RuntimeError("the provider is down")
 
@@ -191,10 +192,13 @@ def test_a_failed_model_call_records_its_prompt_tokens(spans):
     for span in failed:
         a = span.attributes
         assert a["error.type"] == "RuntimeError"
-        assert a["gen_ai.usage.input_tokens"] == a["sqlchorus.prompt.tokens"] > 0
-        assert a["llm.token_count.prompt"] == a["sqlchorus.prompt.tokens"]
-        assert a["gen_ai.usage.output_tokens"] == 0 and a["sqlchorus.usage.estimated"] is True
+        assert a["sqlchorus.usage.estimated_input_tokens"] == a["sqlchorus.prompt.tokens"] > 0
+        assert a["sqlchorus.usage.estimated"] is True
+        # An estimate is not billed usage: no dashboard adds it up.
+        assert not [k for k in a if k.startswith(("gen_ai.usage.", "llm.token_count."))]
         assert a["llm.input_messages.0.message.content"]  # the prompt that got no answer
+        assert [e.name for e in span.events] == ["exception"]
+        assert span.events[0].attributes["exception.type"] == "RuntimeError"
 
 
 def test_trace_content_is_a_setting_an_option_and_a_variable(monkeypatch):
@@ -220,16 +224,18 @@ def test_long_messages_stay_json_when_cut():
 
     span = FakeSpan()
     escaped = 'a "quoted"\nline\t' * 2000  # escaping makes the JSON longer than the text
-    set_messages(span, "all", [("system", escaped), ("user", "é" * 20_000), ("assistant", "short")])
+    set_messages(span, "all", [("system", escaped), ("user", "é" * 20_000), ("assistant", "short")],
+                 limit=MAX_VALUE_CHARS, conventions="both")
     a = span.attributes
-    for key in ("gen_ai.input.messages", "input.value"):
-        assert len(a[key]) <= MAX_VALUE_CHARS
-        parsed = json.loads(a[key])
-        assert len(parsed) == 3
-    assert a["input.mime_type"] == "application/json"
-    assert json.loads(a["input.value"])[2]["content"] == "short"
+    parsed = json.loads(a["gen_ai.input.messages"])
+    assert len(parsed) == 3 and parsed[2]["parts"][0]["content"] == "short"
+    assert all(len(m["parts"][0]["content"]) <= MAX_VALUE_CHARS for m in parsed)
+    assert a["input.mime_type"] == "text/plain" and len(a["input.value"]) < 1200
     assert a["llm.input_messages.1.message.role"] == "user"
     assert a["llm.input_messages.1.message.content"].endswith(TRUNCATION_MARK)
-    set_answer(span, "all", escaped)
+    assert a["sqlchorus.content.truncated"] is True and a["sqlchorus.content.limit"] == MAX_VALUE_CHARS
+    assert a["sqlchorus.prompt.message_chars"] == [len(escaped), 20_000, 5]
+    set_answer(span, "all", escaped, limit=MAX_VALUE_CHARS, conventions="both")
     assert json.loads(a["gen_ai.output.messages"])[0]["parts"][0]["content"].endswith(TRUNCATION_MARK)
-    assert len(a["output.value"]) == MAX_VALUE_CHARS
+    assert len(a["llm.output_messages.0.message.content"]) == MAX_VALUE_CHARS
+    assert len(a["output.value"]) < 1200

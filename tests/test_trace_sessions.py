@@ -39,7 +39,7 @@ def test_a_run_and_its_replay_share_a_session(session, demo_db, spans):
     replay_spans = file_spans(replayed.trace_path)
     assert replay_spans
     assert {s["attributes"]["session.id"] for s in replay_spans} == {first.run_id}
-    (root,) = [s for s in replay_spans if s["name"] == "run"]
+    (root,) = [s for s in replay_spans if s["name"] == "replay"]
     assert root["attributes"]["sqlchorus.replay_of"] == first.run_id
     assert root["attributes"]["sqlchorus.run_id"] == replayed.run_id
 
@@ -49,6 +49,8 @@ def test_a_debugging_session_of_a_run_shares_its_session(session, demo_db):
     debugger = Debugger.open(first.run_id, session=session)
     path = debugger.tracer.path
     assert debugger.tracer.session_id == first.run_id
+    debugger.fork(debugger.history()[1]["id"])
+    debugger.step()  # a session that runs nothing has no spans (see test_run_spans)
     debugger.close()
     spans = file_spans(path)
     assert spans and {s["attributes"]["session.id"] for s in spans} == {first.run_id}
@@ -83,7 +85,7 @@ def test_the_debugger_exports_over_otlp(tmp_path, demo_db, monkeypatch):
                 for span in scope_spans.spans:
                     names.add(span.name)
                     sessions |= {a.value.string_value for a in span.attributes if a.key == "session.id"}
-    assert {"run", "node:extract_keywords"} <= names
+    assert {"debug", "debug.start", "debug.step", "node:extract_keywords"} <= names
     assert sessions == {run_id}
 
 
@@ -102,7 +104,7 @@ def test_a_debugging_session_run_to_its_end_shows_its_outcome(session, demo_db):
     assert debugger.cont() is None and debugger.finished
     path = debugger.tracer.path
     debugger.close()
-    (root,) = [s for s in file_spans(path) if s["name"] == "run"]
+    (root,) = [s for s in file_spans(path) if s["name"] == "debug"]
     output = json.loads(root["attributes"]["output.value"])
     assert output["sql"] == GOLD[QUESTION] and output["rows"] == [[debugger.result().rows[0][0]]]
     assert root["attributes"]["input.value"] == QUESTION and root["status"]["status_code"] == "OK"
@@ -113,7 +115,7 @@ def test_a_paused_debugging_session_claims_no_outcome(session, demo_db):
     debugger.step()
     path = debugger.tracer.path
     debugger.close()
-    (root,) = [s for s in file_spans(path) if s["name"] == "run"]
+    (root,) = [s for s in file_spans(path) if s["name"] == "debug"]
     assert "output.value" not in root["attributes"] and root["status"]["status_code"] == "OK"
 
 
@@ -128,9 +130,9 @@ def test_a_cancel_before_the_first_node_ends_the_run_with_its_result(session, de
 
 def test_a_replay_links_to_the_run_it_goes_on_with(session, demo_db, spans):
     first = session.ask(QUESTION, demo_db, exporters=[spans])
-    (root,) = [s for s in spans.get_finished_spans() if s.name == "run"]
+    (root,) = [s for s in spans.get_finished_spans() if s.name == "ask"]
     assert root.links == ()  # a new run comes from nowhere
-    replayed_root = next(s for s in file_spans(session.replay(first.run_id).trace_path) if s["name"] == "run")
+    replayed_root = next(s for s in file_spans(session.replay(first.run_id).trace_path) if s["name"] == "replay")
     (link,) = replayed_root["links"]
     assert link["context"]["trace_id"] == f"0x{root.context.trace_id:032x}"
     assert link["context"]["span_id"] == f"0x{root.context.span_id:016x}"

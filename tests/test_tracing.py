@@ -76,7 +76,7 @@ def test_model_and_sql_spans_are_children_of_their_node(spider, spans, tmp_path)
     kinds = {s.name: s.attributes["openinference.span.kind"] for s in finished if s.name.startswith("node:")}
     assert kinds["node:retrieve_values"] == "RETRIEVER" and kinds["node:check_candidates"] == "CHAIN"
     assert all(s.status.status_code.name == "OK" for s in finished if s.name.startswith("node:"))
-    run = [s for s in finished if s.name == "run"]
+    run = [s for s in finished if s.name == "ask"]
     assert len(run) == 1 and all(s.context.trace_id == run[0].context.trace_id for s in finished)
     assert run[0].attributes["openinference.span.kind"] == "AGENT" and run[0].status.status_code.name == "OK"
 
@@ -89,7 +89,7 @@ def test_trace_file_and_trace_show(spider, spans, tmp_path):
     out = CliRunner().invoke(cli, ["trace", "show", result.run_id[:20], "--trace-dir", str(tmp_path / "traces")])
     assert out.exit_code == 0, out.output
     text = out.output
-    assert text.startswith("run ")
+    assert text.startswith("ask ")
     assert "  node:fix_candidates" in text and "    chat scripted-oracle" in text and "fixing model" in text
     assert "-> fix_candidates  (round 1 of 3" in text
     assert "error: no such column: nme" in text
@@ -165,6 +165,6 @@ def test_a_run_that_raises_ends_its_span_as_an_error(demo_db):
         sqlchorus.ask("How many customers do we have?", db=demo_db, model=ScriptedChatModel(refuse),
                       settings=sqlchorus.Settings(trace_dir=None, checkpoints=None, model_retries=0),
                       exporters=[exporter])
-    (run,) = [s for s in exporter.get_finished_spans() if s.name == "run"]
+    (run,) = [s for s in exporter.get_finished_spans() if s.name == "ask"]
     assert run.status.status_code == StatusCode.ERROR
     assert any(e.name == "exception" for e in run.events)

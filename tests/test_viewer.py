@@ -96,7 +96,7 @@ def test_the_runs_list_and_a_run_show_candidates_waterfall_and_markup_as_text(pa
     assert page.locator("#why").inner_text().startswith("Why this one:")
     page.wait_for_selector("#waterfall .wf-row")
     names = [n.strip("▾▸ \n") for n in page.locator("#waterfall .wf-row .name").all_inner_texts()]
-    assert names[0] == "run" and any(n == "node:check_candidates" for n in names)
+    assert names[0] == "ask" and any(n == "node:check_candidates" for n in names)
     assert any(n.startswith("chat ") for n in names)
     assert page.locator("[data-node='check_candidates'] .count").text_content() == "1×"
     screenshot(page, "run", tmp_path)

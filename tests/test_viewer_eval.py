@@ -96,11 +96,13 @@ def workbench(tmp_path_factory):
         "candidates": [], "run_id": None, "cost_usd": 0, "seconds": 0}) + "\n" for i in range(MANY)), encoding="utf-8")
     records = {name: [json.loads(line) for line in (work / "evals" / name / "records.jsonl").read_text().splitlines()]
                for name in ("first", "second")}
-    # A debugging session of question 1's run, from the command line: its trace goes to ./traces.
-    debug = subprocess.run([sys.executable, "-m", "sqlchorus", "debug", "--eval", "first", "--question", "1",
-                            "--commands", "-"], input="quit\n", capture_output=True, text=True, cwd=work,
-                           env=_env(tmp, tmp / "gold.json"), timeout=300)
-    assert debug.returncode == 0, debug.stdout + debug.stderr
+    # Debugging sessions from the command line, whose traces go to ./traces: one of "first"'s
+    # question 1 that only looks (it leaves no trace), one of "second"'s that replays it.
+    for name, commands in (("first", "history\nquit\n"), ("second", "replay\nquit\n")):
+        debug = subprocess.run([sys.executable, "-m", "sqlchorus", "debug", "--eval", name, "--question", "1",
+                                "--commands", "-"], input=commands, capture_output=True, text=True, cwd=work,
+                               env=_env(tmp, tmp / "gold.json"), timeout=300)
+        assert debug.returncode == 0, debug.stdout + debug.stderr
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in _env(tmp, tmp / "gold.json").items()}
@@ -133,10 +135,13 @@ def test_an_evaluations_wrong_run_opens_with_its_answer_calls_graph_verdict_and_
     right = _record(workbench, "first", 0)
     assert page.locator(f"#runs tr[data-run='{right['run_id']}'] td").nth(3).inner_text() == "correct"
     listed = page.locator("#runs tbody tr[data-run]").count()
-    # The debugging session of that run sits under it, not as a row of its own.
-    session = page.locator(f"#runs tr[data-session-of='{record['run_id']}']")
+    # A debugging session sits under the run it debugged, not as a row of its own; one that only
+    # looked (question 1 of "first") left no trace, so no row at all.
+    assert page.locator(f"#runs tr[data-session-of='{record['run_id']}']").count() == 0
+    replayed = _record(workbench, "second", 1)["run_id"]
+    session = page.locator(f"#runs tr[data-session-of='{replayed}']")
     assert session.count() == 1
-    assert session.evaluate("r => r.previousElementSibling.dataset.run") == record["run_id"]
+    assert session.evaluate("r => r.previousElementSibling.dataset.run") == replayed
     assert page.locator("#runs tbody tr[data-run] td:nth-child(2)").evaluate_all(
         "cells => cells.filter(c => !c.textContent.trim()).length") == 0
     row.click()
@@ -150,7 +155,7 @@ def test_an_evaluations_wrong_run_opens_with_its_answer_calls_graph_verdict_and_
     # The graph of the generators that ran, with the path through them.
     assert page.locator("[data-node='generate_nrep'] .count").count() == 1
     assert page.locator("[data-node='generate_divide_conquer'] .count").count() == 1
-    assert page.locator("#sessions li").count() == 1
+    assert page.locator("#sessions li").count() == 0  # its only session looked, and ran nothing
     assert page.locator("main").evaluate("m => [...m.childNodes].some(n => n.nodeType === 3)") is False
     screenshot(page, "eval-run", tmp_path)
     page.click("#step-through")
@@ -216,7 +221,7 @@ def test_the_waterfall_is_a_tree_whose_rows_open_their_span(page, workbench, tmp
     rows = page.locator("#waterfall .wf-row")
     names = [n.strip() for n in rows.locator(".name").all_inner_texts()]
     depths = [int(d) for d in rows.evaluate_all("rows => rows.map(r => r.dataset.depth)")]
-    assert names[0].endswith("run") and depths[0] == 0
+    assert names[0].endswith("eval") and depths[0] == 0  # the run's span, named for what started it
     # Each parallel nrep branch holds its own model calls, right below it.
     branches = [i for i, n in enumerate(names) if n.endswith("node:generate_nrep")]
     assert len(branches) == 2

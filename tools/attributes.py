@@ -16,6 +16,12 @@ GEN_AI_REQUEST_TEMPERATURE = "gen_ai.request.temperature"
 GEN_AI_REQUEST_TOP_P = "gen_ai.request.top_p"
 GEN_AI_USAGE_INPUT = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT = "gen_ai.usage.output_tokens"
+GEN_AI_USAGE_CACHE_READ = "gen_ai.usage.cache_read.input_tokens"
+"""Of a call answered from sqlchorus's response cache: its input tokens, all read from a cache."""
+GEN_AI_REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_RESPONSE_ID = "gen_ai.response.id"
+GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
 
 # A statement run through the guard: the database conventions, and sqlchorus's own.
 SQL_SPAN = "sql"
@@ -107,6 +113,13 @@ MESSAGE_CONTENT = "message.content"
 LLM_TOKENS_PROMPT = "llm.token_count.prompt"
 LLM_TOKENS_COMPLETION = "llm.token_count.completion"
 LLM_TOKENS_TOTAL = "llm.token_count.total"
+LLM_TOKENS_PROMPT_CACHE_READ = "llm.token_count.prompt_details.cache_read"
+# OpenInference's cost of a call (US dollars), from sqlchorus's price table; the GenAI
+# conventions name no cost attribute. Phoenix 20.x does not read these: it prices a span itself,
+# from its token counts and its own price table.
+LLM_COST_PROMPT = "llm.cost.prompt"
+LLM_COST_COMPLETION = "llm.cost.completion"
+LLM_COST_TOTAL = "llm.cost.total"
 RETRIEVAL_DOCUMENTS = "retrieval.documents"
 DOCUMENT_CONTENT = "document.content"
 DOCUMENT_SCORE = "document.score"
@@ -115,4 +128,43 @@ GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
 GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
 SQLCHORUS_TRACE_CONTENT = "sqlchorus.trace_content"
 SQLCHORUS_USAGE_ESTIMATED = "sqlchorus.usage.estimated"
-"""True when a failed call's prompt tokens were counted by sqlchorus, not reported by the model."""
+"""True on a call that got no answer (failed, timed out): its prompt's tokens, as sqlchorus
+counted them, are in ``sqlchorus.usage.estimated_input_tokens``, not in the usage a dashboard
+bills (``gen_ai.usage.*``, ``llm.token_count.*``)."""
+SQLCHORUS_USAGE_ESTIMATED_INPUT = "sqlchorus.usage.estimated_input_tokens"
+SQLCHORUS_PROMPT_CHARS = "sqlchorus.prompt.chars"
+"""A model call's prompt, every message, in characters: its whole length, however much of it the
+span keeps."""
+SQLCHORUS_PROMPT_MESSAGE_CHARS = "sqlchorus.prompt.message_chars"
+"""Each message of a model call's prompt, in characters, in order (whole lengths)."""
+SQLCHORUS_CONTENT_TRUNCATED = "sqlchorus.content.truncated"
+"""True on a model call span whose messages or answer were cut at ``Settings.trace_content_limit``
+(``sqlchorus.content.limit``): their whole lengths are ``sqlchorus.prompt.message_chars`` and
+``sqlchorus.output_chars``."""
+SQLCHORUS_CONTENT_LIMIT = "sqlchorus.content.limit"
+
+# What started a run, and what a dashboard files it under. The run's span is named for its
+# origin (``ask``, ``eval``, ``batch``, ``debug``, ``serve``, ``mcp``, ``ui``, ``replay``; ``run``
+# in traces written before origins existed) and carries it as ``sqlchorus.origin``; its
+# metadata and tags are written as OpenInference's (Phoenix) and Langfuse's trace attributes.
+SQLCHORUS_ORIGIN = "sqlchorus.origin"
+METADATA = "metadata"
+"""OpenInference's metadata of a span: one JSON object, as text."""
+TAG_TAGS = "tag.tags"
+"""OpenInference's tags of a span: a list of strings."""
+LANGFUSE_TRACE_METADATA = "langfuse.trace.metadata"
+"""Langfuse's trace metadata: one attribute per key, ``langfuse.trace.metadata.<key>``."""
+LANGFUSE_TRACE_TAGS = "langfuse.trace.tags"
+
+# A debugging session's run span holds one span per command that ran the graph (``debug.step``,
+# ``debug.continue``...), saying which and from where: the graph's own work (reading the
+# checkpoint it goes on from, writing the new ones) is inside it, beside its nodes.
+DEBUG_SPAN_PREFIX = "debug."
+SQLCHORUS_DEBUG_COMMAND = "sqlchorus.debug.command"
+SQLCHORUS_FORKED = "sqlchorus.debug.forked"
+"""True on a debugger's command span that went on from a checkpoint other than the newest: a fork."""
+
+# select_candidate runs the chosen query once more for the answer's rows and columns (the check
+# kept only their fingerprint and count): that statement is the child of this span.
+ANSWER_ROWS_SPAN = "answer.fetch_rows"
+SQLCHORUS_CANDIDATE_ID = "sqlchorus.candidate_id"

@@ -14,6 +14,10 @@ EXIT_NO_ANSWER = 1
 """Exit code of a command that ran but has no answer (no candidate ran, a question unanswered)."""
 EXIT_BAD_INPUT = 2
 """Exit code of a command refused for its input or configuration."""
+EXIT_CLUSTER = 3
+"""Exit code of a command whose Ray cluster cannot do the work (``--ray``): none at the address,
+workers without sqlchorus or of another version, a worker that cannot open a database or use a
+model, a lost head."""
 EXIT_INTERRUPTED = 130
 """Exit code after Ctrl-C, as a shell reports SIGINT."""
 

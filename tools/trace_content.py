@@ -10,13 +10,21 @@
 - ``none``: no content attributes at all beyond what spans carried before there was a choice.
 
 Every value is bounded to :data:`MAX_VALUE_CHARS` characters, a cut one ending in
-:data:`TRUNCATION_MARK`. The run's tracer carries its mode (:func:`content_mode`), so each
-place that makes a span asks it, whatever layer it is in.
+:data:`TRUNCATION_MARK`, except a model call's messages and answer: each of those is whole up to
+``Settings.trace_content_limit`` characters (:data:`DEFAULT_CONTENT_LIMIT`), written once, in the
+conventions ``Settings.trace_conventions`` names (:data:`TRACE_CONVENTIONS`), and a cut one is
+said so on its span (``sqlchorus.content.truncated``, with each message's whole length in
+``sqlchorus.prompt.message_chars``). The run's tracer carries its mode (:func:`content_mode`),
+so each place that makes a span asks it, whatever layer it is in.
+
+:func:`set_llm_cost` puts OpenInference's ``llm.cost.*`` on any span, from a usage record or a
+cost record (:func:`llm_cost`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sqlchorus.tools import attributes as attrs
@@ -25,8 +33,26 @@ from sqlchorus.tools.json_values import json_value
 TRACE_CONTENTS: tuple[str, ...] = ("all", "metadata", "none")
 ALL, METADATA, NONE = TRACE_CONTENTS
 
+TRACE_CONVENTIONS: tuple[str, ...] = ("openinference", "genai", "both")
+"""Where a model call's messages go: OpenInference's ``llm.input_messages`` /
+``llm.output_messages`` (what Arize Phoenix reads first), the GenAI conventions'
+``gen_ai.input.messages`` / ``gen_ai.output.messages`` (JSON; Phoenix turns these into its own
+when a span has none), or both (each message twice)."""
+OPENINFERENCE, GENAI, BOTH = TRACE_CONVENTIONS
+
 MAX_VALUE_CHARS = 8192
-"""Characters one content attribute holds at most."""
+"""Characters one content attribute holds at most (a model call's messages excepted: see
+:data:`DEFAULT_CONTENT_LIMIT`)."""
+
+DEFAULT_CONTENT_LIMIT = 262_144
+"""Characters of one model message (a prompt's message, or an answer) a span keeps by default:
+the longest prompt the ``paper`` preset sends on BIRD's largest schema is about 30,000 characters,
+and one narrowed to the default prompt budget (32,000 tokens) about 81,000 (the eleven BIRD dev
+schemas in one database), so every prompt within the budget arrives whole."""
+
+PREVIEW_CHARS = 1000
+"""Characters of a model call's last user message, and of its answer, that ``input.value`` and
+``output.value`` show (the whole text is in the messages)."""
 
 TRUNCATION_MARK = "...[truncated]"
 """How a cut value ends (a cut JSON value is no longer JSON, so its mime type becomes text)."""
@@ -119,68 +145,197 @@ def message_role(kind: str) -> str:
     return _ROLES.get(kind, kind)
 
 
-def fitted_json(build: Any, contents: list[str]) -> str:
-    """``json.dumps(build(contents))`` within one value: when too long, the contents are cut
-    alike (each ending in the mark) until the JSON fits, so that it stays JSON."""
-    text = json.dumps(build(contents), ensure_ascii=False)
-    budget = max((len(c) for c in contents), default=0)
-    while len(text) > MAX_VALUE_CHARS and budget > len(TRUNCATION_MARK) + 16:
-        # Escaping makes the JSON longer than its texts: shrink by what is over, and at least a tenth.
-        over = len(text) - MAX_VALUE_CHARS
-        budget = max(len(TRUNCATION_MARK) + 16, min(budget - over // max(1, len(contents)) - 1, budget * 9 // 10))
-        text = json.dumps(build([bounded(c, budget) for c in contents]), ensure_ascii=False)
-    return bounded(text)
+def _conventions(conventions: str) -> tuple[bool, bool]:
+    """Whether ``conventions`` writes OpenInference's messages, and the GenAI ones."""
+    return conventions in (OPENINFERENCE, BOTH), conventions in (GENAI, BOTH)
 
 
-def set_messages(span: Any, mode: str, messages: list[tuple[str, str]]) -> None:
-    """Put a model call's messages, ``(role, text)`` pairs, on ``span``: OpenInference's
-    ``llm.input_messages.{i}.message.role`` and ``.content`` and the GenAI conventions'
-    ``gen_ai.input.messages`` (JSON), plus ``input.value``; with ``metadata`` only the roles."""
+def message_preview(text: str, where: str, limit: int = PREVIEW_CHARS) -> str:
+    """``text`` as ``input.value`` / ``output.value`` show it beside the whole messages: whole
+    when short, else its last ``limit`` characters after a line saying how many came before and
+    where the whole text is (``where``, an attribute name)."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    return f"[...{len(text) - limit} characters before; the whole text is in {where}]\n{text[-limit:]}"
+
+
+def set_messages(span: Any, mode: str, messages: list[tuple[str, str]], *, limit: int = DEFAULT_CONTENT_LIMIT,
+                 conventions: str = OPENINFERENCE) -> None:
+    """Put a model call's messages, ``(role, text)`` pairs, on ``span``, once each, in the
+    conventions ``conventions`` names: OpenInference's ``llm.input_messages.{i}.message.role`` /
+    ``.content``, the GenAI conventions' ``gen_ai.input.messages`` (JSON), or both.
+
+    Each message is whole up to ``limit`` characters; a longer one is cut there, ending in
+    :data:`TRUNCATION_MARK`, and the span says so (``sqlchorus.content.truncated``,
+    ``sqlchorus.content.limit``). ``sqlchorus.prompt.chars`` and ``sqlchorus.prompt.message_chars``
+    give the prompt's whole length and each message's, in every mode. ``input.value`` is a short
+    form (:func:`message_preview` of the last user message), not the messages again. With
+    ``metadata`` only the roles are written."""
+    sizes = [len(str(text)) for _, text in messages]
+    span.set_attribute(attrs.SQLCHORUS_PROMPT_CHARS, sum(sizes))
+    span.set_attribute(attrs.SQLCHORUS_PROMPT_MESSAGE_CHARS, sizes)
     if mode == NONE:
         return
-    prefix = attrs.LLM_INPUT_MESSAGES
-    for i, (role, _) in enumerate(messages):
-        span.set_attribute(f"{prefix}.{i}.{attrs.MESSAGE_ROLE}", role)
-    if mode != ALL:
-        return
-    texts = [str(text) for _, text in messages]
-    for i, text in enumerate(texts):
-        span.set_attribute(f"{prefix}.{i}.{attrs.MESSAGE_CONTENT}", bounded(text))
+    openinference, genai = _conventions(conventions)
     roles = [role for role, _ in messages]
-    span.set_attribute(attrs.GEN_AI_INPUT_MESSAGES, fitted_json(
-        lambda cut: [{"role": r, "parts": [{"type": "text", "content": c}]} for r, c in zip(roles, cut)], texts))
-    if len(messages) == 1:
-        set_value(span, "input", texts[0])
-    else:
-        text = fitted_json(lambda cut: [{"role": r, "content": c} for r, c in zip(roles, cut)], texts)
-        span.set_attribute(attrs.INPUT_VALUE, text)
-        # Cut to fit, the messages are still JSON; only a value cut as a whole is text.
-        span.set_attribute(attrs.INPUT_MIME_TYPE, attrs.MIME_TEXT if text.endswith(TRUNCATION_MARK) else attrs.MIME_JSON)
+    prefix = attrs.LLM_INPUT_MESSAGES
+    if mode != ALL:
+        if openinference:
+            for i, role in enumerate(roles):
+                span.set_attribute(f"{prefix}.{i}.{attrs.MESSAGE_ROLE}", role)
+        if genai:
+            span.set_attribute(attrs.GEN_AI_INPUT_MESSAGES, json.dumps([{"role": r, "parts": []} for r in roles]))
+        return
+    texts = [bounded(str(text), limit) for _, text in messages]
+    if any(size > limit for size in sizes):
+        _mark_cut(span, limit)
+    if openinference:
+        for i, (role, text) in enumerate(zip(roles, texts)):
+            span.set_attribute(f"{prefix}.{i}.{attrs.MESSAGE_ROLE}", role)
+            span.set_attribute(f"{prefix}.{i}.{attrs.MESSAGE_CONTENT}", text)
+    if genai:
+        # Each content is cut alone, so the JSON stays JSON whatever is cut.
+        span.set_attribute(attrs.GEN_AI_INPUT_MESSAGES, json.dumps(
+            [{"role": r, "parts": [{"type": "text", "content": c}]} for r, c in zip(roles, texts)], ensure_ascii=False))
+    # input.value is what a dashboard lists a span by (Phoenix's table shows it; its LLM view shows
+    # the messages): the messages again would double what the span holds, so it is the last user
+    # message's end, where the templates put the question, the hint and the task (the schema,
+    # which makes a prompt long, comes first).
+    last = next((str(t) for r, t in reversed(messages) if r == "user"), str(messages[-1][1]) if messages else "")
+    where = prefix if openinference else attrs.GEN_AI_INPUT_MESSAGES
+    span.set_attribute(attrs.INPUT_VALUE, message_preview(last, where))
+    span.set_attribute(attrs.INPUT_MIME_TYPE, attrs.MIME_TEXT)
 
 
-def set_answer(span: Any, mode: str, text: str) -> None:
-    """Put a model's answer on ``span``: ``llm.output_messages.0``, ``gen_ai.output.messages``
-    and ``output.value``; with ``metadata`` only its role."""
+def set_answer(span: Any, mode: str, text: str, *, limit: int = DEFAULT_CONTENT_LIMIT,
+               conventions: str = OPENINFERENCE, finish_reason: str | None = None) -> None:
+    """Put a model's answer on ``span``, once, in the conventions ``conventions`` names:
+    ``llm.output_messages.0``, ``gen_ai.output.messages`` (JSON, with ``finish_reason``: ``stop``
+    unless given), or both; whole up to ``limit`` characters (cut as :func:`set_messages` cuts).
+    ``output.value`` is a short form of it (:func:`message_preview`). With ``metadata`` only its
+    role."""
     if mode == NONE:
         return
-    span.set_attribute(f"{attrs.LLM_OUTPUT_MESSAGES}.0.{attrs.MESSAGE_ROLE}", "assistant")
+    openinference, genai = _conventions(conventions)
     if mode != ALL:
+        if openinference:
+            span.set_attribute(f"{attrs.LLM_OUTPUT_MESSAGES}.0.{attrs.MESSAGE_ROLE}", "assistant")
+        if genai:
+            span.set_attribute(attrs.GEN_AI_OUTPUT_MESSAGES, json.dumps(
+                [{"role": "assistant", "parts": [], "finish_reason": finish_reason or "stop"}]))
         return
     text = str(text)
-    span.set_attribute(f"{attrs.LLM_OUTPUT_MESSAGES}.0.{attrs.MESSAGE_CONTENT}", bounded(text))
-    span.set_attribute(attrs.GEN_AI_OUTPUT_MESSAGES, fitted_json(
-        lambda cut: [{"role": "assistant", "parts": [{"type": "text", "content": cut[0]}], "finish_reason": "stop"}],
-        [text]))
-    set_value(span, "output", text)
+    kept = bounded(text, limit)
+    if len(text) > limit:
+        _mark_cut(span, limit)
+    if openinference:
+        span.set_attribute(f"{attrs.LLM_OUTPUT_MESSAGES}.0.{attrs.MESSAGE_ROLE}", "assistant")
+        span.set_attribute(f"{attrs.LLM_OUTPUT_MESSAGES}.0.{attrs.MESSAGE_CONTENT}", kept)
+    if genai:
+        span.set_attribute(attrs.GEN_AI_OUTPUT_MESSAGES, json.dumps(
+            [{"role": "assistant", "parts": [{"type": "text", "content": kept}],
+              "finish_reason": finish_reason or "stop"}], ensure_ascii=False))
+    # Answers are mostly a query or a verdict, shown whole; a long one (reasoning, then the query)
+    # shows its end.
+    span.set_attribute(attrs.OUTPUT_VALUE, message_preview(
+        text, f"{attrs.LLM_OUTPUT_MESSAGES}.0" if openinference else attrs.GEN_AI_OUTPUT_MESSAGES))
+    span.set_attribute(attrs.OUTPUT_MIME_TYPE, attrs.MIME_TEXT)
 
 
-def set_token_counts(span: Any, mode: str, prompt: int, completion: int) -> None:
-    """OpenInference's token counts of a model call (the GenAI ones are always there)."""
+def _mark_cut(span: Any, limit: int) -> None:
+    span.set_attribute(attrs.SQLCHORUS_CONTENT_TRUNCATED, True)
+    span.set_attribute(attrs.SQLCHORUS_CONTENT_LIMIT, int(limit))
+
+
+def set_token_counts(span: Any, mode: str, prompt: int, completion: int, *, cached: bool = False) -> None:
+    """OpenInference's token counts of a model call (the GenAI ones are always there). A call
+    answered from sqlchorus's response cache keeps the tokens of the call it replays, its prompt's
+    marked as read from a cache (``llm.token_count.prompt_details.cache_read``)."""
     if mode == NONE:
         return
     span.set_attribute(attrs.LLM_TOKENS_PROMPT, int(prompt))
     span.set_attribute(attrs.LLM_TOKENS_COMPLETION, int(completion))
     span.set_attribute(attrs.LLM_TOKENS_TOTAL, int(prompt) + int(completion))
+    if cached:
+        span.set_attribute(attrs.LLM_TOKENS_PROMPT_CACHE_READ, int(prompt))
+
+
+# -- cost ---------------------------------------------------------------------------------------
+
+
+def llm_cost(record: Mapping[str, Any] | Iterable[Mapping[str, Any]], prices: Any = None) -> dict[str, float] | None:
+    """OpenInference's ``llm.cost.*`` (US dollars) of a usage or cost record, or None when
+    nothing in it had a price (an unpriced cost is not $0).
+
+    ``record`` is one model call's usage record (``cost_usd``, ``priced``, ``model``,
+    ``input_tokens``, ``output_tokens``, ``cached``...), a list of them (a node's, a run's: their
+    costs added up), or a cost record such as :func:`sqlchorus.tools.pricing.usage_cost` gives
+    (``cost_usd``, ``calls``, ``unpriced_calls``). The total is the record's ``cost_usd``, so it
+    adds up to what ``ask --json`` says. The prompt and completion parts come from the record's
+    ``input_cost_usd`` / ``output_cost_usd`` when it has them, else from ``prices`` (a
+    :class:`~sqlchorus.tools.pricing.PriceTable`) and the call's tokens; a cost record alone gives
+    the total only. A call answered from the cache or a call log costs 0; a failed call (no
+    ``cost_usd``) too.
+
+    Returns:
+        ``{"prompt": ..., "completion": ..., "total": ...}``, prompt and completion only when known.
+    """
+    if not isinstance(record, Mapping):
+        parts = [c for c in (llm_cost(r, prices) for r in record) if c is not None]
+        if not parts:
+            return None
+        out = {"total": round(sum(p["total"] for p in parts), 10)}
+        if all("prompt" in p for p in parts):
+            out["prompt"] = round(sum(p["prompt"] for p in parts), 10)
+            out["completion"] = round(sum(p["completion"] for p in parts), 10)
+        return out
+    if "calls" in record and "input_tokens" in record and "node" not in record:  # usage_cost()'s summary
+        calls, unpriced = int(record.get("calls") or 0), int(record.get("unpriced_calls") or 0)
+        if calls and unpriced >= calls:
+            return None
+        return {"total": round(float(record.get("cost_usd") or 0.0), 10)}
+    if record.get("priced") is False:
+        return None
+    total = round(float(record.get("cost_usd") or 0.0), 10)
+    if "input_cost_usd" in record or "output_cost_usd" in record:
+        prompt = round(float(record.get("input_cost_usd") or 0.0), 10)
+        return {"prompt": prompt, "completion": round(total - prompt, 10), "total": total}
+    if not total or record.get("cached") or record.get("replayed") or record.get("typed"):
+        return {"prompt": 0.0, "completion": 0.0, "total": total}
+    price = prices.price_for(str(record.get("model") or "")) if prices is not None else None
+    if price is None:
+        return {"total": total}
+    prompt = round(int(record.get("input_tokens") or 0) * price.input / 1_000_000, 10)
+    return {"prompt": prompt, "completion": round(total - prompt, 10), "total": total}
+
+
+def set_llm_cost(span: Any, record: Mapping[str, Any] | Iterable[Mapping[str, Any]], prices: Any = None) -> None:
+    """Put ``llm.cost.prompt``, ``llm.cost.completion`` and ``llm.cost.total`` on ``span`` (any
+    span: a model call's, a node's, a run's) from a usage or cost record (see :func:`llm_cost`);
+    nothing when nothing in it had a price. The GenAI conventions name no cost attribute."""
+    cost = llm_cost(record, prices)
+    if cost is None:
+        return
+    for part, key in (("prompt", attrs.LLM_COST_PROMPT), ("completion", attrs.LLM_COST_COMPLETION),
+                      ("total", attrs.LLM_COST_TOTAL)):
+        if part in cost:
+            span.set_attribute(key, float(cost[part]))
+
+
+def add_llm_cost(span: Any, record: Mapping[str, Any], prices: Any = None) -> None:
+    """Add one call's ``llm.cost.*`` to those already on ``span`` (a node's, which may call a
+    model several times); a part unknown for any call is left off, the total always kept."""
+    cost = llm_cost(record, prices)
+    if cost is None:
+        return
+    held = getattr(span, "attributes", None) or {}
+    had_total = attrs.LLM_COST_TOTAL in held
+    for part, key in (("prompt", attrs.LLM_COST_PROMPT), ("completion", attrs.LLM_COST_COMPLETION),
+                      ("total", attrs.LLM_COST_TOTAL)):
+        if part not in cost or (had_total and key not in held and part != "total"):
+            continue  # a part an earlier call could not split stays unknown
+        span.set_attribute(key, round(float(held.get(key, 0.0)) + float(cost[part]), 10))
 
 
 def set_documents(span: Any, mode: str, documents: list[tuple[str, float | None, dict[str, Any]]]) -> None:

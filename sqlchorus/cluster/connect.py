@@ -34,11 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlchorus.tools.errors import SqlchorusError
-
-EXIT_CLUSTER = 3
-"""Exit code of a command whose Ray cluster cannot do the work: none at the address, workers
-without sqlchorus or of another version, a worker that cannot open a database or use a model."""
+from sqlchorus.tools.errors import EXIT_CLUSTER, SqlchorusError
 
 PROBE_TIMEOUT_S = 5.0
 """How long the address is given to accept a connection before the command says nobody is there."""

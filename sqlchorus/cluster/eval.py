@@ -24,9 +24,11 @@ from sqlchorus.runs.standalone_selection import agreement_weights, read_selectio
 def cluster_runner(pool: Pool, settings: Any, limiter: Any = None) -> Runner:
     """A runner that answers each question on one of ``pool``'s workers and lands its record here."""
 
-    def run(dataset: Dataset, indices: list[int], finish: Callable[[dict[str, Any]], None], bar: Any) -> None:
+    def run(dataset: Dataset, indices: list[int], finish: Callable[[dict[str, Any]], None], bar: Any,
+            session: str | None = None) -> None:
+        origin = "batch" if dataset.benchmark == "batch" else "eval"
         tasks = [Task(i, "answer", (i, dataset.examples[i], dataset.benchmark, dataset.engine,
-                                    batch_judges(dataset, i))) for i in indices]
+                                    batch_judges(dataset, i), origin, session)) for i in indices]
 
         def done(task: Task, answer: dict[str, Any]) -> None:
             finish(land(answer, settings, base_record(task.key, dataset.examples[task.key])))

@@ -45,6 +45,7 @@ from sqlchorus.config.settings import ROLES, Settings
 from sqlchorus.core.llm import ModelTimeoutError, TransientModelError, fixed_sampling, takes_top_p
 from sqlchorus.core.models import ModelConfigError, model_name, provider_name, rate_limiter, resolve_model
 from sqlchorus.tools.cache import made_from
+from sqlchorus.tools.errors import EXIT_NO_ANSWER, SqlchorusError
 
 NAMESPACE = "sqlchorus"
 """The Ray namespace of the model hosts: workers find them by name there, whatever namespace the
@@ -138,7 +139,7 @@ def parse_role_resources(values: Sequence[str]) -> dict[str, str]:
 # -- errors that cross from the host ------------------------------------------------------------
 
 
-class RemoteModelFailure(Exception):
+class RemoteModelFailure(SqlchorusError, RuntimeError):
     """What a model raised on its host, in a form any caller can read.
 
     Provider SDKs' errors often cannot be rebuilt from a pickle (OpenAI's want the HTTP response
@@ -148,6 +149,10 @@ class RemoteModelFailure(Exception):
     that :func:`sqlchorus.core.llm.is_transient` and :func:`~sqlchorus.core.llm.is_auth_error`
     classify as they would the original.
     """
+
+    kind = "model_failed"
+    exit_code = EXIT_NO_ANSWER
+    http_status = 502
 
     def __init__(self, name: str, kinds: tuple[str, ...], message: str, status_code: int | None = None,
                  original: bytes | None = None):

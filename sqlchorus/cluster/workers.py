@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import shutil
 import socket
@@ -96,8 +97,10 @@ class QuestionWorker:
             return _line(e)
         return None
 
-    def answer(self, index: int, example: Any, benchmark: str, engine: str, judge: bool = True) -> dict[str, Any]:
-        """Answer one question as a local evaluation does, and send back what the run left here."""
+    def answer(self, index: int, example: Any, benchmark: str, engine: str, judge: bool = True,
+               origin: str = "eval", session: str | None = None) -> dict[str, Any]:
+        """Answer one question as a local evaluation does (``origin`` names the run's span,
+        ``session`` is the evaluation's), and send back what the run left here."""
         local = self.local_dbs.get(str(example.db_path))
         asked = dataclasses.replace(example, db_path=local) if local else example
         folder = self.stage / f"q{index}-{uuid.uuid4().hex[:8]}"
@@ -109,7 +112,8 @@ class QuestionWorker:
                 settings = settings.replace(checkpoints=str(folder / "checkpoints.sqlite"))
             own_store = settings.checkpoint_file if settings.checkpoint_file and "://" not in settings.checkpoint_file else None
         try:
-            record = run_question(index, asked, benchmark, settings, self.session.ask, engine, judge=judge)
+            record = run_question(index, asked, benchmark, settings, functools.partial(self.session.ask, origin=origin),
+                                  engine, judge=judge, session=session)
             checkpoints = None
             if own_store:
                 self.session.forget_checkpoints(own_store)

@@ -23,7 +23,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from sqlchorus.config.presets import PRESET_NAMES, preset
 from sqlchorus.tools.errors import SqlchorusError
 from sqlchorus.tools.json_values import json_value
-from sqlchorus.tools.trace_content import TRACE_CONTENTS
+from sqlchorus.tools.trace_content import DEFAULT_CONTENT_LIMIT, TRACE_CONTENTS, TRACE_CONVENTIONS
 
 MAX_SAMPLES = 64
 """Samples one generator may draw in a run: CHASE-SQL's pool draws 7 from each of three; a
@@ -116,6 +116,7 @@ KeywordSource = Literal[KEYWORD_SOURCES]
 Linker = Literal[LINKERS]
 GrammarScope = Literal[GRAMMAR_SCOPES]
 TraceContent = Literal[TRACE_CONTENTS]
+TraceConventions = Literal[TRACE_CONVENTIONS]
 
 _UNSET: Any = object()
 
@@ -479,6 +480,18 @@ class Settings(BaseSettings):
         "messages, rows previews, retrieved values), metadata (names, counts, SQL text, tokens; no rows, "
         "values, question or prompt text), or none (no content attributes).",
         flag="--trace-content", title="trace content",
+    )
+    trace_content_limit: int = _field(
+        DEFAULT_CONTENT_LIMIT,
+        "Characters of one model message (a prompt's message, or an answer) a model call's span keeps; a "
+        "longer one is cut there, and the span says so with its whole length.",
+        flag="--trace-content-limit", metavar="CHARS", ge=256, le=100_000_000,
+    )
+    trace_conventions: TraceConventions = _field(
+        "openinference",
+        "Which conventions a model call's messages are written in, once each: openinference (llm.input_messages, "
+        "what Arize Phoenix reads), genai (OpenTelemetry's gen_ai.input.messages), or both (each message twice).",
+        flag="--trace-conventions", title="trace conventions",
     )
     cache: bool = _field(
         True,

@@ -18,8 +18,14 @@ adds, in this order:
    not, within the limit of its start) and retries with exponential backoff on transient errors
    (a timeout among them); models built from a name leave both to sqlchorus (see
    :mod:`sqlchorus.core.models`), and an in-process model keeps the limit itself;
-5. cost from the context's price table (:mod:`sqlchorus.tools.pricing`), on the model span and
-   added up on the node's span.
+5. cost from the context's price table (:mod:`sqlchorus.tools.pricing`), on the model span
+   (``sqlchorus.cost_usd`` and OpenInference's ``llm.cost.*``) and added up on the node's span.
+
+The span carries the call's messages and answer whole up to ``Settings.trace_content_limit``
+characters, once, in ``Settings.trace_conventions`` (:mod:`sqlchorus.tools.trace_content`); its
+tokens as the provider reported them (a cached call's, the replayed call's, marked cached; a
+failed call's prompt only as sqlchorus's estimate, ``sqlchorus.usage.estimated_input_tokens``,
+never as billed usage); and one exception event per failure.
 
 Every call carries, in its LangChain run metadata, which prompt it sends (the template's name,
 :data:`PROMPT_KEY`), for which role and node, so callbacks, LangSmith and scripted test models can
@@ -39,6 +45,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableLambda
 from langchain_core.runnables.config import ensure_config, merge_configs
+from langgraph.errors import GraphBubbleUp
 from opentelemetry import trace
 
 from sqlchorus import prompts
@@ -53,10 +60,14 @@ from sqlchorus.tools.errors import EXIT_NO_ANSWER, SqlchorusError
 from sqlchorus.tools.grammar import schema_grammar, scoped_grammar
 from sqlchorus.tools.pricing import PriceTable
 from sqlchorus.tools.trace_content import (
+    DEFAULT_CONTENT_LIMIT,
     NONE,
+    OPENINFERENCE,
     content_mode,
     message_role,
+    add_llm_cost,
     set_answer,
+    set_llm_cost,
     set_messages,
     set_token_counts,
 )
@@ -208,121 +219,181 @@ def call_model(
         if log else None
     )
     node_span = trace.get_current_span()
+    provider = provider_name(settings.model_for(role), model)
+    content = content_mode(context.tracer)
+    limit = int(getattr(settings, "trace_content_limit", DEFAULT_CONTENT_LIMIT))
+    conventions = str(getattr(settings, "trace_conventions", OPENINFERENCE))
     # The GenAI conventions' name and kind for a call to a model: "chat {model}", a client span.
-    with context.tracer.start_as_current_span(f"chat {name}", kind=trace.SpanKind.CLIENT) as span:
-        span.set_attribute(attrs.GEN_AI_OPERATION, "chat")
-        span.set_attribute(attrs.GEN_AI_PROVIDER, provider_name(settings.model_for(role), model))
-        span.set_attribute(attrs.OPENINFERENCE_KIND, attrs.KIND_LLM)
-        span.set_attribute(attrs.GEN_AI_REQUEST_MODEL, name)
-        if not fixed:
-            span.set_attribute(attrs.GEN_AI_REQUEST_TEMPERATURE, float(effective_temperature))
-        if "top_p" in kwargs:
-            span.set_attribute(attrs.GEN_AI_REQUEST_TOP_P, float(top_p))
-        span.set_attribute(attrs.SQLCHORUS_ROLE, role)
-        span.set_attribute(attrs.SQLCHORUS_NODE, node)
-        span.set_attribute(attrs.SQLCHORUS_GRAMMAR, bool(grammar))
-        content = content_mode(context.tracer)
-        if content != NONE:
-            span.set_attribute(attrs.LLM_MODEL_NAME, name)
-            span.set_attribute(attrs.LLM_INVOCATION_PARAMETERS, json.dumps(_invocation_parameters(
-                settings, None if fixed else effective_temperature, kwargs.get("top_p"), bool(grammar), sample)))
-            set_messages(span, content, [(message_role(m.type), _text_of(m)) for m in messages])
+    # Its exceptions are recorded where they are met, once each: the provider's error, not the
+    # ModelCallError that wraps it as well.
+    with context.tracer.start_as_current_span(f"chat {name}", kind=trace.SpanKind.CLIENT,
+                                              record_exception=False) as span:
         try:
-            tokens, budget, tokenizer = check_prompt(context, role, [str(m.content) for m in messages])
-        except PromptBudgetError as e:
-            span.set_attribute(attrs.SQLCHORUS_ERROR, str(e))
-            raise ModelCallError(str(e)) from e
-        span.set_attribute(attrs.SQLCHORUS_PROMPT_TOKENS, tokens)
-        span.set_attribute(attrs.SQLCHORUS_PROMPT_BUDGET, budget)
-        span.set_attribute(attrs.SQLCHORUS_PROMPT_TOKENIZER, tokenizer)
-        start = time.perf_counter()
-        if log is not None:
-            kept = log.answer(recorded["key"])
-            if kept is not None:  # a replay (the answer this request had), or one typed by hand
-                served, how = kept
-                usage = _usage(node, role, name, None, (time.perf_counter() - start) * 1000.0)
-                usage.update({how: True, "cost_usd": 0.0, "priced": True})
-                _annotate(span, node_span, usage, cached=False, attempts=0)
-                span.set_attribute(attrs.SQLCHORUS_REPLAYED if how == "replayed" else attrs.SQLCHORUS_TYPED, True)
-                set_token_counts(span, content, usage["input_tokens"], usage["output_tokens"])
-                set_answer(span, content, served)
-                log.record({**recorded, "answer": served, "usage": usage})
-                return served, usage
-            if log.live:  # a fresh sample was asked for: the response cache would give the old one
-                cache = None
-        hit = _cache_get(cache, key, span)
-        if hit is not None:
-            latency = (time.perf_counter() - start) * 1000.0
-            # The tokens are the replayed call's, so that a cached re-run counts what its answers
-            # took; ``cached`` says none of them was sent again, and the cost is nil.
-            usage = _usage(node, role, name, {"input_tokens": hit.input_tokens, "output_tokens": hit.output_tokens},
-                           latency)
-            usage["cached"] = True
-            usage["cost_usd"] = 0.0
-            usage["priced"] = True
-            _annotate(span, node_span, usage, cached=True, attempts=0)
-            span.set_attribute(attrs.SQLCHORUS_OUTPUT_CHARS, len(hit.text))
-            set_token_counts(span, content, usage["input_tokens"], usage["output_tokens"])
-            set_answer(span, content, hit.text)
+            span.set_attribute(attrs.GEN_AI_OPERATION, "chat")
+            span.set_attribute(attrs.GEN_AI_PROVIDER, provider)
+            span.set_attribute(attrs.LLM_PROVIDER, _openinference_provider(provider))
+            span.set_attribute(attrs.OPENINFERENCE_KIND, attrs.KIND_LLM)
+            span.set_attribute(attrs.GEN_AI_REQUEST_MODEL, name)
+            if not fixed:
+                span.set_attribute(attrs.GEN_AI_REQUEST_TEMPERATURE, float(effective_temperature))
+            if "top_p" in kwargs:
+                span.set_attribute(attrs.GEN_AI_REQUEST_TOP_P, float(top_p))
+            if settings.max_tokens is not None:
+                span.set_attribute(attrs.GEN_AI_REQUEST_MAX_TOKENS, int(settings.max_tokens))
+            span.set_attribute(attrs.SQLCHORUS_ROLE, role)
+            span.set_attribute(attrs.SQLCHORUS_NODE, node)
+            span.set_attribute(attrs.SQLCHORUS_GRAMMAR, bool(grammar))
+            if content != NONE:
+                span.set_attribute(attrs.LLM_MODEL_NAME, name)
+                span.set_attribute(attrs.LLM_INVOCATION_PARAMETERS, json.dumps(_invocation_parameters(
+                    settings, None if fixed else effective_temperature, kwargs.get("top_p"), bool(grammar), sample)))
+            set_messages(span, content, [(message_role(m.type), _text_of(m)) for m in messages],
+                         limit=limit, conventions=conventions)
+            try:
+                tokens, budget, tokenizer = check_prompt(context, role, [str(m.content) for m in messages])
+            except PromptBudgetError as e:
+                span.record_exception(e)
+                span.set_attribute(attrs.SQLCHORUS_ERROR, str(e))
+                raise ModelCallError(str(e)) from e
+            span.set_attribute(attrs.SQLCHORUS_PROMPT_TOKENS, tokens)
+            span.set_attribute(attrs.SQLCHORUS_PROMPT_BUDGET, budget)
+            span.set_attribute(attrs.SQLCHORUS_PROMPT_TOKENIZER, tokenizer)
+            start = time.perf_counter()
             if log is not None:
-                log.record({**recorded, "answer": hit.text, "usage": usage})
-            return hit.text, usage
-        attempts = [0]
-        limiter, waited = context.model_limiter, [0.0]
-        before_attempt = None
-        if limiter is not None:
-            limited = limit_name(settings.model_for(role), model)
+                kept = log.answer(recorded["key"])
+                if kept is not None:  # a replay (the answer this request had), or one typed by hand
+                    served, how = kept
+                    usage = _usage(node, role, name, None, (time.perf_counter() - start) * 1000.0)
+                    usage.update({how: True, "cost_usd": 0.0, "priced": True})
+                    _annotate(span, node_span, usage, cached=False, attempts=0)
+                    span.set_attribute(attrs.SQLCHORUS_REPLAYED if how == "replayed" else attrs.SQLCHORUS_TYPED, True)
+                    set_token_counts(span, content, usage["input_tokens"], usage["output_tokens"])
+                    set_answer(span, content, served, limit=limit, conventions=conventions)
+                    log.record({**recorded, "answer": served, "usage": usage})
+                    return served, usage
+                if log.live:  # a fresh sample was asked for: the response cache would give the old one
+                    cache = None
+            hit = _cache_get(cache, key, span)
+            if hit is not None:
+                latency = (time.perf_counter() - start) * 1000.0
+                # The tokens are the replayed call's, so that a cached re-run counts what its
+                # answers took; ``cached`` says none of them was sent again (the prompt's are
+                # marked read from a cache), and the cost is nil.
+                usage = _usage(node, role, name,
+                               {"input_tokens": hit.input_tokens, "output_tokens": hit.output_tokens}, latency)
+                usage["cached"] = True
+                usage["cost_usd"] = 0.0
+                usage["priced"] = True
+                _annotate(span, node_span, usage, cached=True, attempts=0)
+                span.set_attribute(attrs.GEN_AI_USAGE_CACHE_READ, usage["input_tokens"])
+                span.set_attribute(attrs.SQLCHORUS_OUTPUT_CHARS, len(hit.text))
+                set_token_counts(span, content, usage["input_tokens"], usage["output_tokens"], cached=True)
+                set_answer(span, content, hit.text, limit=limit, conventions=conventions)
+                if log is not None:
+                    log.record({**recorded, "answer": hit.text, "usage": usage})
+                return hit.text, usage
+            attempts = [0]
+            limiter, waited = context.model_limiter, [0.0]
+            before_attempt = None
+            if limiter is not None:
+                limited = limit_name(settings.model_for(role), model)
 
-            def before_attempt() -> None:
-                # Every attempt is a request the provider counts, a retry's too.
-                waited[0] += limiter.acquire(limited, tokens)
+                def before_attempt() -> None:
+                    # Every attempt is a request the provider counts, a retry's too.
+                    waited[0] += limiter.acquire(limited, tokens)
 
-        try:
-            runnable = model.bind(**kwargs) if kwargs else model
-            reply = _invoke(runnable, messages, settings, metadata, own_retries=_has_own_retries(model),
-                            keeps_time=bool(getattr(model, "keeps_time", False)), attempts=attempts,
-                            before_attempt=before_attempt)
-        except Exception as e:  # any provider failure: network, auth, rate limit, bad output
+            try:
+                runnable = model.bind(**kwargs) if kwargs else model
+                reply = _invoke(runnable, messages, settings, metadata, own_retries=_has_own_retries(model),
+                                keeps_time=bool(getattr(model, "keeps_time", False)), attempts=attempts,
+                                before_attempt=before_attempt)
+            except Exception as e:  # any provider failure: network, auth, rate limit, bad output
+                latency = max(0.0, time.perf_counter() - start - waited[0]) * 1000.0
+                if limiter is not None:
+                    span.set_attribute(attrs.SQLCHORUS_RATE_LIMIT_WAIT_S, round(waited[0], 6))
+                usage = _usage(node, role, name, None, latency)
+                span.record_exception(e)
+                span.set_attribute(attrs.SQLCHORUS_ERROR, str(e)[:500])
+                span.set_attribute(attrs.ERROR_TYPE, type(e).__name__)
+                span.set_attribute(attrs.SQLCHORUS_ATTEMPTS, attempts[0])
+                # What is known of a call that got no answer: its prompt, as sqlchorus counted it.
+                # An estimate, not what a provider billed: it stays out of the usage a dashboard
+                # adds up (gen_ai.usage.*, llm.token_count.*), as it does of the run's usage.
+                span.set_attribute(attrs.SQLCHORUS_USAGE_ESTIMATED, True)
+                span.set_attribute(attrs.SQLCHORUS_USAGE_ESTIMATED_INPUT, tokens)
+                set_llm_cost(span, usage)
+                if is_auth_error(e):
+                    raise ModelAuthError(
+                        f"The {role} model ({name}) refused the credentials: {_describe(e)}. "
+                        "Check the provider's API key."
+                    ) from e
+                raise ModelCallError(f"The {role} model ({name}) failed: {_describe(e)}", usage) from e
             latency = max(0.0, time.perf_counter() - start - waited[0]) * 1000.0
             if limiter is not None:
                 span.set_attribute(attrs.SQLCHORUS_RATE_LIMIT_WAIT_S, round(waited[0], 6))
-            usage = _usage(node, role, name, None, latency)
-            span.record_exception(e)
-            span.set_attribute(attrs.SQLCHORUS_ERROR, str(e)[:500])
-            span.set_attribute(attrs.ERROR_TYPE, type(e).__name__)
-            span.set_attribute(attrs.SQLCHORUS_ATTEMPTS, attempts[0])
-            # What is known of a call that got no answer: its prompt, as sqlchorus counted it.
-            span.set_attribute(attrs.GEN_AI_USAGE_INPUT, tokens)
-            span.set_attribute(attrs.GEN_AI_USAGE_OUTPUT, 0)
-            span.set_attribute(attrs.SQLCHORUS_USAGE_ESTIMATED, True)
-            set_token_counts(span, content, tokens, 0)
-            if is_auth_error(e):
-                raise ModelAuthError(
-                    f"The {role} model ({name}) refused the credentials: {_describe(e)}. "
-                    "Check the provider's API key."
-                ) from e
-            raise ModelCallError(f"The {role} model ({name}) failed: {_describe(e)}", usage) from e
-        latency = max(0.0, time.perf_counter() - start - waited[0]) * 1000.0
-        if limiter is not None:
-            span.set_attribute(attrs.SQLCHORUS_RATE_LIMIT_WAIT_S, round(waited[0], 6))
-        usage = _usage(node, role, name, getattr(reply, "usage_metadata", None), latency)
-        cost, priced = _cost(context.prices, model, name, usage)
-        usage["cost_usd"] = cost
-        usage["priced"] = priced
-        text = _text_of(reply)
-        _annotate(span, node_span, usage, cached=False, attempts=attempts[0])
-        span.set_attribute(attrs.SQLCHORUS_LATENCY_MS, round(latency, 3))
-        span.set_attribute(attrs.SQLCHORUS_OUTPUT_CHARS, len(text))
-        set_token_counts(span, content, usage["input_tokens"], usage["output_tokens"])
-        set_answer(span, content, text)
-        if cache is not None:
-            try:
-                cache.put(key, name, text, usage["input_tokens"], usage["output_tokens"])
-            except sqlite3.Error as e:  # a cache that cannot be written never fails a run
-                span.add_event("cache_error", {"message": str(e)[:300]})
-        if log is not None:
-            log.record({**recorded, "answer": text, "usage": usage})
-        return text, usage
+            usage = _usage(node, role, name, getattr(reply, "usage_metadata", None), latency)
+            cost, priced = _cost(context.prices, model, name, usage)
+            usage["cost_usd"] = cost
+            usage["priced"] = priced
+            text = _text_of(reply)
+            _annotate(span, node_span, usage, cached=False, attempts=attempts[0], prices=context.prices)
+            finish_reasons = _response_attributes(span, reply)
+            span.set_attribute(attrs.SQLCHORUS_LATENCY_MS, round(latency, 3))
+            span.set_attribute(attrs.SQLCHORUS_OUTPUT_CHARS, len(text))
+            set_token_counts(span, content, usage["input_tokens"], usage["output_tokens"])
+            set_answer(span, content, text, limit=limit, conventions=conventions,
+                       finish_reason=finish_reasons[0] if finish_reasons else None)
+            if cache is not None:
+                try:
+                    cache.put(key, name, text, usage["input_tokens"], usage["output_tokens"])
+                except sqlite3.Error as e:  # a cache that cannot be written never fails a run
+                    span.add_event("cache_error", {"message": str(e)[:300]})
+            if log is not None:
+                log.record({**recorded, "answer": text, "usage": usage})
+            return text, usage
+        except (ModelCallError, ModelAuthError):
+            raise  # its cause is recorded on the span already
+        except BaseException as e:
+            # Anything else that ends the call (a bug, an interrupt): recorded once, here.
+            if not isinstance(e, (GeneratorExit, GraphBubbleUp)):
+                span.record_exception(e)
+            raise
+
+
+_OPENINFERENCE_PROVIDERS = {
+    "azure.ai.openai": "azure", "azure.ai.inference": "azure", "aws.bedrock": "aws", "gcp.gemini": "google",
+    "gcp.vertex_ai": "google", "gcp.gen_ai": "google", "mistral_ai": "mistralai", "x_ai": "xai",
+}
+"""GenAI provider names OpenInference's ``llm.provider`` spells otherwise; the rest are alike."""
+
+
+def _openinference_provider(provider: str) -> str:
+    return _OPENINFERENCE_PROVIDERS.get(provider, provider)
+
+
+_LANGCHAIN_RUN_IDS = ("run-", "lc_run-", "lc_")
+"""How LangChain names a message it made an id for (its run's), when the provider gave none."""
+
+
+def _response_attributes(span: Any, reply: Any) -> list[str]:
+    """The GenAI conventions' response attributes, from what the reply carries: the model that
+    answered (``gen_ai.response.model``), the provider's response id and why generation stopped
+    (``gen_ai.response.finish_reasons``). Returns the finish reasons."""
+    meta = getattr(reply, "response_metadata", None) or {}
+    if not isinstance(meta, dict):
+        return []
+    model = meta.get("model_name") or meta.get("model")
+    if isinstance(model, str) and model:
+        span.set_attribute(attrs.GEN_AI_RESPONSE_MODEL, model)
+    response_id = meta.get("id") or getattr(reply, "id", None)
+    if isinstance(response_id, str) and response_id and not response_id.startswith(_LANGCHAIN_RUN_IDS):
+        span.set_attribute(attrs.GEN_AI_RESPONSE_ID, response_id)
+    # OpenAI and llama.cpp say finish_reason, Anthropic stop_reason, Ollama done_reason.
+    reason = meta.get("finish_reason") or meta.get("stop_reason") or meta.get("done_reason")
+    reasons = [str(r) for r in reason if r] if isinstance(reason, (list, tuple)) else ([str(reason)] if reason else [])
+    if reasons:
+        span.set_attribute(attrs.GEN_AI_RESPONSE_FINISH_REASONS, reasons)
+    return reasons
 
 
 def limit_name(spec: Any, model: Any) -> str:
@@ -405,12 +476,16 @@ def _cache_get(cache: Any, key: str, span: Any) -> Any:
         return None
 
 
-def _annotate(span: Any, node_span: Any, usage: UsageRecord, *, cached: bool, attempts: int) -> None:
+def _annotate(span: Any, node_span: Any, usage: UsageRecord, *, cached: bool, attempts: int,
+              prices: PriceTable | None = None) -> None:
     span.set_status(trace.Status(trace.StatusCode.OK))
     span.set_attribute(attrs.GEN_AI_USAGE_INPUT, usage["input_tokens"])
     span.set_attribute(attrs.GEN_AI_USAGE_OUTPUT, usage["output_tokens"])
     span.set_attribute(attrs.SQLCHORUS_COST_USD, usage["cost_usd"])
     span.set_attribute(attrs.SQLCHORUS_PRICED, usage["priced"])
+    # What every OpenInference reader takes for the call's cost (nothing for an unpriced call:
+    # an unknown cost is not $0); Phoenix 20.x prices the span itself, from its token counts.
+    set_llm_cost(span, usage, prices)
     span.set_attribute(attrs.SQLCHORUS_CACHE_HIT, cached)
     span.set_attribute(attrs.SQLCHORUS_ATTEMPTS, attempts)
     span.set_attribute(attrs.SQLCHORUS_CALL_ID, usage["call"])  # its entry in the call log
@@ -418,6 +493,7 @@ def _annotate(span: Any, node_span: Any, usage: UsageRecord, *, cached: bool, at
     if node_span is not None and node_span.is_recording():
         before = (getattr(node_span, "attributes", None) or {}).get(attrs.SQLCHORUS_COST_USD, 0.0)
         node_span.set_attribute(attrs.SQLCHORUS_COST_USD, round(float(before) + usage["cost_usd"], 10))
+        add_llm_cost(node_span, usage, prices)
 
 
 # -- cache --------------------------------------------------------------------------------------

@@ -60,12 +60,36 @@ def model_name(model: Any) -> str:
     return type(model).__name__
 
 
+_PROVIDER_CLASSES = {
+    "AzureChatOpenAI": "azure.ai.openai", "ChatOpenAI": "openai", "ChatAnthropic": "anthropic",
+    "ChatOllama": "ollama", "ChatBedrock": "aws.bedrock", "ChatBedrockConverse": "aws.bedrock",
+    "ChatGoogleGenerativeAI": "gcp.gemini", "ChatVertexAI": "gcp.vertex_ai", "ChatMistralAI": "mistral_ai",
+    "ChatGroq": "groq", "ChatDeepSeek": "deepseek", "ChatCohere": "cohere", "ChatXAI": "x_ai",
+    "ChatPerplexity": "perplexity",
+}
+"""LangChain's provider chat models, by class, and the GenAI conventions' name of their provider."""
+
+_PROVIDER_TYPES = {"openai-chat": "openai", "azure-openai-chat": "azure.ai.openai", "anthropic-chat": "anthropic",
+                   "chat-ollama": "ollama", "ollama": "ollama"}
+"""LangChain's ``_llm_type`` of a few provider models, as the GenAI conventions name the provider."""
+
+
 def provider_name(spec: Any, model: Any) -> str:
     """The provider of a model, for ``gen_ai.provider.name``: the ``provider`` of a
-    ``provider:model`` spec, else the LangChain model's own type name."""
-    if isinstance(spec, str) and ":" in spec:
+    ``provider:model`` spec; for a model made by code (``python:package.module:factory``) or
+    passed in, the model's own: its LangChain class's provider (``ChatOpenAI``: ``openai``),
+    else its ``_llm_type``, else the factory's name (never the literal ``python``)."""
+    if isinstance(spec, str) and ":" in spec and not spec.strip().startswith("python:"):
         return spec.split(":", 1)[0]
-    return str(getattr(model, "_llm_type", None) or type(model).__name__)
+    for cls in type(model).__mro__:
+        if cls.__name__ in _PROVIDER_CLASSES:
+            return _PROVIDER_CLASSES[cls.__name__]
+    kind = getattr(model, "_llm_type", None)
+    if isinstance(kind, str) and kind.strip() and kind.strip() != "python":
+        return _PROVIDER_TYPES.get(kind.strip(), kind.strip())
+    if isinstance(spec, str) and spec.strip().startswith("python:"):
+        return spec.strip().rsplit(":", 1)[-1].rsplit(".", 1)[-1] or type(model).__name__
+    return type(model).__name__
 
 
 def resolve_model(

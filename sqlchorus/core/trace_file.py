@@ -36,6 +36,12 @@ class SpanNode:
         return (self.end - self.start).total_seconds() * 1000.0
 
 
+def is_run_span(name: str | None, attributes: dict[str, Any] | None) -> bool:
+    """Whether a span is a run's own (its root): named for its origin (``ask``, ``eval``...)
+    and saying so in ``sqlchorus.origin``, or, in traces written before origins, named ``run``."""
+    return name == attrs.RUN_SPAN or bool((attributes or {}).get(attrs.SQLCHORUS_ORIGIN))
+
+
 class TraceNotFoundError(SqlchorusError, FileNotFoundError):
     """No trace of that run, or no such trace file."""
 
@@ -195,7 +201,7 @@ def _detail(node: SpanNode) -> str:
             parts.append(f"{a.get('sql.rows', '?')} rows")
     elif node.name == attrs.VALUE_INDEX_BUILD_SPAN and attrs.VALUE_INDEX_VALUES in a:
         parts.append(f"{a[attrs.VALUE_INDEX_VALUES]} values from {a.get(attrs.VALUE_INDEX_COLUMNS, '?')} columns")
-    elif node.name == attrs.RUN_SPAN:
+    elif is_run_span(node.name, a):
         if attrs.SQLCHORUS_QUESTION in a:
             parts.append(repr(a[attrs.SQLCHORUS_QUESTION]))
     if attrs.SQLCHORUS_ERROR in a:
@@ -233,6 +239,7 @@ def root_span_of(trace_dir: str | Path | None, run_id: str) -> tuple[str, str] |
         return None
     for span in read_spans(path):
         context = span.get("context") or {}
-        if span.get("parent_id") is None and span.get("name") == attrs.RUN_SPAN and context.get("span_id"):
+        if span.get("parent_id") is None and is_run_span(span.get("name"), span.get("attributes")) \
+                and context.get("span_id"):
             return str(context["trace_id"]).removeprefix("0x"), str(context["span_id"]).removeprefix("0x")
     return None

@@ -1,8 +1,10 @@
 """OpenTelemetry tracing of a run: a span per node, a ``route`` event per routing decision.
 
 Each run gets its own ``TracerProvider`` (the global one can be set only once per process), a
-root span ``run``, and a JSON Lines file ``<trace_dir>/<run-id>.jsonl`` with one finished span per
-line, written as each span ends so that a run that dies still leaves its trace. An OTLP/HTTP
+root span named for what started the run (``ask``, ``eval``, ``debug``...; ``run`` before there
+were origins) with its metadata and tags (:func:`run_labels`), and a JSON Lines file
+``<trace_dir>/<run-id>.jsonl`` with one finished span per line, written as each span ends so that
+a run that dies still leaves its trace. An OTLP/HTTP
 endpoint can receive the same spans. Model calls (``chat <model>``) and SQL executions (``sql``)
 are child spans of the node that made them.
 
@@ -23,7 +25,7 @@ import threading
 import time
 import typing
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,7 +35,7 @@ from langgraph.config import get_config
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import Send, interrupt
 from opentelemetry import trace
-from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
@@ -44,7 +46,16 @@ from opentelemetry.sdk.trace.export import (
 
 from sqlchorus.config.install import install_hint
 from sqlchorus.tools import attributes as attrs
-from sqlchorus.tools.trace_content import ALL, NONE, content_mode, set_content_mode, set_value
+from sqlchorus.tools.json_values import json_value
+from sqlchorus.tools.trace_content import (
+    ALL,
+    NONE,
+    TRUNCATION_MARK,
+    bounded,
+    content_mode,
+    set_content_mode,
+    set_value,
+)
 
 
 class JsonlSpanExporter(SpanExporter):
@@ -113,11 +124,17 @@ class RunTracer(AbstractContextManager["RunTracer"]):
         content: what text the spans carry (``Settings.trace_content``: all, metadata, none).
         came_from: ``(trace_id, span_id)`` in hex of the root span of the run this one goes on
             with (a replay's, a reopened run's): the root span links to it.
+        name: the root span's name: what started the run (its origin: ``ask``, ``eval``,
+            ``debug``, ``serve``...; see :func:`run_labels`).
+        deferred: the root span starts with the run's first work (:meth:`working`) rather than
+            on entering, and ends where its last work ended: a debugging session, open between
+            its commands, spans only what it ran, and one that ran nothing leaves no span.
 
     Without ``otlp_endpoint``, the OpenTelemetry environment is honoured: spans go to
     ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, or ``OTEL_EXPORTER_OTLP_ENDPOINT`` with ``/v1/traces``
     appended; ``OTEL_EXPORTER_OTLP_HEADERS`` (or ``..._TRACES_HEADERS``) go with them, and
-    ``OTEL_SERVICE_NAME`` names the service (``sqlchorus`` by default).
+    ``OTEL_SERVICE_NAME`` names the service (else ``service.name`` in ``OTEL_RESOURCE_ATTRIBUTES``,
+    else ``sqlchorus``: :func:`service_name`).
     """
 
     def __init__(
@@ -131,6 +148,8 @@ class RunTracer(AbstractContextManager["RunTracer"]):
         session_id: str | None = None,
         content: str = "all",
         came_from: tuple[str, str] | None = None,
+        name: str = attrs.RUN_SPAN,
+        deferred: bool = False,
     ):
         self.run_id = run_id or new_run_id()
         self.session_id = session_id or self.run_id
@@ -144,8 +163,7 @@ class RunTracer(AbstractContextManager["RunTracer"]):
         # Shut down by __exit__, not at interpreter exit: an atexit hook per run would keep every
         # run's provider alive for the life of the process.
         self.provider = TracerProvider(
-            resource=Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or "sqlchorus",
-                                      attrs.SQLCHORUS_RUN_ID: self.run_id}),
+            resource=Resource.create({"service.name": service_name(), attrs.SQLCHORUS_RUN_ID: self.run_id}),
             shutdown_on_exit=False,
         )
         # First, so that every other processor (and exporter) sees the session on each span.
@@ -179,7 +197,10 @@ class RunTracer(AbstractContextManager["RunTracer"]):
         set_content_mode(self.tracer, content)
         self._attributes = {attrs.SQLCHORUS_RUN_ID: self.run_id, attrs.SQLCHORUS_TRACE_CONTENT: content,
                             **(attributes or {})}
+        self.name = name
+        self.deferred = deferred
         self.root: Any = None
+        self._worked_until: int | None = None  # when the latest work of a deferred run ended (ns)
 
     @property
     def problems(self) -> list[str]:
@@ -196,13 +217,19 @@ class RunTracer(AbstractContextManager["RunTracer"]):
         return self._file is not None and not self._file.failed
 
     def __enter__(self) -> RunTracer:
+        if not self.deferred:
+            self.start()
+        return self
+
+    def start(self) -> None:
+        """Start the run span, once."""
         # The run span starts under whatever span is current (a host's), but is made current only
         # while the run works (:meth:`active`): a run kept open between calls (the debugger's)
         # must not become the parent of whatever its caller does in between.
-        self.root = self.tracer.start_span(
-            attrs.RUN_SPAN, attributes={attrs.OPENINFERENCE_KIND: attrs.KIND_AGENT, **self._attributes},
-            links=self._links)
-        return self
+        if self.root is None:
+            self.root = self.tracer.start_span(
+                self.name, attributes={attrs.OPENINFERENCE_KIND: attrs.KIND_AGENT, **self._attributes},
+                links=self._links)
 
     @contextmanager
     def active(self) -> Iterator[None]:
@@ -212,6 +239,33 @@ class RunTracer(AbstractContextManager["RunTracer"]):
             return
         with trace.use_span(self.root, end_on_exit=False, record_exception=False, set_status_on_exception=False):
             yield
+
+    @contextmanager
+    def working(self, name: str | None = None, attributes: dict[str, Any] | None = None) -> Iterator[Any]:
+        """The run span as the current span (started now if deferred and not yet), for one piece
+        of the run's work; with ``name``, inside a child span of that name (with ``attributes``)
+        that says what the work is. Yields that child span, or None."""
+        self.start()
+        try:
+            with self.active():
+                if name is None:
+                    yield None
+                    return
+                with self.tracer.start_as_current_span(
+                        name, attributes={attrs.OPENINFERENCE_KIND: attrs.KIND_CHAIN, **(attributes or {})},
+                        record_exception=False, set_status_on_exception=False) as span:
+                    try:
+                        yield span
+                    except BaseException as e:
+                        if isinstance(e, GraphBubbleUp):
+                            span.set_status(trace.Status(trace.StatusCode.OK))
+                        else:
+                            span.record_exception(e)
+                            span.set_status(trace.Status(trace.StatusCode.ERROR, f"{type(e).__name__}: {e}"[:300]))
+                        raise
+                    span.set_status(trace.Status(trace.StatusCode.OK))
+        finally:
+            self._worked_until = time.time_ns()
 
     def __exit__(self, *exc: Any) -> None:
         try:
@@ -223,11 +277,137 @@ class RunTracer(AbstractContextManager["RunTracer"]):
                 elif exc[1] is not None:
                     self.root.record_exception(exc[1])
                     self.root.set_status(trace.Status(trace.StatusCode.ERROR, f"{exc[0].__name__}: {exc[1]}"[:300]))
-                self.root.end()
+                # A deferred run (a debugging session) ends where its work ended, not when it
+                # was closed: the time it stood open between commands is not the run's.
+                self.root.end(end_time=self._worked_until if self.deferred else None)
         finally:
             if self._otlp is not None:
                 self._otlp.stop_waiting()
             self.provider.shutdown()
+            if self.root is None and self.path is not None and self.file_written:
+                # Nothing ran (a debugging session that only looked): no trace, not an empty file.
+                try:
+                    if self.path.stat().st_size == 0:
+                        self.path.unlink()
+                        self.path = None
+                except OSError:
+                    pass
+
+
+ORIGIN = re.compile(r"^[a-z][a-z0-9_.-]{0,31}$")
+"""What names a run's origin, and so its span: a short lowercase word (``ask``, ``eval``...)."""
+
+MAX_LABEL_CHARS = 1000
+"""Characters one metadata value keeps (as JSON, cut beyond), and a tag at most (a tenth)."""
+
+MAX_LABELS = 50
+"""Metadata keys, and tags, a run span keeps at most."""
+
+
+def run_labels(origin: str, metadata: Mapping[str, Any] | None = None, tags: Iterable[str] = ()) -> dict[str, Any]:
+    """The attributes that say what started a run and file it, for its root span:
+    ``sqlchorus.origin``; OpenInference's ``metadata`` (one JSON object, ``origin`` first, then
+    ``metadata``'s keys in order) and ``tag.tags`` (``origin`` first, then ``tags``), which Arize
+    Phoenix shows and filters by; and the same as Langfuse's trace attributes,
+    ``langfuse.trace.metadata.<key>`` (text, or JSON) and ``langfuse.trace.tags``.
+
+    Any JSON-able value is taken (others become their text); each is cut at
+    :data:`MAX_LABEL_CHARS` characters of JSON (a cut one becomes text ending in the truncation
+    mark), and at most :data:`MAX_LABELS` keys and tags are kept.
+
+    Raises:
+        ValueError: ``origin`` is not a short lowercase word (see :data:`ORIGIN`).
+        TypeError: ``metadata`` is not a mapping.
+    """
+    if not isinstance(origin, str) or not ORIGIN.match(origin):
+        raise ValueError(f"A run's origin is a short lowercase word (ask, eval, serve...), not {origin!r}.")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise TypeError(f"Run metadata is a dict of JSON values, not {type(metadata).__name__}.")
+    shown: dict[str, Any] = {"origin": origin}
+    for key, value in (metadata or {}).items():
+        if len(shown) >= MAX_LABELS:
+            break
+        shown[str(key)] = _preview(value, MAX_LABEL_CHARS)
+    labels = list(dict.fromkeys(bounded(str(t), MAX_LABEL_CHARS // 10) for t in (origin, *tags) if str(t)))
+    labels = labels[:MAX_LABELS]
+    attributes: dict[str, Any] = {
+        attrs.SQLCHORUS_ORIGIN: origin,
+        attrs.METADATA: json.dumps(shown, ensure_ascii=False),
+        attrs.TAG_TAGS: labels,
+        attrs.LANGFUSE_TRACE_TAGS: labels,
+    }
+    for key, value in shown.items():
+        attributes[f"{attrs.LANGFUSE_TRACE_METADATA}.{key}"] = (
+            value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+    return attributes
+
+
+def _preview(value: Any, limit: int, depth: int = 0) -> Any:
+    """``value`` made plain for JSON when its JSON fits in about ``limit`` characters. Else a
+    list or object (two levels deep) keeps its first items, each shown the same way within its
+    share, and says how many more there were; a string, or anything deeper, is cut, ending in the
+    truncation mark (the start of its JSON, for what is not a string). A list's items share the
+    room alike (five at least), an object's fields take it in order. Only what is shown is
+    serialised: a large value costs about its first ``limit`` characters."""
+    if isinstance(value, str):
+        return bounded(value, limit + len(TRUNCATION_MARK))
+    try:
+        fits, shown = _json_head(value, limit)
+    except (TypeError, ValueError):  # keys JSON cannot take: made plain first (a walk of it all)
+        value = json_value(value)
+        fits, shown = _json_head(value, limit)
+    if fits or depth >= 2:
+        return shown
+    if isinstance(value, (list, tuple)):
+        items: list[Any] = []
+        room, share = limit, max(60, limit // min(len(value), 5))
+        for i, item in enumerate(value):
+            if room <= 0:
+                items.append(f"... {len(value) - i} more")
+                break
+            items.append(_preview(item, min(share, room), depth + 1))
+            room -= _size(items[-1]) + 2  # and the separator
+        return items
+    if isinstance(value, dict):
+        fields: dict[str, Any] = {}
+        room = limit
+        for i, (key, item) in enumerate(value.items()):  # first fields first (a candidate's id, sql)
+            if room <= 0:
+                fields["..."] = f"{len(value) - i} more"
+                break
+            fields[str(key)] = _preview(item, room, depth + 1)
+            room -= _size(fields[str(key)]) + len(str(key)) + 6  # its key, quoted, and separators
+        return fields
+    return shown
+
+
+def _json_head(value: Any, limit: int) -> tuple[bool, Any]:
+    """Whether ``value``'s JSON fits in ``limit`` characters, and the value made plain if so,
+    else the start of its JSON, cut; no more of it is serialised than that."""
+    size, head = 0, []
+    for chunk in json.JSONEncoder(ensure_ascii=False, default=str).iterencode(value):
+        head.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return False, "".join(head)[:limit] + TRUNCATION_MARK
+    return True, json.loads("".join(head))
+
+
+def _size(value: Any) -> int:
+    return len(value) if isinstance(value, str) else len(json.dumps(value, ensure_ascii=False))
+
+
+DEFAULT_SERVICE_NAME = "sqlchorus"
+
+
+def service_name() -> str:
+    """The ``service.name`` of a run's spans, as the OpenTelemetry specification orders the
+    variables: ``OTEL_SERVICE_NAME``, else the ``service.name`` in ``OTEL_RESOURCE_ATTRIBUTES``,
+    else ``sqlchorus`` (rather than the SDK's ``unknown_service``). The other attributes of
+    ``OTEL_RESOURCE_ATTRIBUTES`` reach the resource as they are."""
+    # The SDK's own reading of the two variables (percent-decoding, OTEL_SERVICE_NAME first).
+    detected = OTELResourceDetector().detect().attributes.get("service.name")
+    return str(detected) if detected is not None and str(detected).strip() else DEFAULT_SERVICE_NAME
 
 
 def otlp_endpoint_from_env() -> str | None:
@@ -568,9 +748,26 @@ def traced_node(
     return run
 
 
+NODE_VALUE_CHARS = 800
+"""Characters of JSON a node span shows of one state value it was given, before cutting it."""
+
+NODE_VALUES_CHARS = 6000
+"""Characters of JSON a node span shows of all the state values it was given; keys past it are
+named in ``more``."""
+
+
 def node_input(state: Any, content: str) -> dict[str, Any]:
-    """What a node span shows as its input: the question and hint it works on, and the keys of
-    the state it was given (``content`` is not ``none``)."""
+    """What a node span shows as its input: the question and hint it works on, the keys of the
+    state it was given and, with ``all`` content, their values (``values``).
+
+    Each value is shown as JSON when that fits in :data:`NODE_VALUE_CHARS` characters, else cut
+    (a string's start, a list's first items, an object's first fields, each ending in the
+    truncation mark or saying how many more there were; see :func:`_preview`); values are added,
+    keys in order, while they fit in :data:`NODE_VALUES_CHARS`, and the keys left out are listed
+    in ``more``.
+    With ``metadata`` content the values are left out (they hold rows, retrieved values and the
+    models' text); ``none`` shows nothing (the caller puts no input).
+    """
     if not isinstance(state, dict):
         return {}
     shown: dict[str, Any] = {}
@@ -578,8 +775,24 @@ def node_input(state: Any, content: str) -> dict[str, Any]:
         shown["question"] = state.get("question") or ""
         if state.get("evidence"):
             shown["evidence"] = state["evidence"]
-    shown["state_keys"] = sorted(str(k) for k, v in state.items()
-                                 if v is not None and not (isinstance(v, (str, list, tuple, dict)) and not v))
+    keys = sorted(str(k) for k, v in state.items()
+                  if v is not None and not (isinstance(v, (str, list, tuple, dict)) and not v))
+    shown["state_keys"] = keys
+    if content == ALL:
+        values: dict[str, Any] = {}
+        more: list[str] = []
+        room = NODE_VALUES_CHARS
+        for key in keys:
+            if key in ("question", "evidence"):
+                continue
+            if room <= 0:
+                more.append(key)
+                continue
+            values[key] = _preview(state[key], min(NODE_VALUE_CHARS, room))
+            room -= _size(values[key])
+        shown["values"] = values
+        if more:
+            shown["more"] = more
     return shown
 
 

@@ -16,6 +16,7 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,11 +28,13 @@ from sqlchorus.evaluation.runs import (
     _run_all,
     _tally,
     base_record,
+    json_objects,
     missing_record,
     read_records,
     run_question,
 )
 from sqlchorus.runs.session import Session
+from sqlchorus.runs.standalone_selection import line_database
 from sqlchorus.tools.errors import SqlchorusError
 
 if TYPE_CHECKING:
@@ -60,16 +63,6 @@ class BatchRun:
     def summary(self) -> dict[str, Any]:
         return {"out": str(self.out), "questions": self.total, "answered": self.answered,
                 "no_answer": self.no_answer, "resumed": self.resumed, "bad_lines": len(self.bad_lines)}
-
-
-def _db_path(raw: str, base: Path) -> str:
-    """A URL as it is; a relative file from the working directory, else beside the input file."""
-    if "://" in raw:
-        return raw
-    path = Path(raw).expanduser()
-    if path.is_absolute() or path.exists():
-        return str(path)
-    return str(base / path)
 
 
 def read_batch(path: str | os.PathLike[str], default_db: str | None = None) -> tuple[Dataset, list[int], list[dict[str, Any]]]:
@@ -112,7 +105,7 @@ def read_batch(path: str | os.PathLike[str], default_db: str | None = None) -> t
         except ValueError as e:
             bad.append({"line": n, "error": str(e)})
             continue
-        db_path = _db_path(db.strip(), base)
+        db_path = str(line_database(db.strip(), base))
         exists = "://" in db_path or Path(db_path).is_file()
         examples.append(Example(
             question_id=item.get("id", n), db_id=Path(db_path).stem if "://" not in db_path else db_path.rsplit("/", 1)[-1],
@@ -200,7 +193,7 @@ def run_batch(
             runner(dataset, todo, finish, bar)
         else:
             session = Session(settings)
-            ask = session.ask
+            ask = partial(session.ask, origin="batch")
 
             def run_one(i: int) -> None:
                 finish(run_question(i, dataset.examples[i], dataset.benchmark, settings, ask,
@@ -218,18 +211,7 @@ def run_batch(
 
 def _bad_lines_recorded(path: Path) -> set[int]:
     """The input lines an earlier run of the batch already recorded as bad."""
-    found: set[int] = set()
-    if not path.is_file():
-        return found
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(record, dict) and record.get("status") == "bad_input" and isinstance(record.get("line"), int):
-                found.add(record["line"])
-    return found
+    return {r["line"] for r in json_objects(path) if r.get("status") == "bad_input" and isinstance(r.get("line"), int)}
 
 
 def batch_judges(dataset: Dataset, index: int) -> bool:

@@ -53,9 +53,10 @@ import os
 import shlex
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
+from functools import partial
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -127,9 +128,10 @@ CHECKPOINTS_FILE = Path("traces") / "checkpoints.sqlite"
 """Where a run folder keeps its questions' checkpoints by default (beside their traces)."""
 
 
-Runner = Callable[[Dataset, list[int], Callable[[dict[str, Any]], None], Any], None]
-"""Runs questions elsewhere: ``runner(dataset, indices, finish, progress_bar)`` calls
-``finish(record)`` in the calling thread for each question as it is answered."""
+Runner = Callable[..., None]
+"""Runs questions elsewhere: ``runner(dataset, indices, finish, progress_bar, session=None)`` calls
+``finish(record)`` in the calling thread for each question as it is answered; ``session`` is the
+evaluation's name, which groups its runs in a dashboard (see :func:`run_question`)."""
 
 
 class EvalError(SqlchorusError, ValueError):
@@ -239,19 +241,23 @@ def read_records(path: str | os.PathLike[str]) -> dict[int, dict[str, Any]]:
 
     Lines that are not JSON objects (a line torn by an interruption) are skipped.
     """
-    found: dict[int, dict[str, Any]] = {}
+    return {record["index"]: record for record in json_objects(path) if isinstance(record.get("index"), int)}
+
+
+def json_objects(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+    """Every line of a JSON Lines file that is a JSON object (none when there is no file); a line
+    that is not (torn by an interruption) is skipped."""
     p = Path(path)
     if not p.is_file():
-        return found
+        return
     with open(p, encoding="utf-8") as f:
         for line in f:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if isinstance(record, dict) and isinstance(record.get("index"), int):
-                found[record["index"]] = record
-    return found
+            if isinstance(record, dict):
+                yield record
 
 
 class _RecordWriter:
@@ -349,18 +355,24 @@ def _judge(benchmark: str, example: Example, sqls: Sequence[str], engine: str) -
 
 def run_question(
     index: int, example: Example, benchmark: str, settings: Settings, ask: Callable[..., Any],
-    engine: str = "sqlite", *, judge: bool = True,
+    engine: str = "sqlite", *, judge: bool = True, session: str | None = None,
 ) -> dict[str, Any]:
     """The record of question ``index``: ``ask`` it (a :class:`sqlchorus.Session`'s ``ask``), then
     judge the prediction and every candidate against the gold SQL (``judge=False``: no gold, as in
-    a batch; the verdicts say ``unscored``). Where a local run and a cluster's workers agree."""
+    a batch; the verdicts say ``unscored``). Where a local run and a cluster's workers agree.
+
+    ``session``: the evaluation's name. Where ``ask`` takes them, the run is asked with it as its
+    traces' session (``session_id``) and with the question's number, database and gold SQL as its
+    metadata (``run_metadata``), so that a dashboard groups an evaluation's runs and shows what
+    each was judged against; the verdict, known only afterwards, is recorded by
+    :mod:`sqlchorus.evaluation.experiments`."""
     from sqlchorus.core.candidates import fix_record
     from sqlchorus.core.models import ModelConfigError
 
     start = time.perf_counter()
     try:
         result = ask(example.question, db=example.db_path, evidence=example.evidence,
-                     settings=settings)
+                     settings=settings, **_eval_tags(ask, session, example, benchmark))
     except ModelConfigError:  # refused credentials: every question would meet them; stop here
         raise
     except Exception as e:  # one broken question must not stop the run; it is retried on resume
@@ -428,6 +440,27 @@ def run_question(
 
 UNSCORED = "unscored"
 """The verdict of a question asked without gold SQL (a batch)."""
+
+
+def _eval_tags(ask: Callable[..., Any], session: str | None, example: Example, benchmark: str) -> dict[str, Any]:
+    """The keywords that tag an evaluation's run, those of them ``ask`` names among its parameters
+    (a caller's own ``ask`` that takes ``**kw`` to pass on is given none)."""
+    if session is None:
+        return {}
+    import inspect
+
+    try:
+        names = inspect.signature(ask).parameters
+    except (TypeError, ValueError):
+        return {}
+    tags: dict[str, Any] = {}
+    if "session_id" in names:
+        tags["session_id"] = session
+    if "run_metadata" in names:
+        tags["run_metadata"] = {"eval": session, "question_id": example.question_id,
+                                "db_id": example.db_id, "difficulty": example.difficulty,
+                                "benchmark": benchmark, "gold_sql": example.gold_sql}
+    return tags
 
 
 def kept_where(checkpoint_path: str | None) -> str | None:
@@ -535,7 +568,7 @@ def run_eval(
 
     with Session(settings) as session:
         return _run(dataset, settings, Path(out_dir), limit, workers, resume, progress, on_record, log,
-                    ask or session.ask, scoring=scoring)
+                    ask or partial(session.ask, origin="eval"), scoring=scoring)
 
 
 def _run(
@@ -598,7 +631,8 @@ def _run(
     def run_one(i: int) -> None:
         running.add(i)
         try:
-            finish(run_question(i, data.examples[i], data.benchmark, settings, ask, data.engine))
+            finish(run_question(i, data.examples[i], data.benchmark, settings, ask, data.engine,
+                                session=folder.resolve().name))
         finally:
             running.discard(i)
 
@@ -613,7 +647,7 @@ def _run(
             else:
                 to_run.append(i)
         if runner is not None:
-            runner(data, to_run, finish, bar)
+            runner(data, to_run, finish, bar, session=folder.resolve().name)
         else:
             _run_all(to_run, workers, run_one)
     except KeyboardInterrupt:

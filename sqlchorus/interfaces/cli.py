@@ -900,7 +900,7 @@ def on_cluster(address: str, settings: Any, workers: int, databases: Any, *, rol
 
 
 @cli.command("eval")
-@click.option("--dataset", "dataset_name", required=True, metavar="spider-dev|bird-dev|bird-mini-dev|PATH", help="A built-in benchmark (read from SQLCHORUS_DATA) or a dataset JSON file.")
+@click.option("--dataset", "dataset_name", metavar="spider-dev|bird-dev|bird-mini-dev|PATH", help="A built-in benchmark (read from SQLCHORUS_DATA) or a dataset JSON file. Required, except to record a finished evaluation with --experiment.")
 @click.option("--limit", type=click.IntRange(0), default=None, help="Evaluate only the first N questions.")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True, help="Questions run at the same time (threads); also the scoring processes.")
 @settings_options(*EVAL_OPTIONS)
@@ -926,12 +926,16 @@ def on_cluster(address: str, settings: Any, workers: int, databases: Any, *, rol
 @click.option("--ves-iterations", type=click.IntRange(1, 1000), default=100, show_default=True,
               help="Timings of each correct prediction against its gold for R-VES (the official 100).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
+@click.option("--experiment", "experiments", multiple=True, type=click.Choice(["phoenix", "langfuse"]),
+              help="Also record the evaluation in Arize Phoenix or Langfuse (repeatable): its questions as a dataset, "
+                   "the evaluation as an experiment with each answer and verdict, to compare evaluations there question "
+                   "by question. Without --dataset: record the finished evaluation in --out or --run-name.")
 @ray_options
-def eval_command(dataset_name: str, limit: int | None, workers: int, out_dir: str | None, run_name: str | None,
+def eval_command(dataset_name: str | None, limit: int | None, workers: int, out_dir: str | None, run_name: str | None,
                  no_resume: bool, predictions: str | None, no_trace: bool, pairs_file: str | None,
                  engine: str, where: str | None, no_transpile: bool, transpile_predictions: bool,
-                 metrics: str | None, ves_iterations: int, as_json: bool, ray_address: str | None,
-                 ray_resources: tuple[str, ...], **options: Any) -> None:
+                 metrics: str | None, ves_iterations: int, as_json: bool, experiments: tuple[str, ...],
+                 ray_address: str | None, ray_resources: tuple[str, ...], **options: Any) -> None:
     """Run the graph on a benchmark's questions and score the predictions.
 
     Writes, in the run folder, records.jsonl (one record per question, as each finishes),
@@ -941,8 +945,10 @@ def eval_command(dataset_name: str, limit: int | None, workers: int, out_dir: st
     (written to --out only when given). With --engine postgresql|duckdb|mysql, questions are asked
     of, and scored on, the benchmark's databases loaded into that engine. With --ray, the
     questions are answered by a Ray cluster's workers and recorded here, the same as without.
-    Exits 0 when scored, 2 on bad input, 3 when the Ray cluster cannot do the work, 130 when
-    interrupted.
+    With --experiment phoenix|langfuse, the evaluation is then recorded in that tool as an
+    experiment; without --dataset, the finished evaluation in --out or --run-name is.
+    Exits 0 when scored, 2 on bad input (or credentials a tool refused), 3 when the Ray cluster
+    or the experiment's tool cannot do the work, 130 when interrupted.
     """
     from datetime import datetime
     from pathlib import Path
@@ -958,6 +964,22 @@ def eval_command(dataset_name: str, limit: int | None, workers: int, out_dir: st
     log = (lambda message: None) if as_json else (lambda message: click.echo(message, err=True))
     folder: Path | None = None
     pairs: dict[str, int] | None = None
+    if not dataset_name:
+        if not (experiments and (out_dir or run_name)):
+            _fail("Missing option '--dataset' (to record a finished evaluation, give --experiment TOOL with --out or --run-name).")
+        from sqlchorus.evaluation.experiments import export_experiments
+        from sqlchorus.evaluation.runs import eval_folder
+
+        with _reported():
+            folder = eval_folder(out_dir or run_name)
+        recorded, failed = export_experiments(folder, experiments, progress=progress, log=log)
+        click.echo(json.dumps({"out_dir": str(folder), "experiments": recorded}, default=str) if as_json
+                   else "\n".join(r["line"] for r in recorded), nl=bool(recorded) or as_json)
+        if failed is not None:
+            _fail(str(failed), failed.exit_code)
+        return
+    if predictions and experiments and not out_dir:
+        _fail("--experiment records the evaluation's folder: with --predictions, give it one with --out.")
     if predictions and pairs_file:
         _fail("--export-pairs needs the candidates of a run; it cannot be used with --predictions.")
         return
@@ -1034,6 +1056,11 @@ def eval_command(dataset_name: str, limit: int | None, workers: int, out_dir: st
                   f"rerun with --out {folder} to run the other {e.total - e.kept}.",
                   EXIT_INTERRUPTED, abandon_threads=e.abandoned > 0)
             return
+    recorded, failed = [], None
+    if experiments and run.out_dir is not None:
+        from sqlchorus.evaluation.experiments import export_experiments
+
+        recorded, failed = export_experiments(run.out_dir, experiments, progress=progress, log=log)
     if as_json:
         out = {**run.summary, "out_dir": str(run.out_dir) if run.out_dir else None,
                "files": {kind: str(p) for kind, p in run.paths.items()}}
@@ -1043,9 +1070,15 @@ def eval_command(dataset_name: str, limit: int | None, workers: int, out_dir: st
             from sqlchorus.evaluation.runs import wrong_answers
 
             out.update(wrong_answers(folder, run.records, limit=WRONG_LISTED))
+        if experiments:
+            out["experiments"] = recorded
         click.echo(json.dumps(out, default=str, ensure_ascii=False))
     else:
         _print_eval(run)
+        for entry in recorded:
+            click.echo(entry["line"])
+    if failed is not None:  # the evaluation is kept and shown; the tool did not take it
+        _fail(str(failed), failed.exit_code)
 
 
 @cli.command("batch")
@@ -1203,9 +1236,9 @@ _WORKERS = click.option("--workers", type=click.IntRange(1, 256), default=8, sho
 
 
 def _service(dbs: tuple[str, ...], workers: int, options: dict[str, Any], host: str, extra: str,
-             model: Any = None) -> tuple[Any, str | None]:
+             model: Any = None, origin: str = "serve") -> tuple[Any, str | None]:
     """The run service and token of a server command (``model``: the chat model when none is
-    named); fails with a clear message."""
+    named; ``origin``: what its runs' spans are named); fails with a clear message."""
     try:
         from sqlchorus.interfaces.http_guard import server_token
         from sqlchorus.runs.service import RunService
@@ -1217,8 +1250,8 @@ def _service(dbs: tuple[str, ...], workers: int, options: dict[str, Any], host: 
         _check_model_names([settings.model, *settings.models.values()])
         databases = RunService.database_ids(list(dbs)) if dbs else None
         if model is not None and not settings.model and not settings.models:
-            return RunService(databases, settings, workers=workers, model=model), token
-        return RunService(databases, settings, workers=workers), token
+            return RunService(databases, settings, workers=workers, model=model, origin=origin), token
+        return RunService(databases, settings, workers=workers, origin=origin), token
     raise AssertionError("unreachable")
 
 
@@ -1336,7 +1369,7 @@ def ui_command(dbs: tuple[str, ...], host: str, port: int, evals_dir: str, worke
         return
     from sqlchorus.interfaces.viewer import NoModel
 
-    service, token = _service(dbs, workers, options, host, "serve", model=NoModel())
+    service, token = _service(dbs, workers, options, host, "serve", model=NoModel(), origin="ui")
     if not service.settings.model and not service.settings.models:
         click.echo("No model is named: the viewer shows and steps through the runs on disk; asking a question "
                    "needs --model (or SQLCHORUS_MODEL).", err=True)

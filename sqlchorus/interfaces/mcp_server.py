@@ -92,7 +92,8 @@ def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
         database, runs it (read only) and returns the SQL with its rows. `database` may be left
         out when there is one; `evidence` is a hint that defines the question's terms."""
         try:
-            live = await asyncio.to_thread(partial(service.start, question, database, evidence, client=_client(ctx)))
+            live = await asyncio.to_thread(partial(service.start, question, database, evidence, client=_client(ctx),
+                                                   origin="mcp"))
         except SqlchorusError as e:
             return _failed(AskOutput(sql=None), e.kind, str(e))
         finished = 0

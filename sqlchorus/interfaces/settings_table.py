@@ -337,6 +337,25 @@ OPTIONS: dict[str, dict[str, Any]] = (
                    'choices': ('all', 'metadata', 'none'),
                    'range': None,
                    'whole': False},
+ 'trace_content_limit': {'option': {'flag': '--trace-content-limit', 'metavar': 'CHARS'},
+                         'help': "Characters of one model message (a prompt's message, or an "
+                                 "answer) a model call's span keeps; a longer one is cut there, "
+                                 'and the span says so with its whole length.',
+                         'default': 262144,
+                         'env': 'SQLCHORUS_TRACE_CONTENT_LIMIT',
+                         'choices': None,
+                         'range': (256, 100000000, False, False),
+                         'whole': True},
+ 'trace_conventions': {'option': {'flag': '--trace-conventions'},
+                       'help': "Which conventions a model call's messages are written in, once "
+                               'each: openinference (llm.input_messages, what Arize Phoenix '
+                               "reads), genai (OpenTelemetry's gen_ai.input.messages), or both "
+                               '(each message twice).',
+                       'default': 'openinference',
+                       'env': 'SQLCHORUS_TRACE_CONVENTIONS',
+                       'choices': ('openinference', 'genai', 'both'),
+                       'range': None,
+                       'whole': False},
  'cache': {'option': {'negate': ('--no-cache',
                                  False,
                                  'Neither read nor write the persistent model response cache.')},

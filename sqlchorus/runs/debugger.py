@@ -46,6 +46,7 @@ from sqlchorus.runs import regression_test
 from sqlchorus.runs.result import Result, result_from_state
 from sqlchorus.runs.scripted_models import ScriptedChatModel
 from sqlchorus.runs.session import OpenRun, Session
+from sqlchorus.tools import attributes as attrs
 
 MAX_EXPRESSION_CHARS = 2_000
 """The longest condition or display expression taken."""
@@ -558,11 +559,13 @@ class Debugger:
         for name in breakpoints:  # refused before anything is opened
             _known_node(name)
         run = session.open_run(question, str(db) if db is not None else None, evidence=evidence,
-                               settings=settings or session.settings, needs_checkpoints=True, steppable=True)
+                               settings=settings or session.settings, needs_checkpoints=True, steppable=True,
+                               origin="debug", defer_trace=True)
         debugger = cls(session, run, run.run_id)
         for name in breakpoints:
             debugger.add_break(name)
-        debugger._invoke({"question": run.question.strip(), "evidence": run.evidence}, interrupt_before="*")
+        debugger._invoke({"question": run.question.strip(), "evidence": run.evidence}, interrupt_before="*",
+                         command="start")
         return debugger
 
     @classmethod
@@ -577,8 +580,11 @@ class Debugger:
         session = session or Session(settings)
         _, info, run_settings, changed = session.recorded_run(run_id, settings or session.settings)
         run_id = info["run_id"]  # a unique start of the id names the run too
+        # Its span starts with the first command that runs the graph: a session that only looks
+        # (history, state, diff) adds no turn to the run's trace.
         run = session.open_run(info["question"], info["db_path"], evidence=info.get("evidence") or "",
-                               settings=run_settings, replay_of=run_id, steppable=True)
+                               settings=run_settings, replay_of=run_id, steppable=True, origin="debug",
+                               defer_trace=True)
         debugger = cls(session, run, run_id)
         if changed:
             debugger.notes.append(changed)
@@ -590,10 +596,11 @@ class Debugger:
 
     def close(self) -> None:
         """End the debugging session's trace; a run stepped to its end puts its outcome (the
-        chosen SQL, its rows) on the run span, as a run of ``ask`` does."""
+        chosen SQL, its rows) on the run span, as a run of ``ask`` does. A session that ran no
+        step has no run span: it tells no outcome, the run's own trace already has it."""
         if self._finalizer.alive and not self.run.closed:
             try:
-                if self.finished:
+                if self.tracer.root is not None and self.finished:
                     self.run.mark_outcome(self.result())
             except Exception:  # noqa: BLE001, S110 - the trace's record of the outcome never fails closing
                 pass
@@ -705,14 +712,14 @@ class Debugger:
             nodes = [n for row in inside for n in row["next"]]
             self._stepping_inside = True
             try:
-                self._invoke(None, interrupt_before="*")
+                self._invoke(None, interrupt_before="*", command="step")
             finally:
                 self._stepping_inside = False
             return nodes
         nodes = list(self.next_nodes)
         if not nodes:
             raise DebugError("The run has ended: fork an earlier checkpoint to go on from there.")
-        self._invoke(None, interrupt_before="*")
+        self._invoke(None, interrupt_before="*", command="step")
         return nodes
 
     def cont(self) -> str | None:
@@ -723,7 +730,7 @@ class Debugger:
         for _ in range(MAX_BREAK_CHECKS):
             # The run's own nodes pause by LangGraph's interrupt_before; a search's ask _pause_inside.
             names = [n for n in self.breakpoints if n in self.graph.nodes]
-            self._invoke(None, interrupt_before=names or None)
+            self._invoke(None, interrupt_before=names or None, command="continue")
             inside = self.inside()
             if inside:
                 return inside[0]["next"][0]
@@ -734,14 +741,19 @@ class Debugger:
             if condition is None or condition.holds(self.state()):
                 return stopped[0]
             # the condition is false: step over this node and go on
-            self._invoke(None, interrupt_before="*")
+            self._invoke(None, interrupt_before="*", command="continue")
             if self.finished:
                 return None
         raise DebugError(f"Passed breakpoints {MAX_BREAK_CHECKS} times without stopping.")
 
-    def _invoke(self, value: Any, *, interrupt_before: Any) -> None:
+    def _invoke(self, value: Any, *, interrupt_before: Any, command: str) -> None:
+        """Run the graph for ``command`` (start, step, continue, rerun): one span of the
+        session's run, ``debug.<command>``, which says the checkpoint it went on from and
+        whether that was a fork (not the newest)."""
         config = dict(self.config)
-        if self.config["configurable"].get("checkpoint_id") == self._latest()["configurable"].get("checkpoint_id"):
+        here = self.config["configurable"].get("checkpoint_id")
+        forked = here is not None and here != self._latest()["configurable"].get("checkpoint_id")
+        if not forked:
             # At the newest checkpoint the run simply goes on; naming it would fork a copy.
             config = {"configurable": {"thread_id": self.run_id}}
         before = self.snapshot()
@@ -750,7 +762,10 @@ class Debugger:
             if pending:  # paused inside a search: resume those pauses, by id, and no other
                 value = Command(resume={i: True for i in pending})
         try:
-            self.run.invoke(value, config=config, interrupt_before=interrupt_before, catch=False)
+            self.run.invoke(value, config=config, interrupt_before=interrupt_before, catch=False,
+                            span=attrs.DEBUG_SPAN_PREFIX + command,
+                            span_attributes={attrs.SQLCHORUS_DEBUG_COMMAND: command, attrs.SQLCHORUS_FORKED: forked,
+                                             **({attrs.SQLCHORUS_CHECKPOINT_ID: here} if here else {})})
         except KeyboardInterrupt:  # the steps that finished before Ctrl-C are kept: stand after them
             self.config = self._latest()
             raise
@@ -892,7 +907,7 @@ class Debugger:
         recorded = dict(self.snapshot(earlier["id"]).values) if earlier else dict(self.snapshot().values)
         self.calls.live = True
         try:
-            self._invoke(None, interrupt_before="*")
+            self._invoke(None, interrupt_before="*", command="rerun")
         finally:
             self.calls.live = False
         now = dict(self.snapshot().values)
@@ -1086,7 +1101,7 @@ class Debugger:
         else:
             start = self._config_of(checkpoint_id)["configurable"]["checkpoint_id"]
         before = len(self.snapshot(start).values.get("usage") or [])
-        result = self.session.replay(self.run_id, start, settings=self.settings)
+        result = self.session.replay(self.run_id, start, settings=self.settings, origin="debug")
         self.config = self._latest()
         new = result.usage[before:]
         served = sum(1 for u in new if u.get("replayed") or u.get("typed"))

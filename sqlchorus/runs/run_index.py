@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlchorus.core.trace_file import read_spans, span_time
+from sqlchorus.core.trace_file import is_run_span, read_spans, span_time
 from sqlchorus.core.tracing import valid_run_id
 from sqlchorus.runs.run_stores import EVAL_CHECKPOINTS, RECORDS_FILE, RunStore
 from sqlchorus.tools import attributes as attrs
@@ -106,7 +106,7 @@ def span_usage(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def summarise(run_id: str, group: str, spans: list[dict[str, Any]]) -> RunSummary:
     summary = RunSummary(run_id=run_id, group=group, spans=len(spans))
     ids = {s["context"]["span_id"] for s in spans}
-    runs = [s for s in spans if s["name"] == attrs.RUN_SPAN]
+    runs = [s for s in spans if is_run_span(s.get("name"), s.get("attributes"))]
     # The run's own span: the one whose parent is not in the file (a host application's span,
     # or none); a debugging session's file may hold more than one.
     root = next((s for s in runs if s.get("parent_id") not in ids), runs[0] if runs else None)

@@ -356,14 +356,17 @@ class RunService(Databases):
         settings: every run's settings (models, checkpoints, tracing, limits).
         model: a chat model for every role (overrides ``settings.model``).
         workers: runs answered at once.
+        origin: what its runs are said to come from, which names their spans (``serve``; the
+            viewer's ``ui``); :meth:`start` may say otherwise per run (MCP's ``mcp``).
 
     Raises:
         ServiceError: two databases share an id; DatabaseOpenError: a file is not SQLite.
     """
 
     def __init__(self, databases: Mapping[str, str | Path] | None = None, settings: Settings | None = None, *,
-                 model: Any = None, workers: int = DEFAULT_WORKERS):
+                 model: Any = None, workers: int = DEFAULT_WORKERS, origin: str = "serve"):
         self.settings = settings or Settings()
+        self.origin = origin
         Databases.__init__(self, databases or {"demo": demo_db_path()}, Session(self.settings, model=model))
         self.store = self.session.checkpoints(self.settings)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -406,12 +409,13 @@ class RunService(Databases):
     # -- runs ---------------------------------------------------------------------------------
 
     def start(self, question: str, database: str | None = None, evidence: str = "", *,
-              trace_context: Any = None, client: str | None = None) -> LiveRun:
+              trace_context: Any = None, client: str | None = None, origin: str | None = None) -> LiveRun:
         """Start answering ``question``; the run goes on in a worker thread.
 
         ``trace_context``: an OpenTelemetry context (from an incoming ``traceparent``) that the
         run's spans nest under. ``client``: who asked (a server passes the remote address); the
         run's statements hold at most that client's share of the database's statement workers.
+        ``origin``: what started the run, which names its span (the service's own by default).
 
         Raises:
             EmptyQuestionError, QuestionTooLongError, ControlCharacterError, UnknownDatabaseError.
@@ -428,14 +432,15 @@ class RunService(Databases):
         def work() -> Result:
             return self.session.run(question, path, evidence=evidence, run_id=live.run_id,
                                     progress=self._progress(live), updates=self._updates(live),
-                                    cancelled=self._cancelled(live), client=client)
+                                    cancelled=self._cancelled(live), client=client, origin=origin or self.origin)
 
         live.future = self._pool.submit(self._run, live, work, trace_context)
         return live
 
-    def resume(self, run_id: str, *, trace_context: Any = None) -> LiveRun:
+    def resume(self, run_id: str, *, trace_context: Any = None, origin: str | None = None) -> LiveRun:
         """Go on with run ``run_id`` from its newest checkpoint, as a new run (its ``parent`` is
-        ``run_id``); model calls it already made are served from its call log.
+        ``run_id``); model calls it already made are served from its call log. ``origin`` names
+        its span, as for :meth:`start`.
 
         Raises:
             UnknownRunIdError, NoCheckpointsError.
@@ -495,7 +500,8 @@ class RunService(Databases):
 
         def work() -> Result:
             return self.session.replay(thread, latest=True, new_run_id=live.run_id, progress=self._progress(live),
-                                       updates=self._updates(live), cancelled=self._cancelled(live))
+                                       updates=self._updates(live), cancelled=self._cancelled(live),
+                                       origin=origin or self.origin)
 
         live.future = self._pool.submit(self._run, live, work, trace_context)
         return live

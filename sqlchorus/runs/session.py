@@ -35,9 +35,9 @@ from sqlchorus.core.checkpoints_postgres import open_checkpoints
 from sqlchorus.core.deadline import Cancel, Interrupted, cancellable
 from sqlchorus.core.dependencies import DatabaseResources, Dependencies, database_key
 from sqlchorus.core.llm import ModelAuthError
-from sqlchorus.core.models import ModelConfigError
+from sqlchorus.core.models import ModelConfigError, model_name
 from sqlchorus.core.trace_file import root_span_of
-from sqlchorus.core.tracing import NodeEvent, RunTracer, new_run_id
+from sqlchorus.core.tracing import NodeEvent, RunTracer, new_run_id, run_labels
 from sqlchorus.graph.build import build_graph
 from sqlchorus.runs.demo import demo_db_path
 from sqlchorus.runs.result import Result, failure_kind, result_from_state
@@ -45,7 +45,7 @@ from sqlchorus.tools import attributes as attrs
 from sqlchorus.tools.database import Database
 from sqlchorus.tools.engines import database_name, file_of
 from sqlchorus.tools.sql_errors import DatabaseOpenError
-from sqlchorus.tools.trace_content import ALL, NONE, rows_preview, set_value
+from sqlchorus.tools.trace_content import ALL, NONE, rows_preview, set_llm_cost, set_value
 from sqlchorus.tools.value_index import database_fingerprint
 
 _log = logging.getLogger(__name__)
@@ -199,6 +199,10 @@ class Session:
         hosted: bool = False,
         steppable: bool = False,
         client: str | None = None,
+        origin: str = "ask",
+        run_metadata: dict[str, Any] | None = None,
+        session_id: str | None = None,
+        defer_trace: bool = False,
     ) -> OpenRun:
         """Prepare one run: every entry point (``ask``, replay, the debugger, the servers, the
         graph a host embeds) starts its runs here, so none can skip a step.
@@ -218,12 +222,18 @@ class Session:
             client: who asked (a server passes the request's remote address): the run's
                 statements count as that client's, who holds at most its share of the database's
                 statement workers.
+            origin, run_metadata, session_id: as for :meth:`ask`.
+            defer_trace: the run's span starts with its first :meth:`OpenRun.invoke` and ends
+                where its last ended (a debugger's, open between its commands); a run never
+                invoked leaves no span and no trace file.
 
         Raises:
             EmptyQuestionError: the question is empty.
             QuestionTooLongError: the question or hint is over ``Settings.max_question_chars``.
             sqlchorus.tools.database.DatabaseOpenError: the database is missing or not SQLite.
             CheckpointFileError: ``needs_checkpoints`` and the store is off or cannot be used.
+            ValueError: ``origin`` is not a short lowercase word; TypeError: ``run_metadata`` is
+                not a dict.
         """
         settings = settings or self.settings
         question, evidence = checked_question(question, evidence, settings.max_question_chars)
@@ -261,17 +271,23 @@ class Session:
                       attrs.DB_SYSTEM: resources.db.engine, attrs.SQLCHORUS_DATABASE: resources.db.location}
         if replay_of is not None:
             attributes[attrs.SQLCHORUS_REPLAY_OF] = replay_of
+        attributes.update(self._labels(origin, run_metadata, settings, resources, replay_of))
+        asked = _Attributes()
+        _mark_input(asked, settings.trace_content, question, evidence)
+        attributes.update(asked)
         run_id = run_id or new_run_id()
         thread = replay_of or run_id
         # A hosted run's spans join the host's conversation: its LangGraph thread is the session.
-        session_id = (_host_thread() if hosted else None) or thread
+        session_id = session_id or (_host_thread() if hosted else None) or thread
         tracer = RunTracer(trace_dir=settings.trace_folder, otlp_endpoint=settings.otlp_endpoint, exporters=exporters,
                            run_id=run_id, attributes=attributes, session_id=session_id,
                            content=settings.trace_content,
-                           came_from=root_span_of(settings.trace_folder, replay_of) if replay_of else None).__enter__()
+                           came_from=root_span_of(settings.trace_folder, replay_of) if replay_of else None,
+                           name=origin, deferred=defer_trace).__enter__()
         try:
-            _mark_input(tracer, question, evidence)
-            with tracer.active():
+            # A value index built for this run is recorded in its trace now, under its span: a
+            # deferred run whose opening built one starts its span with that work.
+            with tracer.working() if defer_trace and resources.index_build is not None else tracer.active():
                 context, calls = self._context_for(resources, settings, tracer, progress, store, thread, question,
                                                    evidence, replay_of, needs_checkpoints, client)
             config: dict[str, Any] = {"recursion_limit": settings.recursion_limit}
@@ -285,6 +301,22 @@ class Session:
         return OpenRun(question=question, evidence=evidence, settings=settings, resources=resources, store=store,
                        graph=graph, tracer=tracer, calls=calls, context=context, config=config, thread=thread,
                        notes=notes, started=start, what="replay" if replay_of else "run")
+
+    def _labels(self, origin: str, run_metadata: dict[str, Any] | None, settings: Settings,
+                resources: DatabaseResources, replay_of: str | None) -> dict[str, Any]:
+        """The run span's origin, metadata and tags (see :func:`~sqlchorus.core.tracing.run_labels`):
+        the preset, the model of each role, the generators, the database and its engine (a
+        replay's run too), then the caller's ``run_metadata``, whose keys win."""
+        models = {role: model_name(m) for role, m in self.dependencies.models.items()}
+        db = resources.db
+        metadata: dict[str, Any] = {"preset": settings.preset, "models": models,
+                                    "generators": dict(settings.generators), "database": db.name, "engine": db.engine}
+        if replay_of is not None:
+            metadata["replay_of"] = replay_of
+        metadata.update(run_metadata or {})
+        tags = [*([f"preset:{settings.preset}"] if settings.preset else []), f"engine:{db.engine}",
+                f"database:{db.name}", *(f"model:{m}" for m in dict.fromkeys(models.values()))]
+        return run_labels(origin, metadata, tags)
 
     def _context_for(self, resources: DatabaseResources, settings: Settings, tracer: RunTracer, progress: Any,
                      store: RunRecords | None, thread: str, question: str, evidence: str, replay_of: str | None,
@@ -331,6 +363,9 @@ class Session:
         run_id: str | None = None,
         updates: Callable[[dict[str, Any]], None] | None = None,
         cancelled: Callable[[], bool] | None = None,
+        origin: str = "ask",
+        run_metadata: dict[str, Any] | None = None,
+        session_id: str | None = None,
     ) -> Result:
         """Answer ``question`` over the SQLite database ``db`` (the bundled demo database by default).
 
@@ -349,6 +384,16 @@ class Session:
             updates: called with each step's updates, ``{node: update}``, as the run goes.
             cancelled: asked before each node starts; once it says True the run stops there,
                 with the error "The run was cancelled." (its checkpoints so far kept).
+            origin: what started the run, which names its span (``ask``; ``eval``, ``batch``,
+                ``serve``, ``mcp``, ``ui``, ``debug`` from those entry points): a short
+                lowercase word.
+            run_metadata: labels of the run, any JSON-able dict (an evaluation's name and
+                question number, say), put in its span's metadata beside the preset, models,
+                database and engine (OpenInference's ``metadata``, Langfuse's
+                ``langfuse.trace.metadata.*``); its keys win over those.
+            session_id: the session the run's spans belong to in a dashboard (an evaluation's
+                name, so that its questions' runs are one session); the run's own thread by
+                default, a host's thread for a run inside a host's graph.
 
         Returns:
             A :class:`Result`; ``result.error`` says why when there is no answer.
@@ -361,7 +406,7 @@ class Session:
         """
         return self.run(question, db, evidence=evidence, settings=settings, exporters=exporters,
                         value_index=value_index, progress=progress, run_id=run_id, updates=updates,
-                        cancelled=cancelled)
+                        cancelled=cancelled, origin=origin, run_metadata=run_metadata, session_id=session_id)
 
     def recorded_run(self, run_id: str, settings: Settings | None = None) -> tuple[RunRecords, dict[str, Any], Settings, str | None]:
         """What the checkpoint file kept of ``run_id``: the file, the run's record, the settings
@@ -394,15 +439,16 @@ class Session:
         self, run_id: str, checkpoint_id: str | None = None, *, settings: Settings | None = None,
         progress: Callable[[NodeEvent], None] | None = None, new_run_id: str | None = None,
         updates: Callable[[dict[str, Any]], None] | None = None, cancelled: Callable[[], bool] | None = None,
-        latest: bool = False,
+        latest: bool = False, origin: str = "replay", run_metadata: dict[str, Any] | None = None,
     ) -> Result:
         """Run ``run_id`` again from one of its checkpoints (its first by default), on the same
         question and database, serving every model call it made from its call log: nothing is
         sent to a model unless an edit (``update_state`` on the checkpoint) changed a call's input.
         The new steps fork the run's thread; the replay has a trace of its own (``new_run_id``).
         With ``latest``, it goes on from the run's newest checkpoint instead: a run that was
-        cancelled or stopped resumes where it was. ``progress``, ``updates`` and ``cancelled``
-        are as for :meth:`ask`.
+        cancelled or stopped resumes where it was. ``progress``, ``updates``, ``cancelled`` and
+        ``run_metadata`` are as for :meth:`ask`; ``origin`` (``replay`` by default) names the
+        replay's span.
 
         Raises:
             UnknownRunError: no such run in the checkpoint file.
@@ -420,7 +466,8 @@ class Session:
             raise UnknownRunError(f"Run {run_id!r} has no checkpoint {checkpoint_id!r}.")
         result = self.run(info["question"], info["db_path"], evidence=info.get("evidence") or "",
                           settings=run_settings, run_id=new_run_id, progress=progress, updates=updates,
-                          cancelled=cancelled, replay_of=run_id, checkpoint_id=checkpoint_id)
+                          cancelled=cancelled, replay_of=run_id, checkpoint_id=checkpoint_id, origin=origin,
+                          run_metadata=run_metadata)
         if changed:
             result.errors.append({"node": "replay", "kind": "database_changed", "message": changed})
         return result
@@ -453,6 +500,8 @@ def ask(
     exporters: Iterable[Any] = (),
     value_index: Any = None,
     progress: Callable[[NodeEvent], None] | None = None,
+    origin: str = "ask",
+    run_metadata: dict[str, Any] | None = None,
 ) -> Result:
     """Answer ``question`` over the SQLite database ``db`` (the bundled demo database by default).
 
@@ -470,6 +519,7 @@ def ask(
         value_index: a prebuilt value index to reuse across questions on the same database.
         progress: called with a :class:`~sqlchorus.core.tracing.NodeEvent` as each node starts
             and ends.
+        origin, run_metadata: what started the run and its labels (see :meth:`Session.ask`).
 
     Returns:
         A :class:`Result`; ``result.error`` says why when there is no answer.
@@ -484,7 +534,7 @@ def ask(
     checked_question(question, evidence, (settings or Settings()).max_question_chars)
     with Session(settings, model=model) as session:
         return session.ask(question, db, evidence=evidence, exporters=exporters, value_index=value_index,
-                           progress=progress)
+                           progress=progress, origin=origin, run_metadata=run_metadata)
 
 
 STOP_WAIT_S = 15.0
@@ -532,17 +582,21 @@ class OpenRun:
             return False
 
     def invoke(self, value: Any, *, config: dict[str, Any] | None = None, interrupt_before: Any = None,
-               updates: Callable[[dict[str, Any]], None] | None = None, catch: bool = True) -> tuple[dict, str | None]:
+               updates: Callable[[dict[str, Any]], None] | None = None, catch: bool = True,
+               span: str | None = None, span_attributes: dict[str, Any] | None = None) -> tuple[dict, str | None]:
         """Run the graph from ``value`` (None: from the checkpoint the config names) with this
         run's context; its final state and why it has none (see :func:`_invoke`). ``config``
         replaces the run's own (the debugger moves along the thread); with ``catch`` False a
         failure is raised, not reported, and Ctrl-C stops the work under way (see
-        :func:`_ctrl_c_cancels`) before it interrupts the caller."""
+        :func:`_ctrl_c_cancels`) before it interrupts the caller. With ``span``, the
+        invocation is a child span of the run's of that name (with ``span_attributes``), its
+        nodes inside it: what a debugger's command did, LangGraph's own work included."""
         config = {**(config or self.config), "recursion_limit": self.settings.recursion_limit}
         # A cancel of its own for each invocation: work an earlier one left winding down stays
         # cancelled while the next goes on.
         self.cancel = Cancel()
-        with self.tracer.active(), cancellable(self.cancel), nullcontext() if catch else _ctrl_c_cancels(self.cancel):
+        with self.tracer.working(span, span_attributes), cancellable(self.cancel), \
+                nullcontext() if catch else _ctrl_c_cancels(self.cancel):
             if not catch:
                 return self.graph.invoke(value, config, context=self.context, interrupt_before=interrupt_before), None
             return _invoke(self.graph, value, config, self.context, self.tracer, self.what, updates)
@@ -721,6 +775,8 @@ def _mark_outcome(run: RunTracer, result: Result) -> None:
         run.root.set_attribute(attrs.SQLCHORUS_ERROR, result.error)
         run.root.set_attribute(attrs.SQLCHORUS_FAILURE, failure_kind(result) or "no_answer")
     run.root.set_attribute(attrs.SQLCHORUS_COST_USD, result.cost["cost_usd"])
+    # The run's llm.cost.* add up its calls' (nothing when no call had a price).
+    set_llm_cost(run.root, result.usage)
     if run.content == NONE:
         return
     output: dict[str, Any] = {"sql": result.sql, "columns": list(result.columns), "row_count": len(result.rows),
@@ -732,8 +788,15 @@ def _mark_outcome(run: RunTracer, result: Result) -> None:
     set_value(run.root, "output", output)
 
 
-def _mark_input(run: RunTracer, question: str, evidence: str) -> None:
+class _Attributes(dict):
+    """The attributes a run span will start with, taking them as a span does."""
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        self[key] = value
+
+
+def _mark_input(span: Any, content: str, question: str, evidence: str) -> None:
     """Put on the run's span what it was asked, the question and its hint (with ``all`` and
     ``metadata`` content, as ``sqlchorus.question`` has always carried the question)."""
-    if run.content != NONE:
-        set_value(run.root, "input", {"question": question, "evidence": evidence} if evidence else question)
+    if content != NONE:
+        set_value(span, "input", {"question": question, "evidence": evidence} if evidence else question)

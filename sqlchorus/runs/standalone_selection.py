@@ -269,7 +269,7 @@ def _vote_without_model(selection: dict[str, Any], checked: Sequence[Mapping[str
     selection["vote_rules"] = decision["rules"]
 
 
-def _db_path(raw: str, base: Path) -> str | Path:
+def line_database(raw: str, base: Path) -> str | Path:
     """The database a line names: a URL as it is, a relative file path looked up from the
     working directory, then beside the file."""
     if "://" in raw:  # postgresql://..., duckdb:///...: a URL is never a path beside the file
@@ -348,7 +348,7 @@ def read_selection_lines(path: str | os.PathLike[str], base: Path) -> Iterator[t
                     raise ValueError(f"missing field(s) {', '.join(missing)}")
                 if not isinstance(item["candidates"], list) or not all(isinstance(s, str) for s in item["candidates"]):
                     raise ValueError("candidates must be a list of SQL strings")
-                db_path = _db_path(str(item["db"]), base)
+                db_path = line_database(str(item["db"]), base)
             except ValueError as e:
                 yield n, None, str(e)
                 continue
