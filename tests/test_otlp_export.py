@@ -61,3 +61,52 @@ def test_spans_are_exported_over_otlp_http(collector, demo_db, monkeypatch):
                 names |= {span.name for span in scope_spans.spans}
     assert {"ask", "node:extract_keywords", "node:select_candidate", "sql"} <= names
     assert any(name.startswith("chat ") for name in names)
+
+
+def test_spans_carry_what_langfuse_reads(collector, demo_db, monkeypatch, tmp_path):
+    """Langfuse's OTLP endpoint cannot run here: the collector stand-in receives what would reach it,
+    read for the attributes Langfuse documents (trace name, session, tags and metadata; each model
+    call a generation with its model, whole messages, token and cost details)."""
+    import json
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from sqlchorus.tools import attributes as attrs
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", str(WAIT_S))
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"models": {"lf-model": {"input": 1.0, "output": 2.0}}}))
+    model = ScriptedChatModel(["['customers']", "Schema_links: [customers.*]",
+                               "**Final Optimized SQL Query:**\nSELECT count(*) FROM customers"], name="lf-model")
+    result = sqlchorus.ask("How many customers do we have?", db=demo_db, model=model,
+                           settings=Settings(otlp_endpoint=collector, trace_dir=None, trace_conventions="langfuse",
+                                             prices_file=str(prices), cache=False),
+                           run_metadata={"eval": "nightly"})
+    assert result.ok
+    spans = []
+    for _, _, body in Collector.received:
+        for resource_spans in ExportTraceServiceRequest.FromString(body).resource_spans:
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    values = {a.key: getattr(a.value, a.value.WhichOneof("value")) for a in span.attributes}
+                    spans.append((span.name, values))
+    root = next(values for name, values in spans if name == "ask")
+    assert root[attrs.LANGFUSE_TRACE_NAME] == "ask"
+    assert root[attrs.SESSION_ID]
+    assert root[attrs.LANGFUSE_TRACE_TAGS].values[0].string_value == "ask"  # the origin first
+    assert root[f"{attrs.LANGFUSE_TRACE_METADATA}.eval"] == "nightly"
+    generations = [values for name, values in spans if values.get(attrs.LANGFUSE_OBSERVATION_TYPE) == "generation"]
+    assert len(generations) == 3
+    total = 0.0
+    for values in generations:
+        assert values[attrs.LANGFUSE_MODEL_NAME] == "lf-model"
+        messages = json.loads(values[attrs.LANGFUSE_OBSERVATION_INPUT])
+        assert messages and all(m["content"] for m in messages)
+        assert values[attrs.LANGFUSE_OBSERVATION_OUTPUT]
+        usage = json.loads(values[attrs.LANGFUSE_USAGE_DETAILS])
+        cost = json.loads(values[attrs.LANGFUSE_COST_DETAILS])
+        assert usage["input"] > 0 and usage["output"] > 0
+        assert cost["total"] == pytest.approx((usage["input"] * 1.0 + usage["output"] * 2.0) / 1e6)
+        total += cost["total"]
+        assert attrs.LLM_INPUT_MESSAGES + ".0.message.content" not in values  # stored once
+    assert total == pytest.approx(result.cost["cost_usd"])

@@ -117,7 +117,7 @@ def test_the_limit_and_the_conventions_are_settings_options_and_variables(monkey
     settings = sqlchorus.Settings()
     assert (settings.trace_content_limit, settings.trace_conventions) == (5000, "genai")
     with pytest.raises(ValueError, match="trace conventions"):
-        sqlchorus.Settings(trace_conventions="langfuse")
+        sqlchorus.Settings(trace_conventions="zipkin")
     out = CliRunner().invoke(cli, ["ask", "--help"], terminal_width=200).output
     assert "--trace-content-limit" in out and "--trace-conventions" in out
 

@@ -155,6 +155,19 @@ TAG_TAGS = "tag.tags"
 LANGFUSE_TRACE_METADATA = "langfuse.trace.metadata"
 """Langfuse's trace metadata: one attribute per key, ``langfuse.trace.metadata.<key>``."""
 LANGFUSE_TRACE_TAGS = "langfuse.trace.tags"
+LANGFUSE_TRACE_NAME = "langfuse.trace.name"
+"""Langfuse's name of a trace: the run's origin."""
+# Langfuse's own names for a model call (an observation of type ``generation``): what its OTLP
+# endpoint reads first, before the GenAI conventions' and OpenInference's.
+LANGFUSE_OBSERVATION_TYPE = "langfuse.observation.type"
+LANGFUSE_OBSERVATION_INPUT = "langfuse.observation.input"
+"""JSON: a model call's messages, ``[{"role": ..., "content": ...}]`` (``--trace-conventions langfuse``)."""
+LANGFUSE_OBSERVATION_OUTPUT = "langfuse.observation.output"
+LANGFUSE_MODEL_NAME = "langfuse.observation.model.name"
+LANGFUSE_USAGE_DETAILS = "langfuse.observation.usage_details"
+"""JSON: ``{"input": tokens, "output": tokens}`` (and ``cache_read`` for a cached call)."""
+LANGFUSE_COST_DETAILS = "langfuse.observation.cost_details"
+"""JSON, US dollars: ``{"input": ..., "output": ..., "total": ...}``; absent for an unpriced call."""
 
 # A debugging session's run span holds one span per command that ran the graph (``debug.step``,
 # ``debug.continue``...), saying which and from where: the graph's own work (reading the

@@ -33,12 +33,12 @@ from sqlchorus.tools.json_values import json_value
 TRACE_CONTENTS: tuple[str, ...] = ("all", "metadata", "none")
 ALL, METADATA, NONE = TRACE_CONTENTS
 
-TRACE_CONVENTIONS: tuple[str, ...] = ("openinference", "genai", "both")
+TRACE_CONVENTIONS: tuple[str, ...] = ("openinference", "genai", "both", "langfuse")
 """Where a model call's messages go: OpenInference's ``llm.input_messages`` /
 ``llm.output_messages`` (what Arize Phoenix reads first), the GenAI conventions'
 ``gen_ai.input.messages`` / ``gen_ai.output.messages`` (JSON; Phoenix turns these into its own
 when a span has none), or both (each message twice)."""
-OPENINFERENCE, GENAI, BOTH = TRACE_CONVENTIONS
+OPENINFERENCE, GENAI, BOTH, LANGFUSE = TRACE_CONVENTIONS
 
 MAX_VALUE_CHARS = 8192
 """Characters one content attribute holds at most (a model call's messages excepted: see
@@ -190,6 +190,9 @@ def set_messages(span: Any, mode: str, messages: list[tuple[str, str]], *, limit
     texts = [bounded(str(text), limit) for _, text in messages]
     if any(size > limit for size in sizes):
         _mark_cut(span, limit)
+    if conventions == LANGFUSE:  # Langfuse's own input attribute, which it reads before any other
+        span.set_attribute(attrs.LANGFUSE_OBSERVATION_INPUT, json.dumps(
+            [{"role": r, "content": c} for r, c in zip(roles, texts)], ensure_ascii=False))
     if openinference:
         for i, (role, text) in enumerate(zip(roles, texts)):
             span.set_attribute(f"{prefix}.{i}.{attrs.MESSAGE_ROLE}", role)
@@ -203,7 +206,7 @@ def set_messages(span: Any, mode: str, messages: list[tuple[str, str]], *, limit
     # message's end, where the templates put the question, the hint and the task (the schema,
     # which makes a prompt long, comes first).
     last = next((str(t) for r, t in reversed(messages) if r == "user"), str(messages[-1][1]) if messages else "")
-    where = prefix if openinference else attrs.GEN_AI_INPUT_MESSAGES
+    where = prefix if openinference else attrs.GEN_AI_INPUT_MESSAGES if genai else attrs.LANGFUSE_OBSERVATION_INPUT
     span.set_attribute(attrs.INPUT_VALUE, message_preview(last, where))
     span.set_attribute(attrs.INPUT_MIME_TYPE, attrs.MIME_TEXT)
 
@@ -229,6 +232,8 @@ def set_answer(span: Any, mode: str, text: str, *, limit: int = DEFAULT_CONTENT_
     kept = bounded(text, limit)
     if len(text) > limit:
         _mark_cut(span, limit)
+    if conventions == LANGFUSE:
+        span.set_attribute(attrs.LANGFUSE_OBSERVATION_OUTPUT, kept)
     if openinference:
         span.set_attribute(f"{attrs.LLM_OUTPUT_MESSAGES}.0.{attrs.MESSAGE_ROLE}", "assistant")
         span.set_attribute(f"{attrs.LLM_OUTPUT_MESSAGES}.0.{attrs.MESSAGE_CONTENT}", kept)
@@ -239,7 +244,8 @@ def set_answer(span: Any, mode: str, text: str, *, limit: int = DEFAULT_CONTENT_
     # Answers are mostly a query or a verdict, shown whole; a long one (reasoning, then the query)
     # shows its end.
     span.set_attribute(attrs.OUTPUT_VALUE, message_preview(
-        text, f"{attrs.LLM_OUTPUT_MESSAGES}.0" if openinference else attrs.GEN_AI_OUTPUT_MESSAGES))
+        text, f"{attrs.LLM_OUTPUT_MESSAGES}.0" if openinference else attrs.GEN_AI_OUTPUT_MESSAGES if genai
+        else attrs.LANGFUSE_OBSERVATION_OUTPUT))
     span.set_attribute(attrs.OUTPUT_MIME_TYPE, attrs.MIME_TEXT)
 
 

@@ -490,7 +490,8 @@ class Settings(BaseSettings):
     trace_conventions: TraceConventions = _field(
         "openinference",
         "Which conventions a model call's messages are written in, once each: openinference (llm.input_messages, "
-        "what Arize Phoenix reads), genai (OpenTelemetry's gen_ai.input.messages), or both (each message twice).",
+        "what Arize Phoenix reads), genai (OpenTelemetry's gen_ai.input.messages), both (each message twice), or "
+        "langfuse (langfuse.observation.input/output, what Langfuse reads first).",
         flag="--trace-conventions", title="trace conventions",
     )
     cache: bool = _field(

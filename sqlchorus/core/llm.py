@@ -66,6 +66,7 @@ from sqlchorus.tools.trace_content import (
     content_mode,
     message_role,
     add_llm_cost,
+    llm_cost,
     set_answer,
     set_llm_cost,
     set_messages,
@@ -486,6 +487,7 @@ def _annotate(span: Any, node_span: Any, usage: UsageRecord, *, cached: bool, at
     # What every OpenInference reader takes for the call's cost (nothing for an unpriced call:
     # an unknown cost is not $0); Phoenix 20.x prices the span itself, from its token counts.
     set_llm_cost(span, usage, prices)
+    _langfuse_generation(span, usage, cached, prices)
     span.set_attribute(attrs.SQLCHORUS_CACHE_HIT, cached)
     span.set_attribute(attrs.SQLCHORUS_ATTEMPTS, attempts)
     span.set_attribute(attrs.SQLCHORUS_CALL_ID, usage["call"])  # its entry in the call log
@@ -494,6 +496,21 @@ def _annotate(span: Any, node_span: Any, usage: UsageRecord, *, cached: bool, at
         before = (getattr(node_span, "attributes", None) or {}).get(attrs.SQLCHORUS_COST_USD, 0.0)
         node_span.set_attribute(attrs.SQLCHORUS_COST_USD, round(float(before) + usage["cost_usd"], 10))
         add_llm_cost(node_span, usage, prices)
+
+
+def _langfuse_generation(span: Any, usage: UsageRecord, cached: bool, prices: PriceTable | None) -> None:
+    """The call as Langfuse's OTLP endpoint reads a generation: its type, model, token and cost
+    details (Langfuse prices nothing itself for a model it does not know; these are sqlchorus's)."""
+    span.set_attribute(attrs.LANGFUSE_OBSERVATION_TYPE, "generation")
+    span.set_attribute(attrs.LANGFUSE_MODEL_NAME, str(usage.get("model") or ""))
+    tokens = {"input": int(usage["input_tokens"]), "output": int(usage["output_tokens"])}
+    if cached:
+        tokens["cache_read"] = tokens["input"]
+    span.set_attribute(attrs.LANGFUSE_USAGE_DETAILS, json.dumps(tokens))
+    cost = llm_cost(usage, prices)
+    if cost is not None:
+        named = {"prompt": "input", "completion": "output", "total": "total"}
+        span.set_attribute(attrs.LANGFUSE_COST_DETAILS, json.dumps({named[k]: v for k, v in cost.items()}))
 
 
 # -- cache --------------------------------------------------------------------------------------

@@ -335,6 +335,7 @@ def run_labels(origin: str, metadata: Mapping[str, Any] | None = None, tags: Ite
         attrs.METADATA: json.dumps(shown, ensure_ascii=False),
         attrs.TAG_TAGS: labels,
         attrs.LANGFUSE_TRACE_TAGS: labels,
+        attrs.LANGFUSE_TRACE_NAME: origin,
     }
     for key, value in shown.items():
         attributes[f"{attrs.LANGFUSE_TRACE_METADATA}.{key}"] = (

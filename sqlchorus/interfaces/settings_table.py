@@ -349,11 +349,12 @@ OPTIONS: dict[str, dict[str, Any]] = (
  'trace_conventions': {'option': {'flag': '--trace-conventions'},
                        'help': "Which conventions a model call's messages are written in, once "
                                'each: openinference (llm.input_messages, what Arize Phoenix '
-                               "reads), genai (OpenTelemetry's gen_ai.input.messages), or both "
-                               '(each message twice).',
+                               "reads), genai (OpenTelemetry's gen_ai.input.messages), both (each "
+                               'message twice), or langfuse (langfuse.observation.input/output, '
+                               'what Langfuse reads first).',
                        'default': 'openinference',
                        'env': 'SQLCHORUS_TRACE_CONVENTIONS',
-                       'choices': ('openinference', 'genai', 'both'),
+                       'choices': ('openinference', 'genai', 'both', 'langfuse'),
                        'range': None,
                        'whole': False},
  'cache': {'option': {'negate': ('--no-cache',
