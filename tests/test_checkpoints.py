@@ -126,6 +126,10 @@ def test_a_whole_run_replays_with_no_model_call(tmp_path, demo_db):
     root = next(s for s in spans if s["name"] == "replay")
     assert root["attributes"]["sqlchorus.replay_of"] == first.run_id
     assert all(s["attributes"].get("sqlchorus.replayed") for s in spans if s["attributes"].get("gen_ai.operation.name") == "chat")
+    # Each replayed call carries the tokens the call it replays took, and costs nothing.
+    assert [(u["input_tokens"], u["output_tokens"]) for u in replayed.usage] == [
+        (u["input_tokens"], u["output_tokens"]) for u in first.usage]
+    assert all(u["input_tokens"] > 0 for u in replayed.usage) and replayed.cost["cost_usd"] == 0.0
     again.close()
 
 

@@ -809,12 +809,14 @@ class CallLog:
         self.store = store
         self.thread_id = thread_id
         self._lock = threading.Lock()
-        self._answers: dict[str, list[str]] = {}
+        self._answers: dict[str, list[tuple[str, dict[str, Any] | None]]] = {}
         self._supplied: list[str] = []
         self.live = False  # while True, every call goes to the model: a fresh sample, not a kept one
         if replay:
             for call in store.calls(thread_id):
-                self._answers.setdefault(call["key"], []).append(call["answer"])
+                usage = call.get("usage")
+                self._answers.setdefault(call["key"], []).append(
+                    (call["answer"], usage if isinstance(usage, dict) else None))
         self.served = 0
 
     def supply(self, text: str) -> None:
@@ -822,18 +824,20 @@ class CallLog:
         with self._lock:
             self._supplied.append(text)
 
-    def answer(self, key: str) -> tuple[str, str] | None:
+    def answer(self, key: str) -> tuple[str, str, dict[str, Any] | None] | None:
         """A supplied answer, else the kept answer to request ``key`` next in turn, or None; with
-        how it came: ``typed`` (supplied) or ``replayed`` (kept)."""
+        how it came, ``typed`` (supplied) or ``replayed`` (kept), and the usage the kept call
+        recorded (its tokens; None for a typed answer)."""
         with self._lock:
             if self._supplied:
                 self.served += 1
-                return self._supplied.pop(0), "typed"
+                return self._supplied.pop(0), "typed", None
             queue = self._answers.get(key)
             if not queue or self.live:
                 return None
             self.served += 1
-            return queue.pop(0), "replayed"
+            text, usage = queue.pop(0)
+            return text, "replayed", usage
 
     def record(self, call: dict[str, Any]) -> None:
         """Keep one call (see :meth:`RunCheckpoints.record_call`); a file that cannot take it

@@ -263,8 +263,12 @@ def call_model(
             if log is not None:
                 kept = log.answer(recorded["key"])
                 if kept is not None:  # a replay (the answer this request had), or one typed by hand
-                    served, how = kept
-                    usage = _usage(node, role, name, None, (time.perf_counter() - start) * 1000.0)
+                    served, how, was = kept
+                    # A replayed answer carries the tokens the call it replays took (nothing was
+                    # sent now: it costs nothing); a typed one has none.
+                    took = ({"input_tokens": int(was.get("input_tokens") or 0),
+                             "output_tokens": int(was.get("output_tokens") or 0)} if was else None)
+                    usage = _usage(node, role, name, took, (time.perf_counter() - start) * 1000.0)
                     usage.update({how: True, "cost_usd": 0.0, "priced": True})
                     _annotate(span, node_span, usage, cached=False, attempts=0)
                     span.set_attribute(attrs.SQLCHORUS_REPLAYED if how == "replayed" else attrs.SQLCHORUS_TYPED, True)
