@@ -311,7 +311,7 @@ def test_a_reply_keeps_its_usage_and_names_its_node(cluster):
     assert reply.content == "pong" and reply.usage_metadata["input_tokens"] >= 1
     assert reply.response_metadata[NODE_ID_KEY] == cluster.model_node
     assert reply.response_metadata["model_name"] == "echo"
-    assert model._llm_type == "python" and model.model_name == "echo"
+    assert model._llm_type == "scripted" and model.model_name == "echo"  # a python: model names its own provider
 
     # the same settings made again (as each worker does) find the same host
     again = with_role_resources(Settings(model="python:remote_models:echo", trace_dir=None), {"generation": "model_node"})
