@@ -26,6 +26,7 @@ question is spent:
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -61,6 +62,13 @@ def ray_module() -> Any:
             "--ray needs Ray on this machine and on every worker: pip install 'sqlchorus[ray]'."
         ) from e
     return ray
+
+
+@functools.cache
+def remote_class(cls: type) -> Any:
+    """``cls`` as a Ray actor class, made once per process (Ray itself imported only here, when
+    first asked)."""
+    return ray_module().remote(cls)
 
 
 def parse_address(address: str) -> tuple[str, str | None, int | None]:

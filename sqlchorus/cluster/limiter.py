@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlchorus.cluster.connect import ClusterError, ray_module
+from sqlchorus.cluster.connect import ClusterError, ray_module, remote_class
 from sqlchorus.config.errors import ModelConfigError
 from sqlchorus.core.rate_limits import ModelLimit, Reservations, model_limits, wait_turn
 
@@ -131,16 +131,6 @@ class RayModelLimiter:
         return f"RayModelLimiter({[limit.text for limit in self.limits.values()]!r})"
 
 
-_ACTOR_CLASS: Any = None
-
-
-def _actor_class(ray: Any) -> Any:
-    global _ACTOR_CLASS
-    if _ACTOR_CLASS is None:
-        _ACTOR_CLASS = ray.remote(LimiterActor)
-    return _ACTOR_CLASS
-
-
 def limiter_name(ray: Any) -> str:
     """The name of this command's limiter actor (in :data:`NAMESPACE`): the same in every call of
     the command's driver, another in another command's."""
@@ -170,7 +160,7 @@ def shared_limiter(limits: Mapping[str, Any] | Iterable[Any] | None) -> RayModel
         raise ClusterError("The cluster's model limiter needs a connected cluster: call shared_limiter inside "
                            "sqlchorus.cluster.connect.cluster(...).")
     # No CPU: the actor must start however busy the workers keep the cluster.
-    actor = _actor_class(ray).options(
+    actor = remote_class(LimiterActor).options(
         name=limiter_name(ray), namespace=NAMESPACE, get_if_exists=True, num_cpus=0,
         max_restarts=RESTARTS, max_task_retries=RESTARTS,
     ).remote(parsed)

@@ -39,7 +39,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatResult
 from pydantic import ConfigDict, Field
 
-from sqlchorus.cluster.connect import ClusterError, ray_module
+from sqlchorus.cluster.connect import ClusterError, ray_module, remote_class
 from sqlchorus.config.errors import NO_MODEL_HELP
 from sqlchorus.config.settings import ROLES, Settings
 from sqlchorus.core.llm import ModelTimeoutError, TransientModelError, fixed_sampling, takes_top_p
@@ -312,16 +312,6 @@ class ModelHost:
         return ChatResult(generations=generations, llm_output=result.llm_output)
 
 
-_ACTOR_CLASS: Any = None
-
-
-def _actor_class(ray: Any) -> Any:
-    global _ACTOR_CLASS
-    if _ACTOR_CLASS is None:
-        _ACTOR_CLASS = ray.remote(ModelHost)
-    return _ACTOR_CLASS
-
-
 def host_params(settings: Settings) -> dict[str, Any]:
     """What of ``settings`` a host resolves its model with; hosts differ where these do."""
     return {"temperature": settings.temperature, "max_tokens": settings.max_tokens,
@@ -350,7 +340,7 @@ def model_host(resource: str, spec: Any, params: Mapping[str, Any]) -> Any:
     command's driver first, so that the host lives as long as the command does.
     """
     ray = ray_module()
-    return _actor_class(ray).options(
+    return remote_class(ModelHost).options(
         name=host_name(ray, resource, spec, params), namespace=NAMESPACE, get_if_exists=True,
         resources={resource: HOST_SHARE}, num_cpus=0, max_concurrency=HOST_CONCURRENCY,
         max_restarts=0,

@@ -29,7 +29,7 @@ from typing import Any
 
 from sqlchorus import __version__
 from sqlchorus.cluster import staging
-from sqlchorus.cluster.connect import ClusterError, ray_module
+from sqlchorus.cluster.connect import ClusterError, ray_module, remote_class
 from sqlchorus.evaluation.runs import kept_where, run_question
 from sqlchorus.runs.session import Session
 from sqlchorus.runs.standalone_selection import OpenDatabases, check_line, select_line, selector
@@ -214,8 +214,7 @@ class Pool:
     # -- starting ---------------------------------------------------------------------------------
 
     def _actor_class(self) -> Any:
-        ray = ray_module()
-        return ray.remote(QuestionWorker).options(num_cpus=WORKER_CPUS, max_restarts=0, max_task_retries=0)
+        return remote_class(QuestionWorker).options(num_cpus=WORKER_CPUS, max_restarts=0, max_task_retries=0)
 
     def start(self, databases: Iterable[Any] = ()) -> None:
         """Start the actors and check each can do the work, before any question is spent.
