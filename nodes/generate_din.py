@@ -46,6 +46,7 @@ from sqlchorus.core.diversity import generation_meta, sample_temperature, sample
 from sqlchorus.core.generator import Generator
 from sqlchorus.core.llm import try_call_model
 from sqlchorus.core.state import GeneratorInput
+from sqlchorus.core.taught import with_taught
 from sqlchorus.tools import fewshot
 from sqlchorus.tools.classify import FALLBACK_CLASS
 from sqlchorus.tools.parsing import extract_sql, parse_classification
@@ -171,7 +172,9 @@ def generate_din(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
 
     kind = PROMPT_OF_CLASS[label]
     values: dict[str, Any] = {
-        "examples": _examples_text(kind, settings, context.db.dialect), "schema": view, "values": retrieved,
+        "examples": with_taught(context, state, _examples_text(kind, settings, context.db.dialect),
+                                question_label="Q", quoted=True),
+        "schema": view, "values": retrieved,
         "schema_links": links,
         "question": question, "evidence": evidence,
     }

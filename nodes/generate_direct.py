@@ -17,6 +17,7 @@ from sqlchorus.core.context import Context
 from sqlchorus.core.generation import generate_once
 from sqlchorus.core.generator import Generator
 from sqlchorus.core.state import GeneratorInput
+from sqlchorus.core.taught import with_taught
 from sqlchorus.tools import fewshot
 
 NODE = "generate_direct"
@@ -29,7 +30,8 @@ def _examples_text(settings, dialect: str = "sqlite") -> str:
 
 def generate_direct(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
     return generate_once(
-        state, runtime.context, node=NODE, generator=KEY, examples=_examples_text(runtime.context.settings, runtime.context.db.dialect),
+        state, runtime.context, node=NODE, generator=KEY,
+        examples=with_taught(runtime.context, state, _examples_text(runtime.context.settings, runtime.context.db.dialect)),
         grammar_tables=list(state.get("links") or {}),
     )
 

@@ -18,6 +18,7 @@ from sqlchorus.core.context import Context
 from sqlchorus.core.generation import generate_once
 from sqlchorus.core.generator import Generator
 from sqlchorus.core.state import GeneratorInput
+from sqlchorus.core.taught import with_taught
 from sqlchorus.tools import fewshot
 
 NODE = "generate_divide_conquer"
@@ -35,7 +36,7 @@ def _examples_text(settings, dialect: str = "sqlite") -> str:
 def generate_divide_conquer(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
     context = runtime.context
     return generate_once(state, context, node=NODE, generator=KEY,
-                         examples=_examples_text(context.settings, context.db.dialect))
+                         examples=with_taught(context, state, _examples_text(context.settings, context.db.dialect)))
 
 
 GENERATOR = Generator(

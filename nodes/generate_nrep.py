@@ -45,6 +45,7 @@ from sqlchorus.core.context import Context
 from sqlchorus.core.generator import Generator
 from sqlchorus.core.llm import ModelCallError, call_model, model_error, try_call_model
 from sqlchorus.core.state import GeneratorInput
+from sqlchorus.core.taught import with_taught
 from sqlchorus.tools import fewshot
 from sqlchorus.tools.parsing import extract_sql, parse_links
 from sqlchorus.tools.values import values_by_column
@@ -155,7 +156,8 @@ def generate_nrep(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
         )
         prompt = prompts.render(
             GENERATE_PROMPT,
-            examples=_generation_examples(question, state.get("evidence") or "", view, settings, context.db.dialect),
+            examples=with_taught(context, state, _generation_examples(question, state.get("evidence") or "", view, settings,
+                                                                      context.db.dialect), fenced=True),
             schema=schema,
             question=question,
             evidence=evidence,

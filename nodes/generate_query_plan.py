@@ -19,6 +19,7 @@ from sqlchorus.core.context import Context
 from sqlchorus.core.generation import generate_once
 from sqlchorus.core.generator import Generator
 from sqlchorus.core.state import GeneratorInput
+from sqlchorus.core.taught import with_taught
 from sqlchorus.tools import fewshot
 from sqlchorus.tools.query_plan import plan_for_schema
 
@@ -44,7 +45,7 @@ def _examples_text(settings, dialect: str = "sqlite") -> str:
 def generate_query_plan(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
     context = runtime.context
     return generate_once(state, context, node=NODE, generator=KEY,
-                         examples=_examples_text(context.settings, context.db.dialect))
+                         examples=with_taught(context, state, _examples_text(context.settings, context.db.dialect)))
 
 
 GENERATOR = Generator(

@@ -23,6 +23,7 @@ from sqlchorus.core.context import Context
 from sqlchorus.core.generation import model_error_update
 from sqlchorus.core.list_search import numbered, sampling, shared_values
 from sqlchorus.core.llm import ModelCallError, call_model
+from sqlchorus.core.taught import with_taught
 from sqlchorus.tools.fewshot import examples
 from sqlchorus.tools.parsing import parse_plan
 
@@ -58,7 +59,7 @@ def list_plan(state: dict, runtime: Runtime[Context]) -> dict:
     round_ = (state.get("plan_round") or 0) + 1
     prompt = prompts.render(
         NODE,
-        examples=examples_text(context.settings),
+        examples=with_taught(context, state, examples_text(context.settings)),
         feedback=_feedback(state),
         **shared_values(state),
     )

@@ -20,6 +20,7 @@ from sqlchorus.core.context import Context
 from sqlchorus.core.generation import model_error_update
 from sqlchorus.core.list_search import earlier_text, sampling, shared_values, step_values
 from sqlchorus.core.llm import ModelCallError, call_model
+from sqlchorus.core.taught import with_taught
 from sqlchorus.tools.fewshot import examples
 from sqlchorus.tools.parsing import extract_sql
 from sqlchorus.tools.verify import same_query
@@ -81,7 +82,7 @@ def list_write_step(state: dict, runtime: Runtime[Context]) -> dict:
     failures = carried_failures(state)
     prompt = prompts.render(
         NODE,
-        examples=examples_text(context.settings, context.db.dialect),
+        examples=with_taught(context, state, examples_text(context.settings, context.db.dialect)),
         feedback=_feedback(state, failures),
         **shared_values(state),
         **step_values(state),

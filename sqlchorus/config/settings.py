@@ -327,6 +327,13 @@ class Settings(BaseSettings):
         "the prompts they name.",
         flag="--examples-dir", path="dir",
     )
+    examples_store: str | None = _field(
+        "auto",
+        "SQLite file, or PostgreSQL database (postgresql://...), where taught examples and glossary "
+        "entries are kept per database and read by every run (auto: the checkpoint store; an "
+        "evaluation or batch uses the command line's, ./traces/checkpoints.sqlite).",
+        flag="--examples-store", path="file", negate=("--no-taught", None, "Use no taught examples or glossary."),
+    )
     fix_rounds: int = _field(
         3, "Fixer rounds per broken candidate at most (CHASE-SQL's beta).",
         flag="--fix-rounds", ge=0, le=10,
@@ -779,6 +786,13 @@ class Settings(BaseSettings):
             folder = self.trace_folder
             return str(Path(folder) / "checkpoints.sqlite") if folder else None
         return self.checkpoints or None
+
+    @property
+    def examples_file(self) -> str | None:
+        """Where taught examples are kept: ``examples_store`` resolved (see its help), or None."""
+        if self.examples_store == "auto":
+            return self.checkpoint_file
+        return self.examples_store or None
 
     @property
     def recursion_limit(self) -> int:

@@ -61,6 +61,11 @@ CREATE TABLE IF NOT EXISTS sqlchorus_status (
     thread_id TEXT PRIMARY KEY, status TEXT NOT NULL, owner TEXT NOT NULL, updated TEXT NOT NULL,
     question TEXT NOT NULL, database TEXT NOT NULL, kind TEXT NOT NULL, parent TEXT,
     cancel INTEGER NOT NULL DEFAULT 0, result TEXT, trace TEXT);
+CREATE TABLE IF NOT EXISTS sqlchorus_taught (
+    id TEXT PRIMARY KEY, database TEXT NOT NULL, kind TEXT NOT NULL, question TEXT NOT NULL, sql TEXT NOT NULL,
+    hint TEXT NOT NULL, author TEXT NOT NULL, created TEXT NOT NULL, run_id TEXT, source TEXT NOT NULL,
+    skeleton TEXT NOT NULL, features TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS sqlchorus_taught_database ON sqlchorus_taught (database, kind);
 """
 TABLES = _TABLES
 """The tables of :class:`RunRecords`, in SQL that SQLite and PostgreSQL both take."""
@@ -72,6 +77,9 @@ RUN_STATUSES = ("queued", "running", "done", "failed", "cancelled")
 """What a run a server started can be: waiting for a worker, running, answered (``result`` says
 whether there is an answer), ended by a fault, or cancelled."""
 FINISHED = frozenset({"done", "failed", "cancelled"})
+TAUGHT_COLUMNS = ("id", "database", "kind", "question", "sql", "hint", "author", "created", "run_id", "source",
+                  "skeleton", "features")
+"""The columns of a taught example or glossary entry (see :mod:`sqlchorus.tools.taught`)."""
 
 
 def is_database_url(target: str | Path | None) -> bool:
@@ -180,6 +188,69 @@ class RunRecords:
         if checkpoint is not None:
             self._keep(key[0], lambda kept: kept["checkpoints"].pop(key[1], None), create=False)
         return written
+
+    # -- taught examples and glossary entries ------------------------------------------------------
+
+    def add_taught(self, entry: dict[str, Any]) -> bool:
+        """Keep a taught example or glossary entry (every column of :data:`TAUGHT_COLUMNS`);
+        False when one of the same id (the same question or term on the same database) is kept
+        already, which is then left as it was.
+
+        Raises:
+            one of ``db_errors``: the store did not take it (nothing is half written: one row).
+        """
+        values = tuple(entry.get(c) if c != "features" else ",".join(sorted(entry.get(c) or ()))
+                       for c in TAUGHT_COLUMNS)
+        marks = ", ".join("?" for _ in TAUGHT_COLUMNS)
+        return self._update(f"INSERT INTO sqlchorus_taught ({', '.join(TAUGHT_COLUMNS)}) VALUES ({marks}) "
+                            "ON CONFLICT (id) DO NOTHING", values) > 0
+
+    def taught(self, database: str | None = None, kind: str | None = None,
+               ids: list[str] | None = None) -> list[dict[str, Any]]:
+        """The taught entries of ``database`` (all databases when None), of ``kind`` (both when
+        None), or those of ``ids``, oldest first."""
+        where, params = [], []
+        if database is not None:
+            where.append("database = ?")
+            params.append(database)
+        if kind is not None:
+            where.append("kind = ?")
+            params.append(kind)
+        if ids is not None:
+            if not ids:
+                return []
+            where.append(f"id IN ({', '.join('?' for _ in ids)})")
+            params.extend(ids)
+        sql = (f"SELECT {', '.join(TAUGHT_COLUMNS)} FROM sqlchorus_taught"
+               f"{' WHERE ' + ' AND '.join(where) if where else ''} ORDER BY created, id")
+        out = []
+        for row in self._rows(sql, tuple(params)):
+            entry = dict(zip(TAUGHT_COLUMNS, row))
+            entry["features"] = [f for f in (entry["features"] or "").split(",") if f]
+            out.append(entry)
+        return out
+
+    def taught_version(self, database: str) -> tuple[int, str]:
+        """How many entries ``database`` has and the newest one's time: what a cached index of
+        them is checked against before each run."""
+        rows = self._rows("SELECT COUNT(*), COALESCE(MAX(created), ''), COALESCE(MIN(id), ''), COALESCE(MAX(id), '') "
+                          "FROM sqlchorus_taught WHERE database = ?", (database,))
+        count, *marks = rows[0] if rows else (0, "", "", "")
+        return int(count), "|".join(str(m) for m in marks)
+
+    def taught_databases(self) -> list[tuple[str, int, int]]:
+        """Each database that has taught entries: its name, its examples and its terms."""
+        rows = self._rows("SELECT database, kind, COUNT(*) FROM sqlchorus_taught GROUP BY database, kind ORDER BY database")
+        out: dict[str, list[int]] = {}
+        for database, kind, count in rows:
+            out.setdefault(database, [0, 0])[0 if kind == "example" else 1] += int(count)
+        return [(db, n[0], n[1]) for db, n in out.items()]
+
+    def remove_taught(self, ids: list[str]) -> int:
+        """Remove the taught entries of ``ids``; how many there were."""
+        if not ids:
+            return 0
+        return self._update(f"DELETE FROM sqlchorus_taught WHERE id IN ({', '.join('?' for _ in ids)})", tuple(ids))
 
     # -- what the store did not take --------------------------------------------------------------
 

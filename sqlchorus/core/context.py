@@ -49,6 +49,8 @@ class Context:
         model_limiter: the requests and tokens per minute of each model, shared by the entry
             point's runs (:class:`~sqlchorus.core.rate_limits.ModelLimiter`; on a Ray cluster,
             by every worker), asked before each request to a model; None for none.
+        taught: the database's taught examples and glossary (:class:`~sqlchorus.core.taught.Taught`),
+            which the few-shot generators show ahead of their shipped examples; None for none.
     """
 
     db: GuardedDatabase
@@ -65,3 +67,4 @@ class Context:
     calls: Any = None
     pause: Callable[[str, Any], bool] | None = None
     model_limiter: Any = None
+    taught: Any = None

@@ -9,6 +9,7 @@ disk), and one compiled graph per choice of generators.
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import threading
@@ -36,6 +37,7 @@ from sqlchorus.core.deadline import Cancel, Interrupted, cancellable
 from sqlchorus.core.dependencies import DatabaseResources, Dependencies, database_key
 from sqlchorus.core.llm import ModelAuthError
 from sqlchorus.core.models import ModelConfigError, model_name
+from sqlchorus.core.taught import Taught, glossary_for
 from sqlchorus.core.trace_file import root_span_of
 from sqlchorus.core.tracing import NodeEvent, RunTracer, new_run_id, run_labels
 from sqlchorus.graph.build import build_graph
@@ -44,6 +46,7 @@ from sqlchorus.runs.result import Result, failure_kind, result_from_state
 from sqlchorus.tools import attributes as attrs
 from sqlchorus.tools.database import Database
 from sqlchorus.tools.engines import database_name, file_of
+from sqlchorus.tools.fewshot import embedder
 from sqlchorus.tools.sql_errors import DatabaseOpenError
 from sqlchorus.tools.trace_content import ALL, NONE, rows_preview, set_llm_cost, set_value
 from sqlchorus.tools.value_index import database_fingerprint
@@ -87,6 +90,7 @@ class Session:
         self._checkpoints: dict[str, RunRecords] = {}
         self._lock = threading.Lock()
         self._building: dict[tuple[Any, ...], threading.Lock] = {}
+        self._taught: dict[tuple[str, str, Any], tuple[Any, Taught]] = {}
 
     # -- what runs share ----------------------------------------------------------------------
 
@@ -166,6 +170,46 @@ class Session:
             if path not in self._checkpoints:
                 self._checkpoints[path] = open_checkpoints(path)
             return self._checkpoints[path]
+
+    def examples_store(self, settings: Settings | None = None) -> RunRecords | None:
+        """The store of taught examples ``settings`` name (``examples_store``), opened once (the
+        checkpoint store's object when both are one); None when taught examples are off.
+
+        Raises:
+            CheckpointFileError: the store cannot be used.
+        """
+        path = (settings or self.settings).examples_file
+        if path is None:
+            return None
+        with self._lock:
+            if path not in self._checkpoints:
+                self._checkpoints[path] = open_checkpoints(path)
+            return self._checkpoints[path]
+
+    def taught(self, db: Database, settings: Settings | None = None) -> Taught | None:
+        """The taught examples and glossary of ``db`` in the examples store, indexed once per
+        version of the store's entries for it; None when the store is off or holds none for it.
+
+        Raises:
+            CheckpointFileError: the store cannot be used; or one of its ``db_errors``.
+        """
+        settings = settings or self.settings
+        store = self.examples_store(settings)
+        if store is None:
+            return None
+        database = database_name(db)
+        version = store.taught_version(database)
+        if not version[0]:
+            return None
+        key = (str(store.path), database, settings.value_embedder)
+        with self._lock:
+            cached = self._taught.get(key)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        taught = Taught.load(store, database, embedder(settings.value_embedder))
+        with self._lock:
+            self._taught[key] = (version, taught)
+        return taught
 
     def forget_checkpoints(self, path: str) -> None:
         """Close the checkpoint store at ``path`` and drop the graphs compiled with it: for a
@@ -252,6 +296,16 @@ class Session:
             # A role that could write was let open (allow_writable_role): every run says so.
             _log.warning("Warning: %s", warning)
             notes.append({"node": "database", "kind": "writable_role", "message": warning[0].upper() + warning[1:] + "."})
+        taught: Taught | None = None
+        glossary: list[dict[str, Any]] = []
+        try:
+            taught = self.taught(resources.db, settings)
+        except (CheckpointFileError, *_store_errors(self, settings)) as e:
+            # Taught examples steer a run; a store that is away costs them, not the run.
+            notes.append({"node": "taught", "kind": "taught",
+                          "message": f"The taught examples could not be read ({e}); this run goes on without them."})
+        if replay_of is None:
+            evidence, glossary = glossary_for(taught, question, evidence)
         store: RunRecords | None = None
         if not hosted:
             try:
@@ -271,6 +325,9 @@ class Session:
                       attrs.DB_SYSTEM: resources.db.engine, attrs.SQLCHORUS_DATABASE: resources.db.location}
         if replay_of is not None:
             attributes[attrs.SQLCHORUS_REPLAY_OF] = replay_of
+        if glossary:
+            attributes[attrs.SQLCHORUS_GLOSSARY] = json.dumps(
+                [{"id": e["id"], "term": e["question"], "hint": e["hint"], "sql": e["sql"]} for e in glossary])
         attributes.update(self._labels(origin, run_metadata, settings, resources, replay_of))
         asked = _Attributes()
         _mark_input(asked, settings.trace_content, question, evidence)
@@ -290,6 +347,7 @@ class Session:
             with tracer.working() if defer_trace and resources.index_build is not None else tracer.active():
                 context, calls = self._context_for(resources, settings, tracer, progress, store, thread, question,
                                                    evidence, replay_of, needs_checkpoints, client)
+                context.taught = taught
             config: dict[str, Any] = {"recursion_limit": settings.recursion_limit}
             if store is not None:
                 # The run's id is its thread's: its trace and its checkpoints are found by one id.
@@ -650,6 +708,13 @@ _NOT_REPLAYED = frozenset({
 })
 """Settings a replay takes from the session, not from the run: where things go, and the models
 (which a replay does not call unless an edit asks it to)."""
+
+
+def _store_errors(session: Session, settings: Settings) -> tuple[type[BaseException], ...]:
+    """The errors of the examples store's driver (a store that went away), if it is open."""
+    path = settings.examples_file
+    store = session._checkpoints.get(path) if path else None
+    return tuple(getattr(store, "db_errors", ()) or ())
 
 
 def _replayable(settings: Settings, recorded: dict[str, Any]) -> Settings:
