@@ -60,6 +60,14 @@ class TaughtError(SqlchorusError, ValueError):
     """A taught example or glossary entry that cannot be kept: said in one line."""
 
     kind = "taught"
+    http_status = 422
+
+
+class DuplicateTaughtError(TaughtError):
+    """The same question (or term) is taught already on that database."""
+
+    kind = "taught_duplicate"
+    http_status = 409
 
 
 def entry_id(database: str, kind: str, question: str) -> str:
@@ -275,6 +283,23 @@ def glossary_hint(entries: Sequence[Mapping[str, Any]]) -> str:
             part += f" (as SQL: {expression})" if meaning else f" {expression}"
         parts.append(part)
     return "; ".join(parts)
+
+
+def without_glossary(hint: str, entries: Sequence[Mapping[str, Any]]) -> str:
+    """``hint`` without what :func:`glossary_hint` added for any of ``entries``: a run's hint
+    carries the glossary entries its question named, which are not the user's own hint.
+
+    >>> entry = {"question": "veteran", "hint": "older than 40", "sql": ""}
+    >>> without_glossary("in 2020; veteran means older than 40", [entry])
+    'in 2020'
+    """
+    out = hint
+    for entry in entries:
+        piece = glossary_hint([entry])
+        out = out.replace(f"; {piece}", "")
+        if out.startswith(piece):
+            out = out[len(piece):].lstrip("; ")
+    return out.strip()
 
 
 # -- in prompts ----------------------------------------------------------------------------------

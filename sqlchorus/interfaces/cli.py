@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -852,6 +853,193 @@ def prune_command(dry_run: bool, vacuum: bool, **options: Any) -> None:
 EVAL_OPTIONS: tuple[str, ...] = tuple(name for name in RUN_OPTIONS if name != "trace_dir")
 
 
+TEACH_OPTIONS: tuple[str, ...] = ("trace_dir", "checkpoints", "examples_store", "sql_timeout_s", "max_question_chars",
+                                  "require_readonly_role", "allow_writable_role")
+"""The settings of ``teach`` and ``examples``: where taught examples are kept, and the guard's."""
+
+
+def _teacher(options: dict[str, Any]) -> Any:
+    from sqlchorus.runs.teach import Teacher
+
+    return Teacher(settings=typed_settings(options, names=TEACH_OPTIONS))
+
+
+@cli.command("teach")
+@click.option("--db", "db", type=click.Path(dir_okay=False),
+              help="The database the example is for (as --db of ask names it); a line of --file may name its own.")
+@click.option("--question", "-q", help="The question the SQL answers.")
+@click.option("--sql", help="The verified SQL (with --question), or the SQL expression of a term (with --term).")
+@click.option("--hint", default="", help="A hint the question needs (BIRD's evidence).")
+@click.option("--term", help="Teach a glossary term instead: a word or phrase of the database's world.")
+@click.option("--meaning", default="", help="What --term means, in words.")
+@click.option("--file", "pairs", type=click.File("r", encoding="utf-8"),
+              help='A JSON Lines file of {"question", "sql", "hint"?, "db"?} or {"term", "meaning"?, "sql"?, "db"?} '
+                   "('-': standard input).")
+@click.option("--run", "run_id", help="The run the example came from, recorded with it.")
+@click.option("--author", help="Who verified it (default: the login name).")
+@settings_options(*TEACH_OPTIONS)
+@_JSON
+def teach_command(db: str | None, question: str | None, sql: str | None, hint: str, term: str | None, meaning: str,
+                  pairs: Any, run_id: str | None, author: str | None, as_json: bool, **options: Any) -> None:
+    """Teach the database a verified question and its SQL, a glossary term, or a file of them.
+
+    The SQL runs through the database's guard first and must return rows; an empty or over-long
+    question, a statement the guard refuses, or a question taught already is refused in one line.
+    Taught examples are kept per database in the examples store (the checkpoint store by default)
+    and shown to the generators ahead of their own examples; a term is added to the hint of every
+    question that names it. With --file, a refused line is reported with its number and why, the
+    others kept; exit 1 when any line was refused.
+    """
+    from sqlchorus.runs.teach import exported
+
+    if pairs is None and not (question or sql or term):
+        _fail("Give --question and --sql, --term (with --meaning or --sql), or --file.")
+    if pairs is not None and (question or sql or term):
+        _fail("Give --file alone, or one example (--question and --sql) or term (--term), not both.")
+    if pairs is None and not db:
+        _fail("Give --db: the database the example is for.")
+    if pairs is None and term is None and not (question and sql):
+        _fail("An example needs both --question and --sql.")
+    with _reported():
+        with _teacher(options) as teacher:
+            if pairs is not None:
+                report = teacher.teach_lines(db, pairs, author=author, source="cli")
+            elif term is not None:
+                entry = teacher.teach_term(db, term, meaning, sql or "", author=author, run_id=run_id, source="cli")
+            else:
+                entry = teacher.teach(db, question, sql, hint=hint, author=author, run_id=run_id, source="cli")
+    if pairs is None:
+        click.echo(json.dumps(exported(entry)) if as_json else f"taught {entry['id']}: {_entry_line(entry)}")
+        return
+    if as_json:
+        click.echo(json.dumps(report.to_dict()))
+    else:
+        for entry in report.added:
+            click.echo(f"taught {entry['id']}: {_entry_line(entry)}")
+        for number, why in report.refused:
+            click.echo(f"line {number}: not taught: {why}", err=True)
+        click.echo(f"{len(report.added)} taught, {len(report.refused)} refused")
+    if report.refused:
+        sys.exit(EXIT_NO_ANSWER)
+
+
+def _entry_line(entry: dict[str, Any]) -> str:
+    if entry["kind"] == "term":
+        meaning = entry["hint"] + (f" ({entry['sql']})" if entry["sql"] else "") if entry["hint"] else entry["sql"]
+        return f"term {entry['question']!r}: {meaning}"
+    return f"{entry['question']!r} -> {entry['sql']}"
+
+
+@cli.group("examples")
+def examples_group() -> None:
+    """List, export and remove taught examples and glossary terms."""
+
+
+@examples_group.command("list")
+@click.option("--db", "db", help="Only this database's (as --db of ask names it); default: every database's.")
+@click.option("--kind", type=click.Choice(["example", "term"]), help="Only examples, or only terms.")
+@settings_options(*TEACH_OPTIONS)
+@_JSON
+def examples_list(db: str | None, kind: str | None, as_json: bool, **options: Any) -> None:
+    """List the taught examples and terms: id, database, question or term, SQL, who and when."""
+    from sqlchorus.runs.teach import exported
+
+    with _reported(), _teacher(options) as teacher:
+        entries = teacher.entries(db, kind)
+        if not entries and db is None and not as_json:
+            click.echo(f"Nothing is taught yet in {teacher.store().path}.")
+            return
+    if as_json:
+        click.echo(json.dumps([exported(e) for e in entries]))
+        return
+    for entry in entries:
+        run = f", run {entry['run_id']}" if entry["run_id"] else ""
+        click.echo(f"{entry['id']}  {entry['database']}\n    {_entry_line(entry)}\n"
+                   f"    by {entry['author']} via {entry['source']}, {entry['created'][:19]}{run}")
+    click.echo(f"{len(entries)} taught")
+
+
+@examples_group.command("export")
+@click.option("--db", "db", help="Only this database's; default: every database's.")
+@click.option("--kind", type=click.Choice(["example", "term"]), help="Only examples, or only terms.")
+@click.option("--out", "out", type=click.Path(dir_okay=False), help="Write to this file (default: standard output).")
+@settings_options(*TEACH_OPTIONS)
+def examples_export(db: str | None, kind: str | None, out: str | None, **options: Any) -> None:
+    """Write the taught examples and terms as JSON Lines, one per line, as sqlchorus teach --file reads them."""
+    from sqlchorus.runs.teach import exported
+
+    with _reported(), _teacher(options) as teacher:
+        lines = [json.dumps(exported(e), ensure_ascii=False) for e in teacher.entries(db, kind)]
+        text = "".join(f"{line}\n" for line in lines)
+        if out:
+            tmp = Path(out).with_name(Path(out).name + ".tmp")
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, out)  # never a half-written export
+            click.echo(f"wrote {len(lines)} to {out}", err=True)
+        else:
+            click.echo(text, nl=False)
+
+
+@examples_group.command("rm")
+@click.argument("ids", nargs=-1, required=True)
+@settings_options(*TEACH_OPTIONS)
+def examples_rm(ids: tuple[str, ...], **options: Any) -> None:
+    """Remove the taught examples or terms of IDS (all or none: an unknown id removes nothing)."""
+    with _reported(), _teacher(options) as teacher:
+        removed = teacher.remove(list(ids))
+    for entry in removed:
+        click.echo(f"removed {entry['id']}: {_entry_line(entry)}")
+
+
+@cli.command("check")
+@click.option("--db", "db", required=True, type=click.Path(dir_okay=False),
+              help="The database whose taught questions are asked again.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+              help="The check's run folder (default: evals/check-<database>-<time>); an existing one is resumed.")
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True, help="Questions asked at once.")
+@settings_options(*EVAL_OPTIONS)
+@_JSON
+def check_command(db: str, out_dir: str | None, workers: int, as_json: bool, **options: Any) -> None:
+    """Ask every taught question of the database again, with the current models and settings,
+    and compare each answer's rows with its taught SQL's, as an evaluation does.
+
+    Prints each regression with the command that opens its run in the debugger; exit 1 when any
+    taught question regressed. --json prints n_checked, n_regressions and regressions for CI.
+    """
+    from sqlchorus.evaluation.taught_checks import check_taught
+
+    progress = not as_json and sys.stderr.isatty()
+    log = (lambda message: None) if as_json else (lambda message: click.echo(message, err=True))
+    with _reported(lambda: "Interrupted. The answered questions are kept; --out FOLDER resumes them."):
+        settings = _examples_from_command_line(typed_settings(options, names=EVAL_OPTIONS))
+        _check_model_names([settings.model, *settings.models.values()])
+        report = check_taught(db, settings, out_dir=out_dir, workers=workers, progress=progress, log=log)
+    if as_json:
+        click.echo(json.dumps(report.to_dict()))
+    else:
+        for r in report.regressions:
+            click.echo(f"REGRESSED {r['id']}: {r['question']!r}")
+            click.echo(f"    taught: {r['taught_sql']}")
+            click.echo(f"    now:    {r['sql'] or '(no answer)'}" + (f"  [{r['error']}]" if r.get("error") else ""))
+            click.echo(f"    debug:  {r['debug']}")
+        click.echo(f"{report.n_checked} checked, {report.n_regressions} regressed (run folder {report.folder})")
+    if report.regressions:
+        sys.exit(EXIT_NO_ANSWER)
+
+
+def _examples_from_command_line(settings: Settings) -> Settings:
+    """``settings`` whose taught examples are the command line's: an evaluation keeps its runs in
+    its own folder, but reads what was taught where ``ask`` and ``teach`` keep it
+    (``./traces/checkpoints.sqlite``, or the store --checkpoints names)."""
+    if settings.examples_store != "auto":
+        return settings
+    folder = os.environ.get(OPTIONS["trace_dir"]["env"] or "") or CLI_DEFAULTS["trace_dir"]
+    store = settings.checkpoints if settings.checkpoints not in ("auto", None) else None
+    return settings.replace(examples_store=store or str((Path(folder) / "checkpoints.sqlite").absolute()))
+
+
+
+
 def ray_options(fn: Any) -> Any:
     """``--ray ADDRESS`` and ``--ray-resource ROLE=RESOURCE``, for the commands that spread
     their questions over a Ray cluster."""
@@ -1027,8 +1215,8 @@ def eval_command(dataset_name: str | None, limit: int | None, workers: int, out_
                 folder = Path(out_dir or Path("evals") / (run_name or f"{dataset.name}-{stamp}"))
                 interrupted["message"] = (f"Interrupted. Finished questions are in {folder / 'records.jsonl'}; "
                                           f"rerun with --out {folder} to resume.")
-                settings = typed_settings(options, names=EVAL_OPTIONS,
-                                          trace_dir=None if no_trace else str(folder / "traces"))
+                settings = _examples_from_command_line(typed_settings(
+                    options, names=EVAL_OPTIONS, trace_dir=None if no_trace else str(folder / "traces")))
                 _check_model_names([settings.model, *settings.models.values()])
                 if ray_address:
                     from sqlchorus.cluster.eval import cluster_runner
@@ -1119,7 +1307,7 @@ def batch_command(in_file: str, out_file: str, default_db: str | None, workers: 
     log = (lambda message: None) if as_json else (lambda message: click.echo(message, err=True))
     traces = None if no_trace else str(Path(out_file).with_suffix("")) + ".traces"
     with _reported(lambda: f"Interrupted. Answered questions are in {out_file}; the same command goes on."):
-        settings = typed_settings(options, names=EVAL_OPTIONS, trace_dir=traces)
+        settings = _examples_from_command_line(typed_settings(options, names=EVAL_OPTIONS, trace_dir=traces))
         _check_model_names([settings.model, *settings.models.values()])
         kwargs = dict(out=out_file, default_db=default_db, workers=workers, resume=not no_resume,
                       progress=progress, log=log)

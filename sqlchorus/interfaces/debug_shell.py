@@ -60,6 +60,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("post-mortem", "pm", "post-mortem", "the last node that raised: its exception, where, and the state it met"),
     Command("sql", "", "sql QUERY", "run a read query on the run's database, through the same guard as the run's queries"),
     Command("export-test", "", "export-test PATH", "write a pytest test that replays this run and checks its SQL and result"),
+    Command("teach", "", "teach [SQL]", "keep this run's question with this branch's answer (or SQL) as a taught example of the database, checked through its guard first"),
     Command("help", "?", "help [COMMAND]", "the commands, or one"),
     Command("quit", "q", "quit", "leave (the run stays in the checkpoint file)"),
 )
@@ -102,7 +103,7 @@ class DebugShell:
             "next": self._next, "continue": self._continue, "break": self._break, "clear": self._clear,
             "state": self._state, "diff": self._diff, "set": self._set, "answer": self._answer,
             "history": self._history, "fork": self._fork, "replay": self._replay, "trace": self._trace,
-            "export-test": self._export, "help": self._help, "calls": self._calls, "where": self._where,
+            "export-test": self._export, "teach": self._teach, "help": self._help, "calls": self._calls, "where": self._where,
             "until": self._until, "display": self._display, "undisplay": self._undisplay, "rerun": self._rerun,
             "post-mortem": self._post_mortem, "sql": self._sql,
         }
@@ -164,7 +165,7 @@ class DebugShell:
         if command.name == "quit":
             return False
         try:
-            args = shlex.split(rest) if command.name not in ("set", "answer", "break", "display", "sql") else rest.split()
+            args = shlex.split(rest) if command.name not in ("set", "answer", "break", "display", "sql", "teach") else rest.split()
             self._handlers[command.name](args, rest.strip())
             self._judge_end()
         except (SqlchorusError, ValueError) as e:
@@ -468,6 +469,11 @@ class DebugShell:
         if len(args) != 1:
             raise DebugError("Usage: export-test PATH.")
         self.out.print(f"wrote {self.debugger.export_test(args[0])}")
+
+    def _teach(self, args: list[str], rest: str) -> None:
+        entry = self.debugger.teach(rest.strip() or None)
+        self.out.print(f"taught {entry['id']}: {entry['question']!r} -> {entry['sql']}", markup=False, highlight=False)
+        self.out.print("[dim]the next runs on this database show it to the generators; sqlchorus check re-asks it[/]")
 
     def _help(self, args: list[str], rest: str) -> None:
         chosen = [_BY_NAME[args[0]]] if args and args[0] in _BY_NAME else COMMANDS

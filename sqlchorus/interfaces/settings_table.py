@@ -90,6 +90,20 @@ OPTIONS: dict[str, dict[str, Any]] = (
                   'choices': None,
                   'range': None,
                   'whole': False},
+ 'examples_store': {'option': {'flag': '--examples-store',
+                               'path': 'file',
+                               'negate': ('--no-taught',
+                                          None,
+                                          'Use no taught examples or glossary.')},
+                    'help': 'SQLite file, or PostgreSQL database (postgresql://...), where taught '
+                            'examples and glossary entries are kept per database and read by '
+                            'every run (auto: the checkpoint store; an evaluation or batch uses '
+                            "the command line's, ./traces/checkpoints.sqlite).",
+                    'default': 'auto',
+                    'env': 'SQLCHORUS_EXAMPLES_STORE',
+                    'choices': None,
+                    'range': None,
+                    'whole': False},
  'fix_rounds': {'option': {'flag': '--fix-rounds'},
                 'help': "Fixer rounds per broken candidate at most (CHASE-SQL's beta).",
                 'default': 3,

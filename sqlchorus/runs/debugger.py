@@ -1118,6 +1118,28 @@ class Debugger:
         """
         return regression_test.export_test(self, path)
 
+    def teach(self, sql: str | None = None, *, hint: str | None = None, author: str | None = None) -> dict[str, Any]:
+        """Teach the run's database this run's question with ``sql``, or with the answer of the
+        branch the debugger stands on when no SQL is given; the entry kept (see
+        :mod:`sqlchorus.runs.teach`). The run's hint goes with it, unless ``hint`` is given.
+
+        Raises:
+            DebugError: no SQL given and the branch has no answer yet.
+            TaughtError: the example is refused (the SQL's guard, no rows, taught already).
+        """
+        from sqlchorus.runs.teach import Teacher
+
+        values = self.state()
+        if not (sql or "").strip():
+            sql = self.result().sql if self.finished else None
+            if not sql:
+                raise DebugError("This branch has no answer yet: run it to its end (continue), or give the SQL: "
+                                 "teach SELECT ...")
+        evidence = values.get("evidence") or "" if hint is None else hint
+        return Teacher(self.session, self.settings).teach(
+            self.resources.db, values.get("question") or "", sql, hint=evidence, author=author, run_id=self.run_id,
+            source="debug")
+
     def ends(self) -> dict[str, Any]:
         """The run's own last checkpoint and every branch that ended since (:func:`branch_ends`)."""
         return branch_ends(self.graph, self.run_id)

@@ -31,6 +31,7 @@ from sqlchorus.core.checkpoints import (
     CheckpointFileError,
     RunRecords,
     UnknownRunError,
+    is_database_url,
 )
 from sqlchorus.core.checkpoints_postgres import open_checkpoints
 from sqlchorus.core.deadline import Cancel, Interrupted, cancellable
@@ -194,6 +195,9 @@ class Session:
             CheckpointFileError: the store cannot be used; or one of its ``db_errors``.
         """
         settings = settings or self.settings
+        path = settings.examples_file
+        if path is None or not is_database_url(path) and not Path(path).is_file():
+            return None  # nothing taught there yet: reading makes no store
         store = self.examples_store(settings)
         if store is None:
             return None

@@ -28,15 +28,18 @@ from sqlglot import exp
 from sqlchorus.config.question import checked_question
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.checkpoints import CheckpointFileError, RunRecords
+from sqlchorus.core.checkpoints_postgres import open_checkpoints
+from sqlchorus.core.dependencies import open_with
 from sqlchorus.runs.session import Session
 from sqlchorus.tools import sql_text
 from sqlchorus.tools.database import Database
 from sqlchorus.tools.engines import database_name
 from sqlchorus.tools.errors import SqlchorusError
 from sqlchorus.tools.fewshot import sql_features
-from sqlchorus.tools.taught import EXAMPLE, KINDS, TERM, TaughtError, entry_id, sql_skeleton
+from sqlchorus.tools.schema import introspect
+from sqlchorus.tools.taught import EXAMPLE, KINDS, TERM, DuplicateTaughtError, TaughtError, entry_id, sql_skeleton, without_glossary
 
-__all__ = ["EXAMPLE", "KINDS", "TERM", "NoExamplesStoreError", "TaughtError", "TeachReport", "Teacher",
+__all__ = ["EXAMPLE", "KINDS", "TERM", "DuplicateTaughtError", "NoExamplesStoreError", "TaughtError", "TeachReport", "Teacher",
            "UnknownTaughtError", "read_pairs"]
 
 MAX_SQL_CHARS = 20_000
@@ -49,6 +52,7 @@ class NoExamplesStoreError(TaughtError):
     """Taught examples are off (``--no-taught``, or no checkpoint store to keep them in)."""
 
     kind = "no_examples_store"
+    http_status = 503
 
 
 class UnknownTaughtError(TaughtError, LookupError):
@@ -83,17 +87,25 @@ def default_author() -> str:
 
 
 class Teacher:
-    """Teaches and reads taught examples and glossary entries through a :class:`Session`.
+    """Teaches and reads taught examples and glossary entries.
 
     Args:
-        session: opens the databases (under their guards) and the examples store.
-        settings: whose ``examples_store`` is used, and ``max_question_chars``; the session's by
-            default.
+        session: a :class:`Session` whose databases (under their guards) and examples store are
+            used; None: the teacher opens them itself, with no model and no value index (the
+            command line's ``teach`` and ``examples``, which ask no question).
+        settings: whose ``examples_store``, guard limits and ``max_question_chars`` are used; the
+            session's by default.
+
+    Use it as a context manager, or call :meth:`close`, to close what it opened itself.
     """
 
-    def __init__(self, session: Session, settings: Settings | None = None):
+    def __init__(self, session: Session | None = None, settings: Settings | None = None):
+        if session is None and settings is None:
+            settings = Settings()
         self.session = session
-        self.settings = settings or session.settings
+        self.settings = settings or session.settings  # type: ignore[union-attr]
+        self._opened: dict[str, tuple[Database, list[str]]] = {}
+        self._store: RunRecords | None = None
 
     def store(self) -> RunRecords:
         """The examples store.
@@ -102,14 +114,53 @@ class Teacher:
             NoExamplesStoreError: taught examples are off.
             CheckpointFileError: the store cannot be opened.
         """
-        store = self.session.examples_store(self.settings)
+        if self.session is not None:
+            store = self.session.examples_store(self.settings)
+        else:
+            path = self.settings.examples_file
+            if self._store is None and path is not None:
+                self._store = open_checkpoints(path)
+            store = self._store
         if store is None:
             raise NoExamplesStoreError(
                 "Taught examples are off (--no-taught, or no checkpoint store): give --examples-store FILE or URL.")
         return store
 
+    def _resources(self, db: str | Path | Database) -> tuple[Database, list[str]]:
+        """The database under its guard, and its tables' names."""
+        if self.session is not None:
+            resources = self.session.database(db, self.settings)
+            return resources.db, [t.name for t in resources.schema.tables]
+        if isinstance(db, Database):
+            return db, [t.name for t in introspect(db, sample_values=0).tables]
+        key = str(db)
+        if key not in self._opened:
+            database = open_with(db, self.settings)
+            try:
+                tables = [t.name for t in introspect(database, sample_values=0).tables]
+            except BaseException:
+                database.close()
+                raise
+            self._opened[key] = (database, tables)
+        return self._opened[key]
+
     def _db(self, db: str | Path | Database) -> Database:
-        return self.session.database(db, self.settings).db
+        return self._resources(db)[0]
+
+    def close(self) -> None:
+        """Close the databases and the store this teacher opened itself."""
+        for database, _ in self._opened.values():
+            database.close()
+        self._opened.clear()
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def __enter__(self) -> Teacher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- teaching ---------------------------------------------------------------------------------
 
@@ -150,6 +201,9 @@ class Teacher:
             NoExamplesStoreError, CheckpointFileError: no usable store.
         """
         entry = self.check_example(db, question, sql, hint)
+        if run_id is not None and entry["hint"]:
+            # A run's hint carries the glossary entries its question named: not the user's hint.
+            entry["hint"] = without_glossary(entry["hint"], self.store().taught(entry["database"], TERM))
         return self._keep(entry, author, run_id, source)
 
     def teach_term(self, db: str | Path | Database, term: str, meaning: str = "", sql: str = "", *,
@@ -171,9 +225,7 @@ class Teacher:
         if not meaning and not (sql or "").strip():
             raise TaughtError(f"Say what {term!r} means: give a meaning, a SQL expression, or both.")
         _, meaning = _checked(term, meaning, self.settings.max_question_chars)
-        resources = self.session.database(db, self.settings)
-        database = resources.db
-        tables = [t.name for t in resources.schema.tables]
+        database, tables = self._resources(db)
         expression = _checked_expression(sql, database, tables) if (sql or "").strip() else ""
         entry = {"database": database_name(database), "kind": TERM, "question": term, "sql": expression,
                  "hint": meaning, "skeleton": "", "features": []}
@@ -189,7 +241,7 @@ class Teacher:
             raise CheckpointFileError(f"The examples store {store.path} did not take it: {_first_line(e)}") from e
         if not added:
             what = "question" if entry["kind"] == EXAMPLE else "term"
-            raise TaughtError(f"This {what} is taught already on this database (as {entry['id']}); "
+            raise DuplicateTaughtError(f"This {what} is taught already on this database (as {entry['id']}); "
                               f"remove it first with sqlchorus examples rm {entry['id']}.")
         return entry
 
