@@ -41,8 +41,9 @@ class CheckReport:
         folder: the run folder (records, report, traces) of the check.
         n_checked: taught questions asked.
         regressions: one per taught question answered otherwise than its taught SQL: its id,
-            question, taught SQL, the answer's SQL and status, and the command that opens its
-            run in the debugger.
+            question, taught SQL, the answer's SQL, the verdict (``wrong``, ``pred_error``,
+            ``missing_prediction``, ...) and its error, and the command that opens its run in the
+            debugger.
     """
 
     database: str
@@ -117,7 +118,7 @@ def check_taught(db: str | os.PathLike[str], settings: Settings, *, out_dir: str
     for record in wrong_questions(run.records):
         report.regressions.append({
             "id": record["question_id"], "question": record["question"], "taught_sql": record["gold_sql"],
-            "sql": record.get("prediction"), "status": record.get("status"),
-            "error": record.get("error"), "debug": debug_command(folder, record),
+            "sql": record.get("prediction"), "verdict": record.get("verdict") or record.get("status"),
+            "error": record.get("verdict_error") or record.get("error"), "debug": debug_command(folder, record),
         })
     return report

@@ -10,8 +10,16 @@ whose nodes light up as they run; an evaluation's questions (gold and predicted 
 rows, filters, accuracy charts); two runs or two evaluations compared; and plots across runs.
 The JSON API under ``/api`` is what the page uses.
 
+Teaching (:class:`~sqlchorus.runs.teach.Teacher`): a run's question, hint and answer (or SQL the
+user gives) kept as a taught example of the run's database, and an evaluation's wrong questions
+taught with their gold SQL; a run's page says which taught examples its nodes showed and which
+glossary terms its question named. The database and the question come from the run's own record,
+never from the request: a request names a run, and at most gives SQL, which the database's guard
+checks before anything is kept.
+
 Runs are addressed by id only. Every value reaches the page as JSON and is put into it as text,
-never as markup. The app never writes to a database: edits go to the checkpoint store.
+never as markup. The app never writes to a database: edits go to the checkpoint store, taught
+examples to the examples store.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import secrets
 import threading
 from pathlib import Path
@@ -27,14 +36,14 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response
 from langchain_core.language_models import BaseChatModel
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 from sse_starlette.sse import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.candidates import fix_record
 from sqlchorus.core.checkpoints import UnknownRunError
-from sqlchorus.core.trace_file import read_spans
+from sqlchorus.core.trace_file import is_run_span, read_spans
 from sqlchorus.core.tracing import valid_run_id
 from sqlchorus.evaluation.report import verdict_text
 from sqlchorus.evaluation.runs import read_branches, score_branches
@@ -54,10 +63,13 @@ from sqlchorus.runs.run_index import (
     waterfall,
 )
 from sqlchorus.runs.service import RunService
+from sqlchorus.runs.teach import TaughtError, Teacher
 from sqlchorus.tools import attributes as attrs
 from sqlchorus.tools.database import GuardedDatabase
+from sqlchorus.tools.errors import SqlchorusError
 from sqlchorus.tools.json_values import json_value
 from sqlchorus.tools.pricing import usage_cost
+from sqlchorus.tools.taught import without_glossary
 
 ASSETS = Path(__file__).parent / "ui"
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -65,6 +77,7 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' 
 """Everything the page loads comes from its own origin."""
 REPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'"
 """An evaluation's report is a page of its own, shown with no scripts at all."""
+_log = logging.getLogger(__name__)
 
 
 class NoModel(BaseChatModel):
@@ -94,6 +107,16 @@ class Edit(BaseModel):
 class Breakpoint(BaseModel):
     node: str
     condition: str | None = None
+
+
+class Teach(BaseModel):
+    """What the run's page teaches: ``sql`` the user says is right, or none for the run's own
+    answer. Nothing else: the question, hint and database are the run's, so a field naming one
+    is refused rather than ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sql: str | None = None
 
 
 class Viewer:
@@ -131,8 +154,10 @@ class Viewer:
                 return self._traces[key]
         spans = read_spans(path, MAX_SPANS)
         answered = [u for u in span_usage(spans) if u["node"] and "cost_usd" in u]
+        root = (_run_span(spans) or {}).get("attributes") or {}
         read = {"summary": summarise(run_id, group, spans).to_dict(), "rows": waterfall(spans),
-                "path": path_taken(spans), "answered": answered, "spans": spans}
+                "path": path_taken(spans), "answered": answered, "spans": spans, "root": root,
+                "taught": _taught_uses(spans), "glossary": _json_list(root.get(attrs.SQLCHORUS_GLOSSARY))}
         with self._lock:
             self._traces[key] = read
             while len(self._traces) > 8:
@@ -143,6 +168,7 @@ class Viewer:
         read = self._read(run_id, group, path)
         detail: dict[str, Any] = {"summary": dict(read["summary"])}
         rows = [dict(r) for r in read["rows"]]  # each page's own: its calls are matched below
+        _mark_taught(rows, read["taught"])
         detail["path"] = read["path"]
         record, state, calls = self._kept(run_id)
         match_calls(rows, calls)
@@ -183,6 +209,8 @@ class Viewer:
                    "ms": round(c["model_seconds"] * 1000, 1)}
             for node, c in answered["by_node"].items()
         }
+        detail["asked"] = _asked(read["root"], read["glossary"], judged, record, detail.get("answer"))
+        detail["taught"] = {"examples": self._known(read["taught"]), "glossary": read["glossary"]}
         detail = json_value(detail)
         detail["spans"] = rows  # JSON values already (read from JSON), many: not walked again
         return detail
@@ -233,6 +261,7 @@ class Viewer:
             raise UnknownRunError(f"Run {run_id} has no span {span_id!r}.")
         if attrs.SQLCHORUS_CALL_ID in info["attributes"]:  # a model call: its prompt and answer, as kept
             info["call"] = call_of(info, self._kept(run_id)[2])
+        info["taught"] = self._known(_taught_uses([info]))
         return json_value(info)
 
     # -- evaluations ----------------------------------------------------------------------------
@@ -294,17 +323,23 @@ class Viewer:
     def _kept(self, run_id: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None, list[dict[str, Any]]]:
         """The run's record, its newest state and its model calls, from the checkpoint store
         that holds it (an evaluation's own, for its runs)."""
+        record, state = self._record_and_state(run_id)
+        if record is None:
+            return None, None, []
+        return record, state, self.store_of(run_id).calls(run_id)
+
+    def _record_and_state(self, run_id: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """The run's record and newest state, without its model calls (teaching needs no more)."""
         store = self.store_of(run_id)
         if store is None:
-            return None, None, []
+            return None, None
         try:
             record = store.run(run_id)
         except UnknownRunError:
-            return None, None, []
+            return None, None
         item = store.get_tuple({"configurable": {"thread_id": run_id, "checkpoint_ns": ""}})
         state = dict(item.checkpoint.get("channel_values") or {}) if item is not None else None
-        calls = store.calls(run_id)
-        return record, state, calls
+        return record, state
 
     def graph_of(self, record: dict[str, Any] | None) -> dict[str, Any]:
         """The drawing of the graph a run ran (its generators; the viewer's own for a run with no
@@ -316,6 +351,104 @@ class Viewer:
                 drawn = build_graph(Settings(generators=dict(key))).get_graph()
                 self._graphs[key] = layout(list(drawn.nodes), [(e.source, e.target) for e in drawn.edges])
             return self._graphs[key]
+
+    # -- teaching -------------------------------------------------------------------------------
+
+    def teacher(self) -> Teacher:
+        """Teaches into the viewer's examples store (``--examples-store``; its checkpoint store
+        by default), whichever store holds the run: later runs read the examples from there."""
+        return Teacher(self.service.session, self.settings)
+
+    def asked(self, run_id: str) -> dict[str, Any]:
+        """What ``run_id`` was asked and answered, as teaching takes it: its question, the hint it
+        was given, its database and the SQL of its answer (an evaluation's run: what was scored).
+
+        Raises:
+            UnknownRunError: no such run.
+        """
+        found = self.index.path_of(run_id)
+        if found is None:
+            raise UnknownRunError(f"No run {run_id!r}.")
+        group, path = found
+        read = self._read(run_id, group, path)
+        judged = self.index.record_of(group, run_id)
+        record, state = self._record_and_state(run_id)
+        return _asked(read["root"], read["glossary"], judged, record, (state or {}).get("answer"))
+
+    def teach_run(self, run_id: str, sql: str | None) -> dict[str, Any]:
+        """Keep the run's question and hint with ``sql`` (the run's own answer when None) as a
+        taught example of the run's database; the entry kept.
+
+        Raises:
+            UnknownRunError: no such run.
+            TaughtError: refused, in one line (no SQL chosen, no database known, or what
+                :meth:`Teacher.teach` refuses); NoExamplesStoreError, CheckpointFileError: no usable store.
+        """
+        asked = self.asked(run_id)
+        if sql is None and not asked["sql"]:
+            raise TaughtError(f"Run {run_id} chose no SQL, so there is none to call right: give the right SQL instead.")
+        if not asked["database"]:
+            raise TaughtError(f"The database of run {run_id} is not known (its record and trace name none), "
+                              "so nothing was taught.")
+        entry = self.teacher().teach(asked["database"], asked["question"], asked["sql"] if sql is None else sql,
+                                     hint=asked["hint"], run_id=run_id, source="ui")
+        return json_value({"kept": entry})
+
+    def teach_gold(self, name: str) -> dict[str, Any]:
+        """Teach the gold SQL of every question evaluation ``name`` scored wrong, with its hint,
+        from its run: how many were kept, and each refused one with why. A refusal (a duplicate,
+        a gold query that returns no rows) does not stop the others.
+
+        Raises:
+            UnknownRunError: no such evaluation.
+            NoExamplesStoreError, CheckpointFileError: no usable store (said before any question).
+        """
+        records = self.index.records(name) if self.index.eval_dir(name) is not None else []
+        if not records:
+            raise UnknownRunError(f"No evaluation {name!r} with records.")
+        teacher = self.teacher()
+        teacher.store()
+        wrong = [r for r in records if _is_wrong(r)]
+        kept, refused = [], []
+        for record in wrong:
+            which = {"index": record.get("index"), "question_id": record.get("question_id"),
+                     "question": record.get("question") or ""}
+            try:
+                kept.append({**which, "id": _teach_gold_of(teacher, record)["id"]})
+            except SqlchorusError as e:
+                refused.append({**which, "error": _first_line(e)})
+            except Exception as e:  # noqa: BLE001 - one question's fault is its own line; the others go on
+                _log.exception("sqlchorus ui: teaching question %s of evaluation %s failed", which["question_id"], name)
+                refused.append({**which, "error": f"It could not be taught ({type(e).__name__}: {_first_line(e)})."})
+        return json_value({"wrong": len(wrong), "n_kept": len(kept), "kept": kept,
+                           "n_refused": len(refused), "refused": refused})
+
+    def _known(self, uses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Taught examples a run used, each with whether the viewer has the run it was taught
+        from (the page links it then) and, while the examples store keeps it, its question and SQL."""
+        entries = self._taught_entries({u["id"] for u in uses})
+        runs = {u["run_id"] for u in uses if u.get("run_id")}
+        known = {r for r in runs if valid_run_id(r) and self.index.path_of(r) is not None}
+        out = []
+        for use in uses:
+            entry = entries.get(use["id"]) or {}
+            out.append({**use, "known": use.get("run_id") in known, "kept": bool(entry),
+                        "question": entry.get("question"), "sql": entry.get("sql")})
+        return out
+
+    def _taught_entries(self, ids: set[str]) -> dict[str, dict[str, Any]]:
+        """The entries of ``ids`` the examples store keeps; none when it is off or away (the
+        trace alone still says which examples were used)."""
+        if not ids:
+            return {}
+        try:
+            store = self.teacher().store()
+        except SqlchorusError:
+            return {}
+        try:
+            return {e["id"]: e for e in store.taught(ids=sorted(ids))}
+        except store.db_errors:
+            return {}
 
     # -- step-through -----------------------------------------------------------------------
 
@@ -476,6 +609,19 @@ def create_app(service: RunService, index: RunIndex, *, token: str | None = None
     async def databases() -> dict[str, Any]:
         return {"databases": await asyncio.to_thread(service.databases)}
 
+    # -- teaching -------------------------------------------------------------------------------
+    # State-changing requests like every POST here: the Guard below checks host, token, origin
+    # and the page's CSRF token before they reach these.
+
+    @app.post("/api/runs/{run_id}/teach")
+    async def teach_run(run_id: str, body: Teach) -> dict[str, Any]:
+        _check(run_id)
+        return await asyncio.to_thread(viewer.teach_run, run_id, body.sql)
+
+    @app.post("/api/evals/{name}/teach")
+    async def teach_gold(name: str) -> dict[str, Any]:
+        return await asyncio.to_thread(viewer.teach_gold, name)
+
     @app.get("/evals/{name}/report", include_in_schema=False)
     async def report(name: str) -> Any:
         path = index.report(name)
@@ -595,3 +741,119 @@ def _eval_row(record: dict[str, Any]) -> dict[str, Any]:
 def _check(run_id: str) -> None:
     if not valid_run_id(run_id):
         raise UnknownRunError(f"{run_id!r} is not a run id.")
+
+
+# -- teaching -------------------------------------------------------------------------------------
+
+
+def _first_line(error: BaseException) -> str:
+    """An error as the page's one line says it: a refusal's first line, or its type's name."""
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0]
+
+
+def _json_list(raw: Any) -> list[dict[str, Any]]:
+    """A span attribute holding a JSON list of objects, as its objects; anything else (a trace
+    of another version, a torn value) as none, so that it costs its own line, not the page."""
+    if not isinstance(raw, str):
+        return []
+    try:
+        found = json.loads(raw)
+    except ValueError:
+        return []
+    return [x for x in found if isinstance(x, dict)] if isinstance(found, list) else []
+
+
+def _run_span(spans: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The run's own span: the run span whose parent is not in the file (as :func:`summarise`
+    finds it)."""
+    ids = {s["context"]["span_id"] for s in spans}
+    runs = [s for s in spans if is_run_span(s.get("name"), s.get("attributes"))]
+    return next((s for s in runs if s.get("parent_id") not in ids), runs[0] if runs else None)
+
+
+def _taught_uses(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each taught example a span's prompts showed (``sqlchorus.taught_examples``), with the
+    span and the node it was in, in the spans' order."""
+    uses = []
+    for span in spans:
+        a = span.get("attributes") or {}
+        node = a.get(attrs.SQLCHORUS_NODE) or str(span.get("name") or "").removeprefix(attrs.NODE_SPAN_PREFIX)
+        for shown in _json_list(a.get(attrs.SQLCHORUS_TAUGHT_EXAMPLES)):
+            if not shown.get("id"):
+                continue
+            run_id = shown.get("run_id")
+            uses.append({"span_id": (span.get("context") or {}).get("span_id") or span.get("span_id"), "node": node,
+                         "id": str(shown["id"]), "run_id": str(run_id) if run_id else None,
+                         "source": shown.get("source"), "score": shown.get("score")})
+    return uses
+
+
+def _mark_taught(rows: list[dict[str, Any]], uses: list[dict[str, Any]]) -> None:
+    """Say in a span row's text which taught examples it showed, so the tree shows (and its
+    filter finds) the nodes that used them."""
+    by_span: dict[str, list[str]] = {}
+    for use in uses:
+        by_span.setdefault(use["span_id"], []).append(use["id"])
+    for row in rows:
+        ids = by_span.get(row["span_id"])
+        if ids:
+            said = "taught examples " + ", ".join(ids)
+            row["detail"] = f"{row['detail']} — {said}" if row.get("detail") else said
+
+
+def _own_hint(hint: str, glossary: list[dict[str, Any]]) -> str:
+    """The hint a run was asked with: its record keeps it with the sentences of the glossary
+    terms its question named added (``hint; term means ...``), which are not the user's. The
+    terms are those its trace names, so a term removed since is still taken out, and the page
+    shows the hint that will be taught."""
+    entries = [{"question": str(g.get("term") or ""), "hint": str(g.get("hint") or ""), "sql": str(g.get("sql") or "")}
+               for g in glossary]
+    return without_glossary(hint, entries) if entries else hint
+
+
+def _traced_hint(root: dict[str, Any]) -> str:
+    """The hint the run span's input names (``{"question", "evidence"}`` as JSON), when a run
+    has no record to say it."""
+    try:
+        given = json.loads(root.get(attrs.INPUT_VALUE) or "")
+    except (TypeError, ValueError):
+        return ""
+    return str(given.get("evidence") or "") if isinstance(given, dict) else ""
+
+
+def _asked(root: dict[str, Any], glossary: list[dict[str, Any]], judged: dict[str, Any] | None,
+           record: dict[str, Any] | None, answer: dict[str, Any] | None) -> dict[str, Any]:
+    """What a run was asked and answered, as teaching takes it. An evaluation's record says
+    best (its question, hint, database and the prediction it scored); else the checkpoint
+    store's record with the newest answer, as the run's page shows; else the trace."""
+    record = record or {}
+    traced_sql = root.get(attrs.SQLCHORUS_SQL) or ""
+    database = record.get("db_path") or root.get(attrs.SQLCHORUS_DATABASE) or ""
+    if judged is not None:
+        return {"question": judged.get("question") or record.get("question") or "",
+                "hint": judged.get("evidence") or "", "database": judged.get("db_path") or database,
+                "sql": judged.get("prediction") or ""}
+    if record:
+        return {"question": record.get("question") or "", "hint": _own_hint(record.get("evidence") or "", glossary),
+                "database": database, "sql": (answer or {}).get("sql") or traced_sql}
+    return {"question": str(root.get(attrs.SQLCHORUS_QUESTION) or ""),
+            "hint": _own_hint(_traced_hint(root), glossary), "database": database, "sql": traced_sql}
+
+
+def _is_wrong(record: dict[str, Any]) -> bool:
+    """A question the evaluation scored, and scored wrong, as its page counts it (:func:`_eval_row`)."""
+    row = _eval_row(record)
+    return row["scored"] and not row["correct"]
+
+
+def _teach_gold_of(teacher: Teacher, record: dict[str, Any]) -> dict[str, Any]:
+    """Teach one evaluation question's gold SQL, with its hint, from its run; the entry kept."""
+    if not (record.get("gold_sql") or "").strip():
+        raise TaughtError("It has no gold SQL to teach.")
+    if not record.get("db_path"):
+        raise TaughtError("Its database is not on this machine.")
+    run_id = record.get("run_id")
+    return teacher.teach(record["db_path"], record.get("question") or "", record["gold_sql"],
+                         hint=record.get("evidence") or "", run_id=run_id if valid_run_id(str(run_id or "")) else None,
+                         source="ui")

@@ -46,6 +46,7 @@ from sqlchorus.runs import regression_test
 from sqlchorus.runs.result import Result, result_from_state
 from sqlchorus.runs.scripted_models import ScriptedChatModel
 from sqlchorus.runs.session import OpenRun, Session
+from sqlchorus.runs.teach import Teacher
 from sqlchorus.tools import attributes as attrs
 
 MAX_EXPRESSION_CHARS = 2_000
@@ -1127,8 +1128,6 @@ class Debugger:
             DebugError: no SQL given and the branch has no answer yet.
             TaughtError: the example is refused (the SQL's guard, no rows, taught already).
         """
-        from sqlchorus.runs.teach import Teacher
-
         values = self.state()
         if not (sql or "").strip():
             sql = self.result().sql if self.finished else None

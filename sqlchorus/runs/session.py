@@ -308,6 +308,7 @@ class Session:
             # Taught examples steer a run; a store that is away costs them, not the run.
             notes.append({"node": "taught", "kind": "taught",
                           "message": f"The taught examples could not be read ({e}); this run goes on without them."})
+        asked_evidence = evidence  # the run's record keeps the hint as asked, without the glossary's
         if replay_of is None:
             evidence, glossary = glossary_for(taught, question, evidence)
         store: RunRecords | None = None
@@ -350,7 +351,7 @@ class Session:
             # deferred run whose opening built one starts its span with that work.
             with tracer.working() if defer_trace and resources.index_build is not None else tracer.active():
                 context, calls = self._context_for(resources, settings, tracer, progress, store, thread, question,
-                                                   evidence, replay_of, needs_checkpoints, client)
+                                                   asked_evidence, replay_of, needs_checkpoints, client)
                 context.taught = taught
             config: dict[str, Any] = {"recursion_limit": settings.recursion_limit}
             if store is not None:

@@ -318,6 +318,11 @@ function waterfallView(spans, calls, runId) {
         try { out = typeof a["output.value"] === "string" ? JSON.parse(a["output.value"]) : null; } catch (error) { out = null; }
         if (out && Array.isArray(out.columns) && Array.isArray(out.rows)) details.append(el("div", { id: "span-rows" }, resultTable(out.columns, out.rows)));
       }
+      if ((info.taught || []).length) {
+        details.append(el("h4", {}, "Taught examples in its prompts"), el("ul", { id: "span-taught" }, info.taught.map(x =>
+          el("li", { "data-taught": x.id }, el("code", {}, x.id), " ", taughtFrom(x), el("span", { cls: "muted" }, " · score " + fmt(x.score, 3)),
+            x.question ? el("div", { cls: "muted" }, x.question) : null))));
+      }
       details.append(el("h4", {}, "Attributes"), el("table", { cls: "attrs", id: "span-attributes" }, el("tbody", {},
         Object.keys(a).sort().map(k => el("tr", {}, el("td", {}, el("code", {}, k)), el("td", {}, el("pre", {}, cell(a[k]))))))));
       if ((info.events || []).length) {
@@ -353,6 +358,99 @@ function barChart(entries, value, label) {
     return el("div", { cls: "barline" }, el("span", { cls: "label", title: name }, name), fill, el("span", { cls: "muted" }, label(v)));
   }));
   return chart;
+}
+
+// -- teaching --------------------------------------------------------------------------------------
+
+// One line that says how a teach went: kept (with its id), or why not, as the server said it;
+// "some" when part of it was kept and part refused.
+function sayTaught(line, ok, text) {
+  line.className = "teach-result " + (ok === null ? "muted" : ok === "some" ? "status-warn" : ok ? "status-ok" : "error");
+  line.textContent = text;
+  line.hidden = false;
+}
+
+// "This answer is right" and "The right SQL is …": each keeps the run's question and hint with
+// that SQL as a taught example of the run's database. The server takes the question, hint and
+// database from the run itself; the page sends at most the SQL.
+function teachSection(runId, asked) {
+  const result = el("p", { id: "teach-result", cls: "teach-result", role: "status", hidden: true });
+  const sql = el("textarea", { id: "teach-sql", "aria-label": "the right SQL", placeholder: "SELECT …" });
+  sql.value = asked.sql || "";
+  const buttons = [];
+  const teach = async (body) => {
+    buttons.forEach(b => { b.disabled = true; });
+    sayTaught(result, null, "Teaching…");
+    try {
+      const kept = (await api("api/runs/" + encodeURIComponent(runId) + "/teach", { method: "POST", body: JSON.stringify(body) })).kept;
+      sayTaught(result, true, `Kept as taught example ${kept.id} on ${kept.database}: later runs on it see it in their prompts.`);
+    } catch (error) {
+      sayTaught(result, false, error.message);
+    } finally {
+      buttons.forEach(b => { b.disabled = b.dataset.never === "1"; });
+    }
+  };
+  const right = el("button", { id: "teach-right", onclick: () => teach({}) }, "This answer is right");
+  if (!asked.sql) { right.disabled = true; right.dataset.never = "1"; right.title = "This run chose no SQL."; }
+  const given = el("button", { id: "teach-given", cls: "secondary", onclick: () => teach({ sql: sql.value }) }, "Teach this SQL");
+  buttons.push(right, given);
+  return el("section", { id: "teach" }, el("h2", {}, "Teach"),
+    el("p", { cls: "muted" }, "Keep this question" + (asked.hint ? " and its hint" : "") + " with SQL you have checked, as a taught example of "
+      + (asked.database || "the run's database") + ": later runs on that database see it in their prompts."),
+    asked.hint ? el("p", { id: "teach-hint" }, el("span", { cls: "muted" }, "Hint: "), asked.hint) : null,
+    el("div", { cls: "toolbar" }, right, el("span", { cls: "muted" }, asked.sql ? "teaches the answer above" : "the run chose no SQL: give the right one below")),
+    el("label", { for: "teach-sql" }, "The right SQL is …"), sql,
+    el("div", { cls: "toolbar" }, given), result);
+}
+
+// The run a taught example was taught from: a link when this viewer has that run.
+function taughtFrom(x) {
+  if (!x.run_id) return el("span", { cls: "muted" }, "taught without a run" + (x.source ? " (" + x.source + ")" : ""));
+  if (x.known) return el("span", {}, "from run ", el("a", { href: "#/run/" + encodeURIComponent(x.run_id), cls: "taught-run" }, x.run_id));
+  return el("span", {}, "from run " + x.run_id, el("span", { cls: "muted" }, " (not on this viewer)"));
+}
+
+// The taught examples the run's nodes showed in their prompts, and the glossary terms its
+// question named (their meaning joined its hint); nothing when it used neither.
+function taughtSection(taught) {
+  const examples = (taught && taught.examples) || [], glossary = (taught && taught.glossary) || [];
+  if (!examples.length && !glossary.length) return null;
+  return el("section", { id: "taught" }, el("h2", {}, "Taught examples and glossary this run used"),
+    examples.length ? el("table", { id: "taught-examples" }, el("thead", {}, el("tr", {},
+      ["Node", "Example", "Question", "SQL", "From", "Score"].map(h => el("th", {}, h)))),
+    el("tbody", {}, examples.map(x => el("tr", { "data-taught": x.id, "data-node": x.node },
+      el("td", {}, x.node), el("td", {}, el("code", {}, x.id)),
+      el("td", {}, x.kept ? x.question : el("span", { cls: "muted" }, "no longer kept")), el("td", { cls: "sql" }, x.sql || ""),
+      el("td", {}, taughtFrom(x), x.source ? el("span", { cls: "muted" }, " via " + x.source) : null),
+      el("td", {}, fmt(x.score, 3)))))) : null,
+    glossary.length ? [el("h3", {}, "Glossary terms its question named"), el("table", { id: "glossary" }, el("thead", {}, el("tr", {},
+      ["Term", "Meaning", "SQL", "Entry"].map(h => el("th", {}, h)))),
+    el("tbody", {}, glossary.map(g => el("tr", { "data-term": g.id }, el("td", {}, g.term), el("td", {}, g.hint || ""),
+      el("td", { cls: "sql" }, g.sql || ""), el("td", {}, el("code", {}, g.id))))))] : null);
+}
+
+// "Teach the gold SQL of the N wrong questions": each one's gold kept as a taught example of its
+// database; the line says how many were kept and the list each refused one, with why.
+function teachGold(name, wrong) {
+  if (!wrong) return el("p", { cls: "muted", id: "teach-gold-none" }, "No wrong question to teach.");
+  const result = el("p", { id: "teach-gold-result", cls: "teach-result", role: "status", hidden: true });
+  const refused = el("ul", { id: "teach-gold-refused" });
+  const button = el("button", { id: "teach-gold", onclick: async () => {
+    button.disabled = true;
+    refused.replaceChildren();
+    sayTaught(result, null, "Teaching…");
+    try {
+      const r = await api("api/evals/" + encodeURIComponent(name) + "/teach", { method: "POST", body: "{}" });
+      sayTaught(result, r.n_refused === 0 ? true : r.n_kept ? "some" : false, `Kept ${r.n_kept} of ${r.wrong} as taught examples` + (r.n_kept ? " (" + r.kept.map(k => k.id).join(", ") + ")" : "")
+        + (r.n_refused ? `; ${r.n_refused} refused:` : "."));
+      refused.replaceChildren(...r.refused.map(x => el("li", { "data-question": x.question_id },
+        el("span", { cls: "muted" }, "question " + x.question_id + ": "), x.error)));
+    } catch (error) {
+      sayTaught(result, false, error.message);
+    } finally { button.disabled = false; }
+  } }, `Teach the gold SQL of the ${wrong} wrong question${wrong === 1 ? "" : "s"}`);
+  return el("div", { id: "teach-gold-box" }, el("div", { cls: "toolbar" }, button,
+    el("span", { cls: "muted" }, "each kept as a taught example of its database, with its hint")), result, refused);
 }
 
 async function runPage(runId) {
@@ -424,6 +522,8 @@ async function runPage(runId) {
       section("Path through the graph", graphView(d.graph, d.path)),
       section("Answer", answer.sql ? el("pre", { cls: "sql", id: "answer-sql" }, answer.sql) : el("p", { cls: "error" }, answer.error || s.error || "No answer."),
         resultTable(answer.columns, answer.rows), selection.reason ? el("p", { id: "why" }, "Why this one: " + selection.reason) : null)),
+    teachSection(s.run_id, d.asked || {}),
+    taughtSection(d.taught),
     section("Candidates", candidates),
     section("Cost per node", costs.length ? barChart(costs, v => v.tokens, v => `${fmt(v.tokens)} tokens · ${money(v.cost_usd, v.unpriced_calls)} · ${v.calls} calls`) : el("p", { cls: "muted" }, "No model calls.")),
     section("Spans", waterfallView(d.spans, d.calls, s.run_id)),
@@ -748,6 +848,7 @@ async function evalPage(name) {
         .map(([label, key]) => [label, data.metrics[key] === null ? "n/a" : `${fmt(data.metrics[key], 2)}%`]),
       ["Questions", fmt(qs.length)], ["Generators", Object.entries(settings.generators || {}).map(([g, n]) => g + "×" + n).join(", ")],
       ["Cost", money(cost, qs.some(q => q.unpriced))], ["Seconds", fmt(seconds, 2)], ["Started", when((data.run || {}).started)]].map(([k, v]) => el("div", {}, el("span", {}, k), v ?? "")))),
+    section("Teach", teachGold(name, qs.filter(q => q.scored && !q.correct).length)),
     section("Accuracy", el("div", { cls: "charts" },
       el("div", { id: "chart-hardness" }, columnChart(accuracyBy(qs, "hardness"), { unit: "%", max: 100, label: "Accuracy by hardness", format: (v) => fmt(v, 0) })),
       el("div", { id: "chart-generator" }, columnChart(accuracyBy(qs, "generator"), { unit: "%", max: 100, label: "Accuracy by generator chosen", format: (v) => fmt(v, 0) })))),
