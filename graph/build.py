@@ -87,15 +87,18 @@ def build_graph(
     by_name: dict[str, str] = {}
     for name, generator, _ in enabled(settings.generators):
         by_name[name] = generator.node
-        # A generator with a search of its own (LIST) gets its subgraph, compiled here.
-        search = generator.search() if generator.search else None
+        # A generator with a search of its own (LIST) gets its subgraph, compiled here (the
+        # registry has resolved a search given by import path to its function).
+        search = generator.search() if callable(generator.search) else None
         if search is not None and steppable:
             search = search.copy(update={"checkpointer": None})  # None: the parent's checkpointer
         nodes[generator.node] = partial(generator.fn, search=search) if search is not None else generator.fn
         generator_nodes.append(generator.node)
     edges = [*EDGES, *((node, GENERATORS_JOIN) for node in generator_nodes)]
     destinations = {"link_schema": tuple(generator_nodes), "check_candidates": CHECK_DESTINATIONS}
-    routers = {**ROUTED, "link_schema": partial(routing.fan_out_generators, nodes=by_name)}
+    routers: dict[str, Callable[..., Any]] = {
+        **ROUTED, "link_schema": partial(routing.fan_out_generators, nodes=by_name),
+    }
 
     successors: dict[str, list[str]] = defaultdict(list)
     for source, target in edges:

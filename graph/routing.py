@@ -179,6 +179,7 @@ def by_router(router: Any, settings: Any) -> Any:
             pinned = None
         if pinned is not None:  # an edit that keeps the run before the nodes it was before
             return list(pinned)
+        runtime: Any
         try:
             runtime = get_runtime()
         except (RuntimeError, LookupError):  # no run under way: an edit of a checkpoint
@@ -187,5 +188,6 @@ def by_router(router: Any, settings: Any) -> Any:
             runtime = SimpleNamespace(context=SimpleNamespace(settings=settings))
         return [target for target, _ in router(state, runtime)]
 
-    route.__name__ = getattr(router, "__name__", None) or getattr(getattr(router, "func", None), "__name__", "route")
+    name = getattr(router, "__name__", None) or getattr(getattr(router, "func", None), "__name__", None)
+    route.__name__ = name or "route"
     return route

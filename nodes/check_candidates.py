@@ -11,12 +11,13 @@ from langgraph.runtime import Runtime
 from sqlchorus.core.candidates import updated
 from sqlchorus.core.context import Context
 from sqlchorus.core.state import SqlchorusState
+from sqlchorus.core.updates import CheckUpdate
 from sqlchorus.tools.results import check_sql
 
 NODE = "check_candidates"
 
 
-def check_candidates(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
+def check_candidates(state: SqlchorusState, runtime: Runtime[Context]) -> CheckUpdate:
     db = runtime.context.db
     changed = [
         updated(candidate, **check_sql(db, candidate["sql"]))

@@ -14,7 +14,8 @@ from langgraph.runtime import Runtime
 from sqlchorus import prompts
 from sqlchorus.core.context import Context
 from sqlchorus.core.llm import try_call_model
-from sqlchorus.core.state import SqlchorusState
+from sqlchorus.core.state import ErrorRecord, SqlchorusState, UsageRecord
+from sqlchorus.core.updates import KeywordsUpdate
 from sqlchorus.tools import fewshot
 from sqlchorus.tools.parsing import extract_list
 
@@ -49,7 +50,7 @@ def _examples_text(settings) -> str:
     return "\n\n".join(parts)
 
 
-def extract_keywords(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
+def extract_keywords(state: SqlchorusState, runtime: Runtime[Context]) -> KeywordsUpdate:
     question = state["question"]
     if runtime.context.settings.keywords == "question":  # no model call: the question's words
         return {"keywords": fallback_keywords(" ".join(filter(None, (question, state.get("evidence")))))}
@@ -59,8 +60,8 @@ def extract_keywords(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
         question=question,
         evidence=state.get("evidence") or "(none)",
     )
-    usage: list = []
-    errors: list = []
+    usage: list[UsageRecord] = []
+    errors: list[ErrorRecord] = []
     text = try_call_model(
         runtime.context, usage, errors, node=NODE, suffix="; using the question's words instead.",
         role="keywords", prompt=prompt,
@@ -68,7 +69,7 @@ def extract_keywords(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
     if text is None:
         return {"keywords": fallback_keywords(question), "usage": usage, "errors": errors}
     keywords = extract_list(text)
-    update: dict = {"usage": usage}
+    update: KeywordsUpdate = {"usage": usage}
     if keywords is None:
         keywords = fallback_keywords(question)
         update["errors"] = [

@@ -25,6 +25,7 @@ budget's counter (1,027 in m-schema, 1,526 in json).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -34,7 +35,8 @@ from sqlchorus.core.candidates import can_fix, fix_record, tried, updated
 from sqlchorus.core.context import Context
 from sqlchorus.core.diversity import retry_sampling
 from sqlchorus.core.llm import ModelCallError, call_model, model_error
-from sqlchorus.core.state import SqlchorusState
+from sqlchorus.core.state import Candidate, ErrorRecord, SqlchorusState, UsageRecord
+from sqlchorus.core.updates import FixUpdate
 from sqlchorus.tools import fewshot
 from sqlchorus.tools.parsing import extract_sql
 from sqlchorus.tools.values import values_text
@@ -43,14 +45,14 @@ from sqlchorus.tools.views import render_view
 NODE = "fix_candidates"
 
 
-def result_text(candidate: dict) -> str:
+def result_text(candidate: Mapping[str, Any]) -> str:
     """What the prompt says of a broken candidate's execution: its error, or that it was empty."""
     if candidate["status"] == "empty":
         return "The query ran but returned no rows (an empty result)."
     return f"Error: {candidate.get('error') or 'unknown error'}"
 
 
-def earlier_text(candidate: dict, no_sql: int = 0) -> str:
+def earlier_text(candidate: Mapping[str, Any], no_sql: int = 0) -> str:
     """The candidate's earlier attempts and their results, oldest first, and how many of the
     fixer's answers had no SQL: empty before the first round of a candidate with no history."""
     lines = []
@@ -83,10 +85,12 @@ def examples_text(settings: Any, dialect: str = "sqlite") -> str:
     return "\n\n".join(blocks)
 
 
-def fix_candidates(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
+def fix_candidates(state: SqlchorusState, runtime: Runtime[Context]) -> FixUpdate:
     context = runtime.context
     beta = context.settings.fix_rounds
-    changed, usage, errors = [], [], []
+    changed: list[Candidate] = []
+    usage: list[UsageRecord] = []
+    errors: list[ErrorRecord] = []
     answers: dict[tuple[str, bool], str | ModelCallError] = {}  # one call per distinct request in a round
     examples = examples_text(context.settings, context.db.dialect)
     for candidate in state.get("candidates") or []:

@@ -45,8 +45,9 @@ from sqlchorus.core.context import Context
 from sqlchorus.core.diversity import generation_meta, sample_temperature, sample_view
 from sqlchorus.core.generator import Generator
 from sqlchorus.core.llm import try_call_model
-from sqlchorus.core.state import GeneratorInput
+from sqlchorus.core.state import ErrorRecord, GeneratorInput, UsageRecord
 from sqlchorus.core.taught import with_taught
+from sqlchorus.core.updates import GeneratorUpdate
 from sqlchorus.tools import fewshot
 from sqlchorus.tools.classify import FALLBACK_CLASS
 from sqlchorus.tools.parsing import extract_sql, parse_classification
@@ -128,7 +129,7 @@ def _examples_text(kind: str, settings: Any, dialect: str = "sqlite") -> str:
 # -- the node --------------------------------------------------------------------------------
 
 
-def generate_din(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
+def generate_din(state: GeneratorInput, runtime: Runtime[Context]) -> GeneratorUpdate:
     context = runtime.context
     settings = context.settings
     sample = state.get("sample", 0)
@@ -140,8 +141,8 @@ def generate_din(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
     links = state.get("schema_links") or schema_links_text(context.schema, state.get("links"))
     links_source = "model" if state.get("schema_links") else "resolved links"
     retrieved = values_text(state.get("values"))
-    usage: list[dict] = []
-    errors: list[dict] = []
+    usage: list[UsageRecord] = []
+    errors: list[ErrorRecord] = []
     span = trace.get_current_span()
 
     def ask(prompt: str, role: str, *, answer_is_sql: bool = True) -> str | None:

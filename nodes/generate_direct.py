@@ -18,6 +18,7 @@ from sqlchorus.core.generation import generate_once
 from sqlchorus.core.generator import Generator
 from sqlchorus.core.state import GeneratorInput
 from sqlchorus.core.taught import with_taught
+from sqlchorus.core.updates import GeneratorUpdate
 from sqlchorus.tools import fewshot
 
 NODE = "generate_direct"
@@ -28,7 +29,7 @@ def _examples_text(settings, dialect: str = "sqlite") -> str:
     return "\n".join(f"Question: {ex['question']}\nSQL: {ex['sql']}" for ex in fewshot.examples(NODE, settings, dialect))
 
 
-def generate_direct(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
+def generate_direct(state: GeneratorInput, runtime: Runtime[Context]) -> GeneratorUpdate:
     return generate_once(
         state, runtime.context, node=NODE, generator=KEY,
         examples=with_taught(runtime.context, state, _examples_text(runtime.context.settings, runtime.context.db.dialect)),

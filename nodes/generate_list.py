@@ -29,7 +29,8 @@ from sqlchorus.core.candidates import new_candidate, updated
 from sqlchorus.core.context import Context
 from sqlchorus.core.generator import Generator
 from sqlchorus.core.list_search import recursion_limit
-from sqlchorus.core.state import GeneratorInput
+from sqlchorus.core.state import Candidate, GeneratorInput
+from sqlchorus.core.updates import GeneratorUpdate
 
 NODE = "generate_list"
 KEY = "list"
@@ -43,7 +44,7 @@ A search makes at most ``list_max_global_attempts`` step queries, plus a plan an
 stuck first step; this is the typical count."""
 
 
-def generate_list(state: GeneratorInput, runtime: Runtime[Context], *, search: Any) -> dict:
+def generate_list(state: GeneratorInput, runtime: Runtime[Context], *, search: Any) -> GeneratorUpdate:
     """Run the LIST search (``search``, the compiled subgraph the assembly hands in) for this
     sample and return its candidate."""
     context = runtime.context
@@ -70,7 +71,7 @@ def generate_list(state: GeneratorInput, runtime: Runtime[Context], *, search: A
     }
 
 
-def candidate_of(final: dict[str, Any], sample: int, settings: Any) -> dict[str, Any]:
+def candidate_of(final: dict[str, Any], sample: int, settings: Any) -> Candidate:
     """The candidate a finished LIST search stands for."""
     plan = final.get("plan") or []
     verified = final.get("verified") or []

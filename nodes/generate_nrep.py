@@ -44,8 +44,9 @@ from sqlchorus.core.candidates import new_candidate, updated
 from sqlchorus.core.context import Context
 from sqlchorus.core.generator import Generator
 from sqlchorus.core.llm import ModelCallError, call_model, model_error, try_call_model
-from sqlchorus.core.state import GeneratorInput
+from sqlchorus.core.state import Candidate, ErrorRecord, GeneratorInput, UsageRecord
 from sqlchorus.core.taught import with_taught
+from sqlchorus.core.updates import GeneratorUpdate
 from sqlchorus.tools import fewshot
 from sqlchorus.tools.parsing import extract_sql, parse_links
 from sqlchorus.tools.values import values_by_column
@@ -105,7 +106,7 @@ def _in_context(fn, *args):
     return lambda: ctx.run(fn, *args)
 
 
-def generate_nrep(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
+def generate_nrep(state: GeneratorInput, runtime: Runtime[Context]) -> GeneratorUpdate:
     context = runtime.context
     settings = context.settings
     sample = state.get("sample", 0)
@@ -113,8 +114,8 @@ def generate_nrep(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
     evidence = state.get("evidence") or "(none)"
     views = [parse_view(v) for v in settings.nrep_views]
     shown_values = values_by_column(state.get("values"))
-    usage: list[dict] = []
-    errors: list[dict] = []
+    usage: list[UsageRecord] = []
+    errors: list[ErrorRecord] = []
     span = trace.get_current_span()
     span.set_attribute(ATTR_VIEWS, [v.spec for v in views])
 
@@ -175,7 +176,7 @@ def generate_nrep(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
     with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), 8))) as pool:
         outcomes = list(pool.map(lambda task: task(), tasks))
 
-    candidates = []
+    candidates: list[Candidate] = []
     for i, ((view, links, _), (reply, failure)) in enumerate(zip(jobs, outcomes)):
         if failure is not None:
             usage.extend([failure.usage] if failure.usage else [])

@@ -20,6 +20,7 @@ from sqlchorus.core.generation import generate_once
 from sqlchorus.core.generator import Generator
 from sqlchorus.core.state import GeneratorInput
 from sqlchorus.core.taught import with_taught
+from sqlchorus.core.updates import GeneratorUpdate
 from sqlchorus.tools import fewshot
 from sqlchorus.tools.query_plan import plan_for_schema
 
@@ -42,7 +43,7 @@ def _examples_text(settings, dialect: str = "sqlite") -> str:
     )
 
 
-def generate_query_plan(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
+def generate_query_plan(state: GeneratorInput, runtime: Runtime[Context]) -> GeneratorUpdate:
     context = runtime.context
     return generate_once(state, context, node=NODE, generator=KEY,
                          examples=with_taught(context, state, _examples_text(context.settings, context.db.dialect)))

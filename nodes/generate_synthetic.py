@@ -20,7 +20,6 @@ the tokens. Samples differ in temperature and schema order as for every CHASE-SQ
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from langgraph.runtime import Runtime
 
@@ -33,7 +32,8 @@ from sqlchorus.core.diversity import sample_temperature, shuffle_seed
 from sqlchorus.core.generation import generate_once
 from sqlchorus.core.generator import Generator
 from sqlchorus.core.llm import try_call_model
-from sqlchorus.core.state import GeneratorInput
+from sqlchorus.core.state import ErrorRecord, GeneratorInput, UsageRecord
+from sqlchorus.core.updates import GeneratorUpdate
 from sqlchorus.tools import fewshot
 from sqlchorus.tools.database import SqlError
 from sqlchorus.tools.parsing import parse_examples
@@ -84,14 +84,14 @@ def _ask(context, prompt, temperature, sample, usage, errors, what) -> str:
     return text or ""
 
 
-def generate_synthetic(state: GeneratorInput, runtime: Runtime[Context]) -> dict:
+def generate_synthetic(state: GeneratorInput, runtime: Runtime[Context]) -> GeneratorUpdate:
     context = runtime.context
     settings = context.settings
     sample = state.get("sample", 0)
     temperature = sample_temperature(context, KEY, sample)
     seed = shuffle_seed(context, sample)
-    usage: list[dict[str, Any]] = []
-    errors: list[dict[str, Any]] = []
+    usage: list[UsageRecord] = []
+    errors: list[ErrorRecord] = []
     proposed: list[dict[str, str]] = []
 
     n_f, n_t = settings.synthetic_feature_examples, settings.synthetic_schema_examples

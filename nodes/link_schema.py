@@ -31,7 +31,8 @@ from sqlchorus import prompts
 from sqlchorus.core.budget import prompt_budget, schema_counter, schema_view
 from sqlchorus.core.context import Context
 from sqlchorus.core.llm import try_call_model
-from sqlchorus.core.state import SqlchorusState
+from sqlchorus.core.state import ErrorRecord, SqlchorusState
+from sqlchorus.core.updates import LinkUpdate
 from sqlchorus.tools import fewshot
 from sqlchorus.tools.parsing import extract_schema_links, schema_links_as_written
 from sqlchorus.tools.schema_rank import rank_schema
@@ -97,9 +98,9 @@ def _examples_text(context: Context, state: SqlchorusState) -> str:
     return "\n\n".join(parts)
 
 
-def _link_with_model(context: Context, prompt: str, update: dict) -> dict[str, list[str]]:
+def _link_with_model(context: Context, prompt: str, update: LinkUpdate) -> dict[str, list[str]]:
     """DIN-SQL's linking call: its links (none when it failed); usage and errors go into ``update``."""
-    errors: list = []
+    errors: list[ErrorRecord] = []
     update["usage"] = []
     text = try_call_model(
         context, update["usage"], errors, node=NODE, suffix="; the whole schema is used.", role="linking",
@@ -124,12 +125,12 @@ def _link_with_model(context: Context, prompt: str, update: dict) -> dict[str, l
     return resolve_links(context.schema, raw)
 
 
-def link_schema(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
+def link_schema(state: SqlchorusState, runtime: Runtime[Context]) -> LinkUpdate:
     context = runtime.context
     settings = context.settings
     values = state.get("values") or {}
     shown_values = values_by_column(values)
-    update: dict = {}
+    update: LinkUpdate = {}
     if settings.linking == "lexical":
         links = rank_schema(context.schema, f"{state['question']} {state.get('evidence') or ''}", values)
         update["link_reasoning"] = "linked lexically: tables and columns ranked by the question's words and values"

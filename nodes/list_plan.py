@@ -14,6 +14,7 @@ failed and why, so that the new plan can take another route, and samples as a re
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -21,9 +22,10 @@ from langgraph.runtime import Runtime
 from sqlchorus import prompts
 from sqlchorus.core.context import Context
 from sqlchorus.core.generation import model_error_update
-from sqlchorus.core.list_search import numbered, sampling, shared_values
+from sqlchorus.core.list_search import ListState, numbered, sampling, shared_values
 from sqlchorus.core.llm import ModelCallError, call_model
 from sqlchorus.core.taught import with_taught
+from sqlchorus.core.updates import PlanUpdate
 from sqlchorus.tools.fewshot import examples
 from sqlchorus.tools.parsing import parse_plan
 
@@ -42,7 +44,7 @@ def examples_text(settings: Any = None) -> str:
     return "\n\n".join(blocks)
 
 
-def _feedback(state: dict) -> str:
+def _feedback(state: Mapping[str, Any]) -> str:
     failed = state.get("failed_plans") or []
     if not failed:
         return ""
@@ -54,7 +56,7 @@ def _feedback(state: dict) -> str:
     )
 
 
-def list_plan(state: dict, runtime: Runtime[Context]) -> dict:
+def list_plan(state: ListState, runtime: Runtime[Context]) -> PlanUpdate:
     context = runtime.context
     round_ = (state.get("plan_round") or 0) + 1
     prompt = prompts.render(
@@ -63,7 +65,7 @@ def list_plan(state: dict, runtime: Runtime[Context]) -> dict:
         feedback=_feedback(state),
         **shared_values(state),
     )
-    base = {"plan_round": round_, "step": 0, "verified": [], "local_attempts": 0, "attempt": {}, "check": {},
+    base: PlanUpdate = {"plan_round": round_, "step": 0, "verified": [], "local_attempts": 0, "attempt": {}, "check": {},
             "failures": [], "dead_ends": []}
     try:
         text, usage = call_model(

@@ -19,8 +19,9 @@ from langgraph.runtime import Runtime
 from sqlchorus import prompts
 from sqlchorus.core.context import Context
 from sqlchorus.core.generation import model_error_update
-from sqlchorus.core.list_search import earlier_text, sampling, shared_values, step_values
+from sqlchorus.core.list_search import ListState, earlier_text, sampling, shared_values, step_values
 from sqlchorus.core.llm import ModelCallError, call_model
+from sqlchorus.core.updates import RepromptUpdate
 from sqlchorus.tools.parsing import extract_sql
 
 NODE = "list_reprompt"
@@ -46,7 +47,7 @@ def error_text(check: dict[str, Any]) -> str:
     return f"{kind}: {check.get('error') or 'the query failed'}"
 
 
-def list_reprompt(state: dict, runtime: Runtime[Context]) -> dict:
+def list_reprompt(state: ListState, runtime: Runtime[Context]) -> RepromptUpdate:
     context = runtime.context
     check = state.get("check") or {}
     runnable = (check.get("runnable") or [])[-MAX_RUNNABLE:]
@@ -60,7 +61,7 @@ def list_reprompt(state: dict, runtime: Runtime[Context]) -> dict:
         **shared_values(state),
         **step_values(state),
     )
-    update: dict[str, Any] = {
+    update: RepromptUpdate = {
         "global_attempts": (state.get("global_attempts") or 0) + 1,
         "local_attempts": (state.get("local_attempts") or 0) + 1,
     }

@@ -12,35 +12,35 @@ says which happened and why.
 
 from __future__ import annotations
 
-from typing import Any
-
 from langgraph.runtime import Runtime
 
 from sqlchorus.core.context import Context
+from sqlchorus.core.list_search import ListState
+from sqlchorus.core.updates import TracebackUpdate
 
 NODE = "list_traceback"
 
 
-def list_traceback(state: dict, runtime: Runtime[Context]) -> dict:
+def list_traceback(state: ListState, runtime: Runtime[Context]) -> TracebackUpdate:
     verified = list(state.get("verified") or [])
     check = state.get("check") or {}
     error = check.get("error") or check.get("kind") or "failed"
     failed_step = check.get("step", state.get("step", 0))
     failures = list(state.get("failures") or [])
-    update: dict[str, Any] = {"tracebacks": (state.get("tracebacks") or 0) + 1, "local_attempts": 0, "failures": []}
+    update: TracebackUpdate = {"tracebacks": (state.get("tracebacks") or 0) + 1, "local_attempts": 0, "failures": []}
     if verified:
         last = verified.pop()
         kept = [d for d in state.get("dead_ends") or [] if d["step"] <= last["step"]]
-        update.update(
-            verified=verified,
-            step=last["step"],
-            failures=list(last.get("failures") or []),
-            dead_ends=[*kept, {"step": last["step"], "sql": last["sql"], "error": error, "failures": failures}],
-            last_traceback={"to": "step", "step": last["step"], "failed_step": failed_step},
-        )
+        update.update({
+            "verified": verified,
+            "step": last["step"],
+            "failures": list(last.get("failures") or []),
+            "dead_ends": [*kept, {"step": last["step"], "sql": last["sql"], "error": error, "failures": failures}],
+            "last_traceback": {"to": "step", "step": last["step"], "failed_step": failed_step},
+        })
     else:
-        update.update(
-            failed_plans=[*(state.get("failed_plans") or []), {"plan": list(state.get("plan") or []), "error": error}],
-            last_traceback={"to": "plan", "failed_step": failed_step},
-        )
+        update.update({
+            "failed_plans": [*(state.get("failed_plans") or []), {"plan": list(state.get("plan") or []), "error": error}],
+            "last_traceback": {"to": "plan", "failed_step": failed_step},
+        })
     return update

@@ -11,17 +11,17 @@ shows. Every query the search has not written before is kept in ``written``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from langgraph.runtime import Runtime
 
 from sqlchorus.core.context import Context
+from sqlchorus.core.list_search import ListState
+from sqlchorus.core.updates import VerifyStepUpdate
 from sqlchorus.tools.verify import SOFT_KINDS, same_query, verify_sql
 
 NODE = "list_verify_step"
 
 
-def list_verify_step(state: dict, runtime: Runtime[Context]) -> dict:
+def list_verify_step(state: ListState, runtime: Runtime[Context]) -> VerifyStepUpdate:
     """Verify the current attempt; on success, push it on the verified path."""
     context = runtime.context
     settings = context.settings
@@ -31,7 +31,7 @@ def list_verify_step(state: dict, runtime: Runtime[Context]) -> dict:
     accepted = set(state.get("accepted") or [])
     sql = attempt.get("sql")
     written = list(state.get("written") or [])
-    update: dict[str, Any] = {}
+    update: VerifyStepUpdate = {}
     dialect = context.db.dialect
     if sql and not any(same_query(sql, w, dialect) for w in written):
         update["written"] = [*written, sql]
@@ -70,7 +70,7 @@ def list_verify_step(state: dict, runtime: Runtime[Context]) -> dict:
     else:
         verified = list(state.get("verified") or [])[:step]
         verified.append({"step": step, "sql": check["sql"], "failures": list(state.get("failures") or [])})
-        update.update(verified=verified, step=step + 1, local_attempts=0, failures=[])
+        update.update({"verified": verified, "step": step + 1, "local_attempts": 0, "failures": []})
         best = state.get("best")
         if best is None or len(verified) >= best["verified"]:
             update["best"] = {

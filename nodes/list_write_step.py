@@ -11,6 +11,7 @@ traceback, writes sample as retries (:func:`~sqlchorus.core.list_search.sampling
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -18,9 +19,10 @@ from langgraph.runtime import Runtime
 from sqlchorus import prompts
 from sqlchorus.core.context import Context
 from sqlchorus.core.generation import model_error_update
-from sqlchorus.core.list_search import earlier_text, sampling, shared_values, step_values
+from sqlchorus.core.list_search import ListState, earlier_text, sampling, shared_values, step_values
 from sqlchorus.core.llm import ModelCallError, call_model
 from sqlchorus.core.taught import with_taught
+from sqlchorus.core.updates import WriteStepUpdate
 from sqlchorus.tools.fewshot import examples
 from sqlchorus.tools.parsing import extract_sql
 from sqlchorus.tools.verify import same_query
@@ -40,7 +42,7 @@ def examples_text(settings: Any = None, dialect: str = "sqlite") -> str:
     return "\n\n".join(blocks)
 
 
-def _feedback(state: dict, failures: list[dict[str, Any]]) -> str:
+def _feedback(state: Mapping[str, Any], failures: list[dict[str, Any]]) -> str:
     """Why this write is a retry: the versions of this step that led to dead ends, and the failed
     attempts at this step on the same verified query (empty on a first attempt)."""
     step = state.get("step", 0)
@@ -62,7 +64,7 @@ def _feedback(state: dict, failures: list[dict[str, Any]]) -> str:
     return text + earlier_text(failures, "Earlier attempts at this step, on the same verified query, that failed")
 
 
-def carried_failures(state: dict) -> list[dict[str, Any]]:
+def carried_failures(state: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The failed attempts this write follows: those at the same step on the same verified query,
     when a traceback's rewrite of the step before repeated the version that led to them; else
     the step's own (a rewrite after a traceback), or none."""
@@ -77,7 +79,7 @@ def carried_failures(state: dict) -> list[dict[str, Any]]:
     return list(same_base["failures"]) if same_base else own
 
 
-def list_write_step(state: dict, runtime: Runtime[Context]) -> dict:
+def list_write_step(state: ListState, runtime: Runtime[Context]) -> WriteStepUpdate:
     context = runtime.context
     failures = carried_failures(state)
     prompt = prompts.render(
@@ -88,7 +90,7 @@ def list_write_step(state: dict, runtime: Runtime[Context]) -> dict:
         **step_values(state),
     )
     step = state.get("step", 0)
-    update: dict[str, Any] = {
+    update: WriteStepUpdate = {
         "global_attempts": (state.get("global_attempts") or 0) + 1, "local_attempts": 0, "failures": failures,
     }
     try:

@@ -24,7 +24,8 @@ from langgraph.runtime import Runtime
 from opentelemetry import trace
 
 from sqlchorus.core.context import Context
-from sqlchorus.core.state import SqlchorusState
+from sqlchorus.core.state import ErrorRecord, SqlchorusState
+from sqlchorus.core.updates import ValuesUpdate
 from sqlchorus.tools.database import SqlError
 from sqlchorus.tools.trace_content import ALL, content_mode, set_documents
 from sqlchorus.tools.value_index import Embedder, EmbedderError, load_local_embedder
@@ -53,17 +54,17 @@ def embedder_for(path: str | None) -> Embedder | None:
         return _cached_embedder(path)
 
 
-def _no_values(message: str) -> dict:
+def _no_values(message: str) -> ValuesUpdate:
     return {"values": {}, "errors": [{"node": NODE, "kind": "values", "message": f"No value lookup: {message}"}]}
 
 
-def retrieve_values(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
+def retrieve_values(state: SqlchorusState, runtime: Runtime[Context]) -> ValuesUpdate:
     context = runtime.context
     settings = context.settings
     keywords = list(state.get("keywords") or [])
     if context.value_index is None:
         return _no_values(context.value_index_error or "no value index was given")
-    errors: list[dict] = []
+    errors: list[ErrorRecord] = []
     try:
         embedder = embedder_for(settings.value_embedder)
     except EmbedderError as e:

@@ -13,26 +13,25 @@ which says so, not a second check of the same query.
 
 from __future__ import annotations
 
-from typing import Any
-
 from langgraph.runtime import Runtime
 from opentelemetry.trace import Status, StatusCode
 
 from sqlchorus.core.context import Context
 from sqlchorus.core.selection import choose
 from sqlchorus.core.state import Answer, SqlchorusState
+from sqlchorus.core.updates import SelectUpdate
 from sqlchorus.tools import attributes as attrs
 from sqlchorus.tools.database import SqlError
 
 NODE = "select_candidate"
 
 
-def select_candidate(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
+def select_candidate(state: SqlchorusState, runtime: Runtime[Context]) -> SelectUpdate:
     context = runtime.context
     candidates = list(state.get("candidates") or [])
     outcome = choose(context, question=state["question"], evidence=state.get("evidence") or "", candidates=candidates)
     selection = outcome["selection"]
-    update: dict[str, Any] = {"selection": selection, "usage": outcome["usage"], "errors": outcome["errors"]}
+    update: SelectUpdate = {"selection": selection, "usage": outcome["usage"], "errors": outcome["errors"]}
     if selection["chosen"] is None:
         if candidates:
             reasons = "; ".join(f"{c['id']}: {c['error'] or c['status']}" for c in candidates)
@@ -51,10 +50,10 @@ def select_candidate(state: SqlchorusState, runtime: Runtime[Context]) -> dict:
             attrs.OPENINFERENCE_KIND: attrs.KIND_CHAIN, attrs.SQLCHORUS_CANDIDATE_ID: winner["id"]}) as span:
         try:
             result = context.db.execute(winner["sql"], max_rows=context.settings.answer_rows)
-            answer.update(columns=result.columns, rows=[list(r) for r in result.rows], truncated=result.truncated)
+            answer.update({"columns": result.columns, "rows": [list(r) for r in result.rows], "truncated": result.truncated})
             span.set_status(Status(StatusCode.OK))
         except SqlError as e:
-            answer.update(error=f"The chosen query failed when run again: {e.message}")
+            answer["error"] = f"The chosen query failed when run again: {e.message}"
             span.set_status(Status(StatusCode.ERROR, e.message[:300]))
     update["answer"] = answer
     return update

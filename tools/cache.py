@@ -64,7 +64,11 @@ def made_from(model: Any, spec: str) -> None:
     """Record that ``model`` was made from ``spec``, so that its cache identity names it: two
     factories whose models share a class and a name do not answer for each other."""
     key = id(model)
-    _MADE_FROM[key] = (weakref.ref(model, lambda _gone, key=key: _MADE_FROM.pop(key, None)), spec)
+
+    def forget(_gone: Any) -> None:  # the model is gone: its id may be another's next
+        _MADE_FROM.pop(key, None)
+
+    _MADE_FROM[key] = (weakref.ref(model, forget), spec)
 
 
 def model_identity(model: Any) -> dict[str, Any]:

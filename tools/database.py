@@ -37,10 +37,11 @@ from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from opentelemetry.trace import Status, StatusCode
 from sqlglot import exp
+from typing_extensions import Self
 
 from sqlchorus.tools import attributes as attrs
 from sqlchorus.tools import sql_text
@@ -113,7 +114,7 @@ class QueryResult:
         return len(self.rows)
 
 
-def check_single_query(sql: str, *, dialect: str = "sqlite") -> exp.Expression:
+def check_single_query(sql: str, *, dialect: str = "sqlite") -> exp.Expr:
     """Parse ``sql`` in ``dialect`` (sqlglot's name), within bounds, and require exactly one query
     statement.
 
@@ -148,7 +149,7 @@ class _Worker:
     def __init__(self, path: Path, max_value_bytes: int):
         self.path = path
         self.max_value_bytes = max_value_bytes
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[bytes] | None = None
         self._ready = False
         self._stopping = False
         # Orders a start against interrupt() from another thread: a process started after it
@@ -168,7 +169,7 @@ class _Worker:
                 )
                 self._ready = False
 
-    def _ensure(self) -> subprocess.Popen:
+    def _ensure(self) -> subprocess.Popen[bytes]:
         """The running process, ready: started (or replaced, when it died idle) as needed."""
         if self.process is not None and self.process.poll() is not None:
             self._discard()
@@ -189,20 +190,23 @@ class _Worker:
         return process
 
     @staticmethod
-    def _reply(process: subprocess.Popen, timeout: float) -> tuple | None:
+    def _reply(process: subprocess.Popen[bytes], timeout: float) -> tuple | None:
         """The worker's next reply; None when none came in time or the worker died."""
-        ready, _, _ = select.select([process.stdout], [], [], timeout)
+        stdout = process.stdout
+        assert stdout is not None  # started with stdout=PIPE
+        ready, _, _ = select.select([stdout], [], [], timeout)
         if not ready:
             return None
-        return receive(process.stdout)
+        return receive(stdout)
 
     @staticmethod
-    def _stop(process: subprocess.Popen) -> None:
+    def _stop(process: subprocess.Popen[bytes]) -> None:
         process.kill()
         process.wait()
         for stream in (process.stdin, process.stdout):
             try:
-                stream.close()
+                if stream is not None:
+                    stream.close()
             except OSError:
                 pass
 
@@ -215,8 +219,10 @@ class _Worker:
         """Send ``request``; its reply, or ``("killed", why)`` when the worker ran past
         ``deadline_s`` or died (a replacement is then started at once, for the next statement)."""
         process = self._ensure()
+        stdin = process.stdin
+        assert stdin is not None  # started with stdin=PIPE
         try:
-            send(process.stdin, request)
+            send(stdin, request)
             reply = self._reply(process, deadline_s)
         except (OSError, ValueError):
             reply = None
@@ -252,7 +258,8 @@ class _Worker:
             return
         if self._ready:
             try:
-                process.stdin.close()  # the worker ends at the end of its input
+                if process.stdin is not None:
+                    process.stdin.close()  # the worker ends at the end of its input
                 process.wait(timeout=2)
             except (OSError, subprocess.TimeoutExpired):
                 pass
@@ -272,7 +279,24 @@ class _Closed(ExecutionError):
         super().__init__("The database was closed; the query did not complete.")
 
 
-class _Ticket:
+class _Member(Protocol):
+    """What a pool hands out and ends: a worker process (:class:`_Worker`), or an engine's own
+    kind (a server connection's session)."""
+
+    replaced: int
+
+    @property
+    def pid(self) -> int | None: ...
+
+    def interrupt(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+_M = TypeVar("_M", bound=_Member)
+
+
+class _Ticket(Generic[_M]):
     """A statement waiting for a worker: granted one by the pool, in order of arrival."""
 
     __slots__ = ("client", "event", "worker")
@@ -280,30 +304,34 @@ class _Ticket:
     def __init__(self, client: Hashable | None):
         self.client = client
         self.event = threading.Event()
-        self.worker: _Worker | None = None
+        self.worker: _M | None = None
 
 
-class _Pool:
-    """A database's worker processes: at most ``size`` of them, each running one statement at a
-    time; a statement waits for a free one in order of arrival, within its own time budget, and
-    statements of one client hold at most ``client_cap`` of them at once (a statement without a
-    client is not counted against any)."""
+class _BasePool(Generic[_M]):
+    """A database's workers (of the kind ``_M``): at most ``size`` of them, each running one
+    statement at a time; a statement waits for a free one in order of arrival, within its own time
+    budget, and statements of one client hold at most ``client_cap`` of them at once (a statement
+    without a client is not counted against any). Each kind of pool starts its workers its own
+    way (:meth:`prestart`, :meth:`_new_worker`)."""
 
-    def __init__(self, path: Path, max_value_bytes: int, size: int, client_cap: int):
-        self.path = path
-        self.max_value_bytes = max_value_bytes
+    def __init__(self, size: int, client_cap: int):
         self.size = size
         self.client_cap = client_cap
         self._lock = threading.Lock()
-        self._all: list[_Worker] = []
-        self._idle: list[_Worker] = []
-        self._busy: dict[_Worker, Hashable | None] = {}
+        self._all: list[_M] = []
+        self._idle: list[_M] = []
+        self._busy: dict[_M, Hashable | None] = {}
         self._per_client: dict[Hashable, int] = {}
-        self._waiting: deque[_Ticket] = deque()
+        self._waiting: deque[_Ticket[_M]] = deque()
         self._closed = False
 
+    def _new_worker(self) -> _M:
+        """A worker for a slot not filled yet (called with the lock held); a pool that fills
+        every slot at the start never needs one."""
+        raise NotImplementedError
+
     def acquire_within(self, client: Hashable | None, budget: float, sql: str, *,
-                       what: str = "worker", units: str = "statement workers") -> Any:
+                       what: str = "worker", units: str = "statement workers") -> _M:
         """A free worker for ``client`` within ``budget`` seconds, or the error the statement
         ``sql`` fails with: :class:`QueryTimeoutError` saying why it waited its whole budget for
         a ``what`` (the client's share taken, or all the ``units`` busy), or
@@ -323,21 +351,15 @@ class _Pool:
 
     def prestart(self) -> None:
         """Start one worker ahead, so that the first statement finds it ready."""
-        with self._lock:
-            if self._all or self._closed:
-                return
-            worker = _Worker(self.path, self.max_value_bytes)
-            self._all.append(worker)
-            self._idle.append(worker)
-            worker.prestart()
+        raise NotImplementedError
 
-    def acquire(self, client: Hashable | None, timeout: float) -> _Worker | None:
+    def acquire(self, client: Hashable | None, timeout: float) -> _M | None:
         """A worker for one statement of ``client``; None when none was free within ``timeout``.
 
         Raises:
             _Closed: the database is closed, or was closed while the statement waited.
         """
-        ticket = _Ticket(client)
+        ticket: _Ticket[_M] = _Ticket(client)
         with self._lock:
             if self._closed:
                 raise _Closed()
@@ -376,7 +398,7 @@ class _Pool:
             if self._idle:
                 worker = self._idle.pop()  # the most recently used: its process is ready
             else:
-                worker = _Worker(self.path, self.max_value_bytes)  # started by its first statement
+                worker = self._new_worker()  # started by its first statement
                 self._all.append(worker)
             self._busy[worker] = ticket.client
             if ticket.client is not None:
@@ -385,7 +407,7 @@ class _Pool:
             free -= 1
             ticket.event.set()
 
-    def release(self, worker: _Worker) -> None:
+    def release(self, worker: _M) -> None:
         with self._lock:
             client = self._busy.pop(worker, None)
             if client is not None:
@@ -436,6 +458,29 @@ class _Pool:
             worker.interrupt()
         for worker in idle:
             worker.close()
+
+
+class _Pool(_BasePool[_Worker]):
+    """The worker processes of the SQLite file ``path`` (see :class:`_BasePool`): each started
+    when a statement first needs it, or one ahead (:meth:`prestart`)."""
+
+    def __init__(self, path: Path, max_value_bytes: int, size: int, client_cap: int):
+        super().__init__(size, client_cap)
+        self.path = path
+        self.max_value_bytes = max_value_bytes
+
+    def _new_worker(self) -> _Worker:
+        return _Worker(self.path, self.max_value_bytes)
+
+    def prestart(self) -> None:
+        """Start one worker ahead, so that the first statement finds it ready."""
+        with self._lock:
+            if self._all or self._closed:
+                return
+            worker = self._new_worker()
+            self._all.append(worker)
+            self._idle.append(worker)
+            worker.prestart()
 
 
 class Database:
@@ -493,6 +538,13 @@ class Database:
         """What the caller should be told about how this database is opened (one line each)."""
         return []
 
+    def read_structure(self) -> list[Any]:
+        """The tables (:class:`sqlchorus.tools.schema.Table`, which reads databases: not named
+        here), their columns and keys, from the engine's own catalogue: offered by the engines
+        other than SQLite, whose structure :func:`sqlchorus.tools.schema.introspect` reads through
+        sqlite-utils."""
+        raise NotImplementedError(f"The {self.engine} database does not read its structure itself.")
+
     def with_tracer(self, tracer: Any) -> Database:
         """A view of this database whose executions are child spans ``sql`` of ``tracer``.
 
@@ -515,7 +567,7 @@ class Database:
         view.client = client
         return view
 
-    def check(self, sql: str) -> exp.Expression:
+    def check(self, sql: str) -> exp.Expr:
         """The parsed statement, if it is one query this engine's guard lets run.
 
         Raises:
@@ -555,7 +607,7 @@ class Database:
         )
 
     def _traced(
-        self, sql: str, tree: exp.Expression, timeout_s, max_rows, max_bytes, parameters, client=None,
+        self, sql: str, tree: exp.Expr, timeout_s, max_rows, max_bytes, parameters, client=None,
     ) -> QueryResult:
         tracer = self.tracer
         if tracer is None:
@@ -591,7 +643,7 @@ class Database:
     def _execute(
         self,
         sql: str,
-        tree: exp.Expression,
+        tree: exp.Expr,
         timeout_s: float | None,
         max_rows: int | None,
         max_bytes: int | None,
@@ -619,7 +671,7 @@ class Database:
         row is a line of the plan."""
         raise NotImplementedError
 
-    _pool: _Pool
+    _pool: _BasePool[Any]
     """The engine's bounded pool of workers (processes or connections) that run statements."""
 
     @property
@@ -672,7 +724,7 @@ class Database:
     def close(self) -> None:
         raise NotImplementedError
 
-    def __enter__(self) -> Database:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -773,7 +825,7 @@ class GuardedDatabase(Database):
     def _execute(
         self,
         sql: str,
-        tree: exp.Expression,
+        tree: exp.Expr,
         timeout_s: float | None,
         max_rows: int | None,
         max_bytes: int | None,
@@ -788,13 +840,13 @@ class GuardedDatabase(Database):
         _, message, refused = reply
         raise self._classify(message, refused, sql, tree, budget)
 
-    def _classify(self, text: str, refused: str | None, sql: str, tree: exp.Expression, budget: float) -> SqlError:
+    def _classify(self, text: str, refused: str | None, sql: str, tree: exp.Expr, budget: float) -> SqlError:
         if refused and refused.startswith("a virtual table"):  # name the tables that are not the database's
             names = self._unknown_tables(tree)
             refused = refused + (f" ({', '.join(names)})" if names else "")
         return sqlite_error(text, refused, sql, budget)
 
-    def _unknown_tables(self, tree: exp.Expression) -> list[str]:
+    def _unknown_tables(self, tree: exp.Expr) -> list[str]:
         """Names the query reads from that are not tables or views of the database."""
         with self._lock:
             known = {r[0].lower() for r in self._conn.execute("SELECT name FROM sqlite_master").fetchall()}

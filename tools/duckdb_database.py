@@ -263,14 +263,14 @@ _ALLOWED_TYPE_NAMES = (
     "DATE TIME TIMETZ TIMESTAMP TIMESTAMPNTZ TIMESTAMPTZ TIMESTAMPLTZ TIMESTAMP_S TIMESTAMP_MS TIMESTAMP_NS "
     "INTERVAL JSON UUID ARRAY LIST STRUCT MAP VARBINARY BINARY BLOB"
 ).split()
-ALLOWED_TYPES: frozenset[exp.DataType.Type] = frozenset(
+ALLOWED_TYPES: frozenset[exp.DType] = frozenset(  # exp.DataType.Type is exp.DType
     getattr(exp.DataType.Type, n) for n in _ALLOWED_TYPE_NAMES if hasattr(exp.DataType.Type, n)
 )
 """Types a value may be cast to: plain data types (a cast to a type sqlglot does not know, or to
 one of DuckDB's internal types, is refused). sqlglot reads DuckDB's ``TIMESTAMP`` as
 ``TIMESTAMPNTZ`` (a timestamp without a time zone), which is why both are here."""
 
-_WRITING_NODES: tuple[type[exp.Expression], ...] = tuple(
+_WRITING_NODES: tuple[type[exp.Expr], ...] = tuple(
     getattr(exp, n) for n in
     "Insert Update Delete Merge Create Drop Alter Command Copy Set Transaction Commit Rollback "
     "TruncateTable Pragma Use Grant Revoke Analyze Declare Lock Into LoadData Refresh Cache Uncache "
@@ -350,7 +350,7 @@ def _check_value_name(node: exp.Column, sql: str, columns: dict[str, frozenset[s
         f"column of that name, write it with its table (t.{node.name}); it was refused.", sql=sql)
 
 
-def _check_functions(tree: exp.Expression, sql: str, columns: dict[str, frozenset[str]] | None = None) -> None:
+def _check_functions(tree: exp.Expr, sql: str, columns: dict[str, frozenset[str]] | None = None) -> None:
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     for node in tree.walk():
         if isinstance(node, exp.Column):
@@ -368,7 +368,7 @@ def _check_functions(tree: exp.Expression, sql: str, columns: dict[str, frozense
                     "it was refused.", sql=sql)
 
 
-def _check_tables(tree: exp.Expression, sql: str, tables: frozenset[str] | None, database: str | None) -> None:
+def _check_tables(tree: exp.Expr, sql: str, tables: frozenset[str] | None, database: str | None) -> None:
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     known = {t.lower() for t in tables} if tables is not None else None
     for table in tree.find_all(exp.Table):
@@ -413,7 +413,7 @@ def _check_tables(tree: exp.Expression, sql: str, tables: frozenset[str] | None,
 def check_duckdb_query(
     sql: str, *, tables: frozenset[str] | None = None, database: str | None = None, functions: bool = True,
     columns: dict[str, frozenset[str]] | None = None,
-) -> exp.Expression:
+) -> exp.Expr:
     """The parsed statement if it is one DuckDB query the guard lets run.
 
     Besides :func:`check_single_query`'s check (one statement, a query): no statement that writes
@@ -594,6 +594,7 @@ class DuckDatabase(Database):
 
     engine = "duckdb"
     dialect = "duckdb"
+    _pool: _DuckPool
 
     def __init__(
         self,
@@ -697,7 +698,7 @@ class DuckDatabase(Database):
 
     # -- checking and executing --------------------------------------------------------------
 
-    def check(self, sql: str) -> exp.Expression:
+    def check(self, sql: str) -> exp.Expr:
         """The parsed statement, if it is one query the guard lets run (:func:`check_duckdb_query`).
 
         Raises:
@@ -708,7 +709,7 @@ class DuckDatabase(Database):
     def _execute(
         self,
         sql: str,
-        tree: exp.Expression,
+        tree: exp.Expr,
         timeout_s: float | None,
         max_rows: int | None,
         max_bytes: int | None,

@@ -40,6 +40,7 @@ else:  # run as a worker script, in isolated mode: the same helpers from the fil
 
     _spec = importlib.util.spec_from_file_location(
         "sqlite_guard", os.path.join(os.path.dirname(os.path.abspath(__file__)), "sqlite_guard.py"))
+    assert _spec is not None and _spec.loader is not None  # a .py file's spec, with its loader
     _shared = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(_shared)
     capped_rows, receive, send = _shared.capped_rows, _shared.receive, _shared.send

@@ -153,7 +153,9 @@ def sql_links(sql: str, schema: DatabaseSchema) -> dict[str, list[str]]:
     Column references are resolved through aliases and sub-queries; a table used only for
     ``COUNT(*)`` is kept with no columns. SQL that does not parse gives no links.
     """
-    mapping = {t.name.lower(): {c.name.lower(): "TEXT" for c in t.columns} for t in schema.tables}
+    mapping: dict[str, object] = {
+        t.name.lower(): {c.name.lower(): "TEXT" for c in t.columns} for t in schema.tables
+    }
     try:
         tree = sql_text.parse_one(sql)
         root = build_scope(qualify(tree, schema=mapping, dialect="sqlite", validate_qualify_columns=False))
@@ -166,9 +168,9 @@ def sql_links(sql: str, schema: DatabaseSchema) -> dict[str, list[str]]:
                 if isinstance(source, exp.Table):
                     used.setdefault(source.name.lower(), set())
             for column in scope.columns:
-                source = scope.sources.get(column.table)
-                if isinstance(source, exp.Table):
-                    used.setdefault(source.name.lower(), set()).add(column.name.lower())
+                owner = scope.sources.get(column.table)
+                if isinstance(owner, exp.Table):
+                    used.setdefault(owner.name.lower(), set()).add(column.name.lower())
     out: dict[str, list[str]] = {}
     for table in schema.tables:
         if table.name.lower() in used:
@@ -300,7 +302,7 @@ POOL = "fewshot_pool"
 """The pool file's name (``prompts/fewshot_pool.json``), which ``Settings.examples_dir`` may
 replace like any examples file."""
 
-Embedder = Callable[[Sequence[str]], Any]
+Embedder = Callable[[list[str]], Any]
 """Texts to vectors (one row per text), e.g. a sentence-transformers model's ``encode``."""
 
 TEXT_WEIGHT = 0.75
@@ -520,8 +522,8 @@ class Retriever:
                 self._embedded = [_unit(v) for v in self.embed([_text(ex) for ex in self.examples])]
             query = _unit(self.embed([text])[0])
             return [sum(a * b for a, b in zip(query, v)) for v in self._embedded]
-        query = self._weigh(Counter(_words(text)))
-        return [sum(w * v.get(t, 0.0) for t, w in query.items()) for v in self._vectors]
+        weights = self._weigh(Counter(_words(text)))
+        return [sum(w * v.get(t, 0.0) for t, w in weights.items()) for v in self._vectors]
 
     def scores(self, question: str, evidence: str = "") -> list[float]:
         """Each example's score for the question, in pool order."""

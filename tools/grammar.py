@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -220,6 +221,8 @@ def scoped_grammar(schema: DatabaseSchema, tables: list[str] | None = None, dial
             if fk.ref_table not in names:
                 continue
             other = schema.table(fk.ref_table)
+            if other is None:  # a name of the chosen tables, so never
+                continue
             suffix = f"-j{pair}"
             pair += 1
             q = functools.partial(_quoted, dialect=dialect)
@@ -434,7 +437,7 @@ class _Parser:
         return ch
 
 
-def parse_grammar(text: str) -> dict[str, object]:
+def parse_grammar(text: str) -> Mapping[str, object]:
     """Parse GBNF text (the subset :func:`schema_grammar` writes) into rules.
 
     Raises:
@@ -465,14 +468,14 @@ def matches(grammar: str, text: str) -> bool:
 
 
 @lru_cache(maxsize=32)
-def _parsed(grammar: str) -> dict[str, object]:
+def _parsed(grammar: str) -> Mapping[str, object]:
     return parse_grammar(grammar)
 
 
 class _Matcher:
     """All positions where a grammar item can end, starting at a position (memoised per rule)."""
 
-    def __init__(self, rules: dict[str, object], text: str):
+    def __init__(self, rules: Mapping[str, object], text: str):
         self.rules = rules
         self.text = text
         self.memo: dict[tuple[str, int], frozenset[int]] = {}

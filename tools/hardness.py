@@ -75,13 +75,13 @@ class _Condition:
     subqueries: int
 
 
-def _unparen(node: exp.Expression) -> exp.Expression:
+def _unparen(node: exp.Expr) -> exp.Expr:
     while isinstance(node, exp.Paren):
         node = node.this
     return node
 
 
-def _flatten(node: exp.Expression | None, out: list[Any]) -> list[Any]:
+def _flatten(node: exp.Expr | None, out: list[Any]) -> list[Any]:
     """Append ``cond, 'and'|'or', cond, ...`` for a boolean expression, left to right."""
     if node is None:
         return out
@@ -95,7 +95,7 @@ def _flatten(node: exp.Expression | None, out: list[Any]) -> list[Any]:
     return out
 
 
-def _condition(node: exp.Expression) -> _Condition:
+def _condition(node: exp.Expr) -> _Condition:
     negated = False
     while isinstance(node, exp.Not):
         negated = not negated
@@ -122,11 +122,11 @@ def _conditions(flat: list[Any]) -> list[_Condition]:
     return flat[::2]
 
 
-def _is_aggregate(node: exp.Expression | None) -> bool:
+def _is_aggregate(node: exp.Expr | None) -> bool:
     return node is not None and isinstance(_unparen(node), _AGGREGATES)
 
 
-def _value_operands(node: exp.Expression) -> list[exp.Expression]:
+def _value_operands(node: exp.Expr) -> list[exp.Expr]:
     """The (at most two) column units of a Spider ``val_unit``: an arithmetic node's two sides,
     or the value itself."""
     node = _unparen(node)
@@ -135,14 +135,14 @@ def _value_operands(node: exp.Expression) -> list[exp.Expression]:
     return [node]
 
 
-def _leading_operand(node: exp.Expression) -> exp.Expression:
+def _leading_operand(node: exp.Expr) -> exp.Expr:
     node = _unparen(node)
     while isinstance(node, _ARITHMETIC):
         node = _unparen(node.this)
     return node
 
 
-def _top_select(tree: exp.Expression) -> exp.Select | None:
+def _top_select(tree: exp.Expr) -> exp.Select | None:
     node = tree
     while True:
         if isinstance(node, exp.SetOperation):
@@ -217,13 +217,13 @@ def hardness_counts(sql: str, dialect: str = "sqlite") -> HardnessCounts:
     return HardnessCounts(component1=c1, component2=c2, others=others)
 
 
-def _unwrap_query(tree: exp.Expression) -> exp.Expression:
+def _unwrap_query(tree: exp.Expr) -> exp.Expr:
     while isinstance(tree, exp.Subquery):
         tree = tree.this
     return tree
 
 
-def _strip_alias(node: exp.Expression) -> exp.Expression:
+def _strip_alias(node: exp.Expr) -> exp.Expr:
     return node.this if isinstance(node, exp.Alias) else node
 
 

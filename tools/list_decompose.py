@@ -51,7 +51,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
@@ -68,6 +68,8 @@ GROUP_SIZE = "group_size"
 
 _SET_OPERATIONS = {exp.Union: "UNION", exp.Intersect: "INTERSECT", exp.Except: "EXCEPT"}
 _TAIL_ARGS = ("order", "limit", "offset")
+
+_Q = TypeVar("_Q", bound=exp.Query)
 
 
 class DecomposeError(SqlchorusError, ValueError):
@@ -327,7 +329,7 @@ def _column_map(
 # -- tree helpers ------------------------------------------------------------------------------
 
 
-def _nested_queries(nodes: Iterable[exp.Expression | None]) -> Iterator[exp.Query]:
+def _nested_queries(nodes: Iterable[exp.Expr | None]) -> Iterator[exp.Query]:
     """Queries directly inside ``nodes``, in source order, without entering them."""
     for node in nodes:
         if node is None:
@@ -338,7 +340,7 @@ def _nested_queries(nodes: Iterable[exp.Expression | None]) -> Iterator[exp.Quer
             yield from _nested_queries(node.iter_expressions())
 
 
-def _own_columns(node: exp.Expression) -> Iterator[exp.Column]:
+def _own_columns(node: exp.Expr) -> Iterator[exp.Column]:
     """Columns of ``node`` that are not inside a nested query."""
     if isinstance(node, exp.Column):
         yield node
@@ -348,14 +350,14 @@ def _own_columns(node: exp.Expression) -> Iterator[exp.Column]:
             yield from _own_columns(child)
 
 
-def _has_aggregate(node: exp.Expression) -> bool:
+def _has_aggregate(node: exp.Expr) -> bool:
     return any(
         not isinstance(agg.parent, exp.Window) and _outside_queries(agg, node)
         for agg in node.find_all(exp.AggFunc)
     )
 
 
-def _outside_queries(node: exp.Expression, root: exp.Expression) -> bool:
+def _outside_queries(node: exp.Expr, root: exp.Expr) -> bool:
     """True when no query lies between ``node`` and ``root`` (``node`` may be ``root``)."""
     while node is not root and node.parent is not None:
         node = node.parent
@@ -364,13 +366,13 @@ def _outside_queries(node: exp.Expression, root: exp.Expression) -> bool:
     return True
 
 
-def _position(node: exp.Expression) -> int | None:
+def _position(node: exp.Expr) -> int | None:
     if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit():
         return int(node.this)
     return None
 
 
-def _unwrap(query: exp.Expression) -> exp.Expression:
+def _unwrap(query: exp.Expr) -> exp.Expr:
     while isinstance(query, exp.Subquery) and not any(query.args.get(k) for k in _TAIL_ARGS):
         query = query.this
     return query
@@ -381,7 +383,7 @@ def _set_operation_name(node: exp.SetOperation) -> str:
     return name if node.args.get("distinct", True) else f"{name} ALL"
 
 
-def _tail_elements(query: exp.Expression, dialect: Any) -> str:
+def _tail_elements(query: exp.Expr, dialect: Any) -> str:
     parts = []
     if query.args.get("limit") is not None:
         parts.append(query.args["limit"].sql(dialect=dialect).strip())
@@ -425,12 +427,12 @@ class _Builder:
         if last is not None:
             last.final = True
 
-    def sql(self, node: exp.Expression) -> str:
+    def sql(self, node: exp.Expr) -> str:
         return node.sql(dialect=self.dialect)
 
     # dispatch
 
-    def query(self, query: exp.Expression, ctx: _Context) -> None:
+    def query(self, query: exp.Expr, ctx: _Context) -> None:
         query = _unwrap(query)
         if isinstance(query, exp.Select):
             self.select(query, ctx)
@@ -442,7 +444,7 @@ class _Builder:
             raise DecomposeError(f"Cannot decompose a {type(query).__name__} query.")
         self.close_scope(ctx)
 
-    def nested(self, nodes: Iterable[exp.Expression | None], ctx: _Context, clause: str) -> None:
+    def nested(self, nodes: Iterable[exp.Expr | None], ctx: _Context, clause: str) -> None:
         """Emit the steps of uncorrelated queries nested in ``nodes``."""
         for inner in _nested_queries(nodes):
             if self.is_correlated(inner):
@@ -453,7 +455,7 @@ class _Builder:
             label = f"{clause} subquery {alias or number}"
             self.query(inner, ctx.child(label))
 
-    def with_clause(self, query: exp.Query, ctx: _Context) -> tuple[exp.Query, _Context]:
+    def with_clause(self, query: _Q, ctx: _Context) -> tuple[_Q, _Context]:
         """Emit the steps of each CTE and return the query without its WITH, and the context."""
         with_ = query.args.get("with_")
         if with_ is None:
@@ -494,7 +496,7 @@ class _Builder:
         return self.unqualified_outer_reference(inner, tables, columns)
 
     def unqualified_outer_reference(
-        self, inner: exp.Expression, tables: set[str], columns: list[exp.Column]
+        self, inner: exp.Expr, tables: set[str], columns: list[exp.Column]
     ) -> bool:
         if self.columns is None:
             return False
@@ -563,8 +565,8 @@ class _Builder:
         having = select.args.get("having")
         if group is None and having is None:
             return
-        keys: list[exp.Expression] = []
-        projection: list[exp.Expression] = []
+        keys: list[exp.Expr] = []
+        projection: list[exp.Expr] = []
         if group is not None:
             self.nested([group], ctx, "GROUP BY")
             keys, projection = self.group_keys(select, group, aliases)
@@ -581,13 +583,14 @@ class _Builder:
 
     def group_keys(
         self, select: exp.Select, group: exp.Group, aliases: dict[str, exp.Alias]
-    ) -> tuple[list[exp.Expression], list[exp.Expression]]:
+    ) -> tuple[list[exp.Expr], list[exp.Expr]]:
         """The GROUP BY keys with positions resolved, and the expressions that show them."""
-        keys, shown = [], []
+        keys: list[exp.Expr] = []
+        shown: list[exp.Expr] = []
         outputs = select.expressions
         for key in group.expressions:
             position = _position(key)
-            target: exp.Expression | None = None
+            target: exp.Expr | None = None
             if position is not None and 1 <= position <= len(outputs):
                 target = outputs[position - 1]
                 if target.find(exp.Star):
@@ -611,10 +614,10 @@ class _Builder:
 
     def grouped_projection(
         self,
-        shown: list[exp.Expression],
-        clauses: list[exp.Expression],
+        shown: list[exp.Expr],
+        clauses: list[exp.Expr],
         aliases: dict[str, exp.Alias],
-    ) -> list[exp.Expression]:
+    ) -> list[exp.Expr]:
         projection = [e.copy() for e in shown]
         present = {e.alias.lower() for e in projection if isinstance(e, exp.Alias)}
         projection += [
@@ -626,7 +629,7 @@ class _Builder:
         return projection
 
     def alias_refs(
-        self, clauses: Iterable[exp.Expression], aliases: dict[str, exp.Alias], *, agg: bool
+        self, clauses: Iterable[exp.Expr], aliases: dict[str, exp.Alias], *, agg: bool
     ) -> list[exp.Alias]:
         """SELECT aliases named by unqualified columns in ``clauses``, in first-use order."""
         found: dict[str, exp.Alias] = {}
@@ -672,7 +675,7 @@ class _Builder:
         name = _set_operation_name(node)
         self.emit(name, node, f"{name} {self.sql(node.expression)}", ctx)
 
-    def branch(self, query: exp.Expression, ctx: _Context, counter: list[int]) -> None:
+    def branch(self, query: exp.Expr, ctx: _Context, counter: list[int]) -> None:
         counter[0] += 1
         self.query(query, ctx.child(f"branch {counter[0]}"))
 

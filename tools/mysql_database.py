@@ -76,8 +76,8 @@ from sqlchorus.tools.database import (
     KILL_GRACE_S,
     Database,
     QueryResult,
+    _BasePool,
     _Closed,
-    _Pool,
     check_single_query,
 )
 from sqlchorus.tools.duckdb_guard import plain
@@ -237,7 +237,7 @@ def connection_parameters(url: str) -> dict[str, Any]:
 
 # -- what a query may do -------------------------------------------------------------------------
 
-_WRITING_NODES: tuple[type[exp.Expression], ...] = tuple(
+_WRITING_NODES: tuple[type[exp.Expr], ...] = tuple(
     getattr(exp, n) for n in
     "Insert Update Delete Merge Create Drop Alter Command Copy Set Transaction Commit Rollback "
     "TruncateTable Pragma Use Grant Revoke Analyze Declare Lock Into LoadData Refresh Cache "
@@ -246,7 +246,7 @@ _WRITING_NODES: tuple[type[exp.Expression], ...] = tuple(
 )
 
 
-def check_mysql_query(sql: str, *, database: str | None = None, tables: frozenset[str] | None = None) -> exp.Expression:
+def check_mysql_query(sql: str, *, database: str | None = None, tables: frozenset[str] | None = None) -> exp.Expr:
     """The parsed statement (sqlglot's tree) if it is one MySQL query the guard lets run.
 
     First as the server reads text (:func:`~sqlchorus.tools.mysql_check.check_text`); then as
@@ -327,7 +327,7 @@ _GONE_CODES = frozenset({2006, 2013, 2003, 2055, 1053, 1927, 4031, 2014})
 
 
 def _code_message(exc: BaseException) -> tuple[int, str]:
-    args = getattr(exc, "args", ())
+    args: tuple[Any, ...] = getattr(exc, "args", ())
     if len(args) >= 2 and isinstance(args[0], int):
         return args[0], str(args[1]).strip().splitlines()[0] if str(args[1]).strip() else type(exc).__name__
     text = str(exc).strip()
@@ -461,12 +461,12 @@ class _Session:
             return None
 
 
-class _SessionPool(_Pool):
-    """:class:`~sqlchorus.tools.database._Pool`'s order of arrival, per-client cap and closing,
+class _SessionPool(_BasePool[_Session]):
+    """:class:`~sqlchorus.tools.database._BasePool`'s order of arrival, per-client cap and closing,
     over ``size`` connections instead of worker processes, each connecting when first needed."""
 
     def __init__(self, connect, size: int, client_cap: int):
-        super().__init__(None, 0, size, client_cap)
+        super().__init__(size, client_cap)
         self._all = [_Session(connect) for _ in range(size)]
         self._idle = list(self._all)
 
@@ -769,6 +769,7 @@ class MySQLDatabase(Database):
 
     engine = "mysql"
     dialect = "mysql"
+    _pool: _SessionPool
     path = None
 
     def __init__(
@@ -983,21 +984,21 @@ class MySQLDatabase(Database):
             by_name[table.name] = table
             out.append(table)
         for table_name, name, type_, not_null, comment, primary in columns:
-            table = by_name.get(str(table_name))
-            if table is not None:
-                table.columns.append(Column(name=str(name), type=str(type_), primary_key=bool(primary),
+            owner = by_name.get(str(table_name))
+            if owner is not None:
+                owner.columns.append(Column(name=str(name), type=str(type_), primary_key=bool(primary),
                                             not_null=bool(not_null), description=str(comment) if comment else None))
         for table_name, column, ref_table, ref_column in keys:
-            table = by_name.get(str(table_name))
-            if table is not None:
-                table.foreign_keys.append(ForeignKey(column=str(column), ref_table=str(ref_table),
+            owner = by_name.get(str(table_name))
+            if owner is not None:
+                owner.foreign_keys.append(ForeignKey(column=str(column), ref_table=str(ref_table),
                                                      ref_column=str(ref_column)))
         self._tables = frozenset(by_name) | self._tables
         return out
 
     # -- checking and executing --------------------------------------------------------------
 
-    def check(self, sql: str) -> exp.Expression:
+    def check(self, sql: str) -> exp.Expr:
         """The parsed statement, if it is one query the guard lets run (:func:`check_mysql_query`).
 
         Raises:
@@ -1049,7 +1050,7 @@ class MySQLDatabase(Database):
     def _execute(
         self,
         sql: str,
-        tree: exp.Expression,
+        tree: exp.Expr,
         timeout_s: float | None,
         max_rows: int | None,
         max_bytes: int | None,

@@ -305,7 +305,7 @@ def _after_last_links(text: str | None) -> str | None:
     match = None
     for match in _SCHEMA_LINKS.finditer(text or ""):
         pass
-    return text[match.end():] if match is not None else None
+    return (text or "")[match.end():] if match is not None else None
 
 
 def schema_links_as_written(text: str | None) -> str | None:

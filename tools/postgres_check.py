@@ -309,7 +309,8 @@ def _walk(node: Any, parents: tuple[Any, ...] = ()) -> Iterator[tuple[Any, tuple
         return
     yield node, parents
     inner = (*parents, node)
-    for slot in type(node).__slots__:
+    # pglast's node classes set __slots__, which its annotations do not declare.
+    for slot in type(node).__slots__:  # type: ignore[attr-defined]
         value = getattr(node, slot, None)
         if isinstance(value, (ast.Node, list, tuple)):
             yield from _walk(value, inner)
@@ -331,10 +332,12 @@ def _literal_int(node: Any) -> int | None:
         node = node.arg
     if isinstance(node, ast.A_Const) and not node.isnull:
         value = node.val
-        if isinstance(value, ast.Integer):
+        if isinstance(value, ast.Integer) and value.ival is not None:  # libpg_query always writes it
             return int(value.ival)
-        if isinstance(value, ast.String) and re.fullmatch(r"\s*[+-]?\d+\s*", value.sval or ""):
-            return int(value.sval)
+        if isinstance(value, ast.String):
+            text = value.sval or ""
+            if re.fullmatch(r"\s*[+-]?\d+\s*", text):
+                return int(text)
     return None
 
 
@@ -371,8 +374,8 @@ def _check_padding(name: str, args: list[Any], sql: str) -> None:
             raise ForbiddenError("format is not allowed here: its format string must be written out, so that "
                                  "its field widths can be checked; the query was refused.", sql=sql)
         for match in _FORMAT_SPEC.finditer(spec):
-            width = match.group(3)
-            if width and (width.startswith("*") or int(width) > MAX_PAD):
+            field_width = match.group(3)
+            if field_width and (field_width.startswith("*") or int(field_width) > MAX_PAD):
                 raise too_big
 
 
@@ -499,12 +502,12 @@ def check_statement(sql: str, *, schema: str = "public", names: ServerNames | No
         elif functions and isinstance(node, ast.A_Indirection):
             for item in node.indirection or ():
                 if isinstance(item, ast.String):
-                    _check_selection(item.sval, node.arg, names, aliases, sql)
+                    _check_selection(item.sval or "", node.arg, names, aliases, sql)
         elif functions and isinstance(node, ast.ColumnRef):
-            parts = [f for f in node.fields or () if isinstance(f, ast.String)]
-            if len(parts) >= 2 and len(parts) == len(node.fields):
+            strings = [f for f in node.fields or () if isinstance(f, ast.String)]
+            if len(strings) >= 2 and len(strings) == len(node.fields or ()):
                 # row.name, schema.table.name: the last name is a call when it is no column.
-                _check_selection(parts[-1].sval, node, names, aliases, sql)
+                _check_selection(strings[-1].sval or "", node, names, aliases, sql)
         elif functions and isinstance(node, ast.SQLValueFunction):
             op = _enum_name(node.op)
             if op in _IDENTITY:

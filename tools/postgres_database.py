@@ -73,8 +73,8 @@ from sqlchorus.tools.database import (
     KILL_GRACE_S,
     Database,
     QueryResult,
+    _BasePool,
     _Closed,
-    _Pool,
     check_single_query,
 )
 from sqlchorus.tools import sql_text
@@ -145,7 +145,7 @@ ALTER ROLE reader SET temp_file_limit = '256MB';"""
 # sqlchorus.tools.postgres_check; this module adds the statement kinds and tables sqlglot reads,
 # and runs the plan check inside each statement's transaction.
 
-_WRITING_NODES: tuple[type[exp.Expression], ...] = tuple(
+_WRITING_NODES: tuple[type[exp.Expr], ...] = tuple(
     getattr(exp, n) for n in
     "Insert Update Delete Merge Create Drop Alter Command Copy Set Transaction Commit Rollback "
     "TruncateTable Pragma Use Grant Revoke Analyze Declare Lock Into LoadData Refresh Cache "
@@ -160,7 +160,7 @@ _OTHER_SCHEMAS = "pg_catalog information_schema pg_toast pg_temp".split()
 def check_postgres_query(
     sql: str, *, schema: str = "public", functions: bool = True, tables: frozenset[str] | None = None,
     names: ServerNames | None = None, padding: list[str] | None = None,
-) -> exp.Expression:
+) -> exp.Expr:
     """The parsed statement (sqlglot's tree) if it is one PostgreSQL query the guard lets run.
 
     First as PostgreSQL's own parser reads it (:func:`~sqlchorus.tools.postgres_check.
@@ -339,13 +339,13 @@ class _Session:
             return None
 
 
-class _SessionPool(_Pool):
-    """:class:`~sqlchorus.tools.database._Pool`'s order of arrival, per-client cap and closing,
+class _SessionPool(_BasePool[_Session]):
+    """:class:`~sqlchorus.tools.database._BasePool`'s order of arrival, per-client cap and closing,
     over ``size`` connections instead of worker processes: every slot exists from the start, and
     each connects when a statement first needs it."""
 
     def __init__(self, connect, size: int, client_cap: int):
-        super().__init__(None, 0, size, client_cap)
+        super().__init__(size, client_cap)
         self._all = [_Session(connect) for _ in range(size)]
         self._idle = list(self._all)
 
@@ -597,6 +597,7 @@ class PostgresDatabase(Database):
 
     engine = "postgresql"
     dialect = "postgres"
+    _pool: _SessionPool
     path = None
 
     def __init__(
@@ -626,7 +627,8 @@ class PostgresDatabase(Database):
             params = conninfo_to_dict(url)
         except psycopg.ProgrammingError as e:
             raise DatabaseOpenError(f"Not a PostgreSQL URL: {self._location} ({_primary(e)})") from None
-        self._password = params.get("password") or None
+        password = params.get("password")  # a URL's parts are text
+        self._password = str(password) if password else None
         self.name = str(params.get("dbname") or os.environ.get("PGDATABASE") or params.get("user")
                         or os.environ.get("PGUSER") or "")
         self._url = url
@@ -851,7 +853,7 @@ class PostgresDatabase(Database):
 
     # -- checking and executing --------------------------------------------------------------
 
-    def check(self, sql: str) -> exp.Expression:
+    def check(self, sql: str) -> exp.Expr:
         """The parsed statement, if it is one query the guard lets run (:func:`check_postgres_query`).
 
         Raises:
@@ -881,7 +883,7 @@ class PostgresDatabase(Database):
     def _execute(
         self,
         sql: str,
-        tree: exp.Expression,
+        tree: exp.Expr,
         timeout_s: float | None,
         max_rows: int | None,
         max_bytes: int | None,

@@ -95,18 +95,18 @@ class _Conjunct:
     join: bool
 
 
-def _without_subqueries(node: exp.Expression, dialect: str = "sqlite") -> str:
+def _without_subqueries(node: exp.Expr, dialect: str = "sqlite") -> str:
     copy = node.copy()
-    for sub in list(copy.find_all(exp.Subquery)):
-        if sub is not copy:
-            sub.replace(exp.column("(subquery)"))
-    for sub in list(copy.find_all(exp.Select)):
-        if sub is not copy and sub.parent is not None:
-            sub.replace(exp.column("(subquery)"))
+    for subquery in list(copy.find_all(exp.Subquery)):
+        if subquery is not copy:
+            subquery.replace(exp.column("(subquery)"))
+    for select in list(copy.find_all(exp.Select)):
+        if select is not copy and select.parent is not None:
+            select.replace(exp.column("(subquery)"))
     return copy.sql(dialect=dialect).replace('"(subquery)"', "(subquery)").replace("`(subquery)`", "(subquery)")
 
 
-def _own_columns(node: exp.Expression, select: exp.Select) -> list[exp.Column]:
+def _own_columns(node: exp.Expr, select: exp.Select) -> list[exp.Column]:
     """Columns of ``node`` that belong to ``select`` itself, not to a nested query."""
     return [c for c in node.find_all(exp.Column) if c.find_ancestor(exp.Select) is select]
 
@@ -120,7 +120,7 @@ def _sources(select: exp.Select) -> dict[str, str]:
     return names
 
 
-def _split_and(node: exp.Expression | None) -> list[exp.Expression]:
+def _split_and(node: exp.Expr | None) -> list[exp.Expr]:
     if node is None:
         return []
     if isinstance(node, exp.And):
@@ -130,11 +130,11 @@ def _split_and(node: exp.Expression | None) -> list[exp.Expression]:
     return [node]
 
 
-def _conjuncts(tree: exp.Expression, dialect: str = "sqlite") -> list[_Conjunct]:
+def _conjuncts(tree: exp.Expr, dialect: str = "sqlite") -> list[_Conjunct]:
     found: list[_Conjunct] = []
     for select in tree.find_all(exp.Select):
         sources = _sources(select)
-        parts: list[exp.Expression] = []
+        parts: list[exp.Expr] = []
         where = select.args.get("where")
         if where is not None:
             parts += _split_and(where.this)
@@ -152,7 +152,7 @@ def _conjuncts(tree: exp.Expression, dialect: str = "sqlite") -> list[_Conjunct]
     return found
 
 
-def _aliases(tree: exp.Expression) -> dict[str, str]:
+def _aliases(tree: exp.Expr) -> dict[str, str]:
     names: dict[str, str] = {}
     for table in tree.find_all(exp.Table):
         names.setdefault(table.alias_or_name.lower(), table.name)
@@ -250,7 +250,7 @@ class _Walker:
             self.walk(step.id, depth + 1)
 
 
-def _finishing(tree: exp.Expression, dialect: str = "sqlite") -> list[str]:
+def _finishing(tree: exp.Expr, dialect: str = "sqlite") -> list[str]:
     lines: list[str] = []
     select = tree if isinstance(tree, exp.Select) else None
     if select is not None:
@@ -281,7 +281,7 @@ def _finishing(tree: exp.Expression, dialect: str = "sqlite") -> list[str]:
     return lines
 
 
-def _outputs(tree: exp.Expression, dialect: str = "sqlite") -> str:
+def _outputs(tree: exp.Expr, dialect: str = "sqlite") -> str:
     while isinstance(tree, exp.SetOperation):
         tree = tree.left
     if isinstance(tree, exp.Subquery):

@@ -17,10 +17,10 @@ def schema_links_text(schema: DatabaseSchema, links: dict[str, list[str]] | None
     items: list[str] = []
     for table, columns in links.items():
         items.extend(f"{table}.{c}" for c in columns) if columns else items.append(f"{table}.*")
-    for table in schema.tables:
-        if table.name.lower() not in linked:
+    for known in schema.tables:
+        if known.name.lower() not in linked:
             continue
-        for fk in table.foreign_keys:
+        for fk in known.foreign_keys:
             if fk.ref_table.lower() in linked:
-                items.append(f"{table.name}.{fk.column} = {fk.ref_table}.{fk.ref_column}")
+                items.append(f"{known.name}.{fk.column} = {fk.ref_table}.{fk.ref_column}")
     return "[" + ",".join(dict.fromkeys(items)) + "]"

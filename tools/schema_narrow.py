@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,13 +105,13 @@ def column_count(schema: DatabaseSchema) -> int:
     return sum(len(t.columns) for t in schema.tables)
 
 
-def _column_words(column: Column) -> tuple[set[str], set[str]]:
+def _column_words(column: Column) -> tuple[frozenset[str], frozenset[str]]:
     names = words_of(column.name) | words_of(column.full_name or "")
     described = words_of(column.description or "") | words_of(column.value_description or "")
     return names, described
 
 
-def _column_score(words: set[str], column: Column, valued: bool, described: bool, named: bool) -> float:
+def _column_score(words: AbstractSet[str], column: Column, valued: bool, described: bool, named: bool) -> float:
     names, about = _column_words(column) if described else (words_of(column.name), frozenset())
     score = 2.0 * len(words & names) + 0.5 * min(len(words & (about - names)), 4)
     return score + (3.0 if valued else 0.0) + (NAMED_SCORE if named else 0.0)
@@ -194,9 +195,10 @@ def rank_columns(
             ranked.append(item)
 
     for table in schema.tables:
-        for column in (links or {}).get(table.name, ()):
-            if table.column(column) is not None:
-                add((table.name, table.column(column).name))
+        for linked in (links or {}).get(table.name, ()):
+            found = table.column(linked)
+            if found is not None:
+                add((table.name, found.name))
     for table in touched:
         for name in _keys(table):
             add((table.name, name))

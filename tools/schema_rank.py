@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from sqlchorus.tools.schema import DatabaseSchema, Table
@@ -39,7 +40,7 @@ def words_of(text: str) -> frozenset[str]:
     return frozenset(_stem(w) for w in _WORD.findall(spaced) if w not in _STOP)
 
 
-def _column_score(words: set[str], table: Table, column: str, valued: set[str]) -> float:
+def _column_score(words: AbstractSet[str], table: Table, column: str, valued: AbstractSet[str]) -> float:
     score = 2.0 * len(words & words_of(column))
     if f"{table.name}.{column}".lower() in valued:
         score += 3.0

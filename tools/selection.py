@@ -254,8 +254,8 @@ def tables_and_columns(sql: str, schema: DatabaseSchema, dialect: str = "sqlite"
                 used.setdefault(owner, set()).add(name)
             continue
         for table_name in list(used):
-            table = schema.table(table_name)
-            if table is not None and any(c.name.lower() == name.lower() for c in table.columns):
+            known = schema.table(table_name)
+            if known is not None and any(c.name.lower() == name.lower() for c in known.columns):
                 used[table_name].add(name)
     return {t: sorted(cols) for t, cols in used.items()}
 

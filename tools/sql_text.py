@@ -12,12 +12,18 @@ error before sqlglot sees it; a ``RecursionError`` that still happens becomes on
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.dialects.mysql import MySQL
 from sqlglot.errors import SqlglotError
+
+if TYPE_CHECKING:  # sqlglot declares MySQL.Generator as a class attribute, which is no type
+    from sqlglot.generators.mysql import MySQLGenerator as _MySQLGenerator
+else:
+    _MySQLGenerator = MySQL.Generator
 
 from sqlchorus.tools.sql_errors import NotAQueryError, SqlTooDeepError, SqlTooLongError
 from sqlchorus.tools.sqlite_guard import MAX_SQL_CHARS
@@ -61,7 +67,7 @@ def check_bounds(text: str) -> None:
         )
 
 
-def parse(text: str, *, dialect: str = "sqlite") -> list[exp.Expression]:
+def parse(text: str, *, dialect: str = "sqlite") -> list[exp.Expr]:
     """The statements of ``text``, parsed within bounds.
 
     Raises:
@@ -78,7 +84,7 @@ def parse(text: str, *, dialect: str = "sqlite") -> list[exp.Expression]:
         raise SqlTooDeepError("The SQL text nests too deeply to be read.", sql=text[:200]) from e
 
 
-def parse_one(text: str, *, dialect: str = "sqlite") -> exp.Expression:
+def parse_one(text: str, *, dialect: str = "sqlite") -> exp.Expr:
     """The one statement of ``text``, parsed within bounds.
 
     Raises:
@@ -94,7 +100,7 @@ def parse_one(text: str, *, dialect: str = "sqlite") -> exp.Expression:
 # -- writing -------------------------------------------------------------------------------------
 
 
-def _regexp(generator: MySQL.Generator, expression: exp.RegexpLike) -> str:
+def _regexp(generator: _MySQLGenerator, expression: exp.RegexpLike) -> str:
     if expression.args.get("flag") is not None:
         return generator.func("REGEXP_LIKE", expression.this, expression.expression, expression.args["flag"])
     return generator.binary(expression, "REGEXP")
@@ -105,8 +111,8 @@ class MySQLAndMariaDB(MySQL):
     ``REGEXP_LIKE(x, y)``, a function of MySQL 8 that MariaDB lacks (it calls it as a stored
     function of the database, which the guard refuses), and which MySQL reads as the same test."""
 
-    class Generator(MySQL.Generator):
-        TRANSFORMS = {**MySQL.Generator.TRANSFORMS, exp.RegexpLike: _regexp}
+    class Generator(_MySQLGenerator):
+        TRANSFORMS = {**_MySQLGenerator.TRANSFORMS, exp.RegexpLike: _regexp}
 
 
 _MYSQL = MySQLAndMariaDB()

@@ -31,7 +31,7 @@ import sqlite3
 import struct
 import sys
 import time
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 # -- what a query may do -------------------------------------------------------------------------
 
@@ -279,13 +279,13 @@ def run(
 # -- the worker ------------------------------------------------------------------------------------
 
 
-def send(stream: BinaryIO, message: Any) -> None:
+def send(stream: IO[bytes], message: Any) -> None:
     data = marshal.dumps(message)
     stream.write(struct.pack("!I", len(data)) + data)
     stream.flush()
 
 
-def receive(stream: BinaryIO) -> Any:
+def receive(stream: IO[bytes]) -> Any:
     """The next message, or None at the end of the stream."""
     header = stream.read(4)
     if len(header) < 4:

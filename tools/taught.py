@@ -98,7 +98,7 @@ def sql_skeleton(sql: str, dialect: str = "sqlite") -> str:
                       r"UNION|INTERSECT|EXCEPT|DESC|ASC|DISTINCT|COUNT|SUM|AVG|MIN|MAX|LIKE|BETWEEN)\b)\w+",
                       "_", " ".join(sql.upper().split()))
 
-    def mask(node: exp.Expression) -> exp.Expression:
+    def mask(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Column):
             return exp.column("_")
         if isinstance(node, exp.Table):

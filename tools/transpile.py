@@ -155,7 +155,7 @@ def transpile(sql: str, engine: str, names: Names | None = None, *, idiomatic: b
     return tree.sql(dialect=sql_text.writer(dialect))
 
 
-def _apply_names(tree: exp.Expression, names: Names, dialect: str, *, quote_all: bool, ilike: bool) -> None:
+def _apply_names(tree: exp.Expr, names: Names, dialect: str, *, quote_all: bool, ilike: bool) -> None:
     """Names as the schema spells them (quoted, or with ``quote_all`` off only where the source
     quoted them or ``dialect`` needs it), a double-quoted word that names nothing as a string,
     SQLite's affinity made explicit and (``ilike``) LIKE without regard to case."""
@@ -197,7 +197,7 @@ def _apply_names(tree: exp.Expression, names: Names, dialect: str, *, quote_all:
             table.set("this", named(tables[ident.name.lower()], ident, table=True))
 
 
-def _scope_tables(tree: exp.Expression) -> dict[str, str]:
+def _scope_tables(tree: exp.Expr) -> dict[str, str]:
     """Alias (or name) -> table name, lower-cased, of every table the query reads."""
     scope_tables: dict[str, str] = {}
     for table in tree.find_all(exp.Table):
@@ -221,7 +221,7 @@ def _spelling(column: exp.Column, key: str, names: Names, scope_tables: dict[str
 # -- MySQL ---------------------------------------------------------------------------------------
 
 
-def _integer_operand(node: exp.Expression, names: Names | None, scope_tables: dict[str, str]) -> bool:
+def _integer_operand(node: exp.Expr, names: Names | None, scope_tables: dict[str, str]) -> bool:
     """Whether SQLite computes ``node`` as an integer: an integer literal, ``count``, an integer
     column, or arithmetic (``+ - *``) and ``DIV`` of those."""
     while isinstance(node, exp.Paren):
@@ -242,7 +242,7 @@ def _integer_operand(node: exp.Expression, names: Names | None, scope_tables: di
     return names is not None and _column_affinity(node, names, scope_tables) == "integer"
 
 
-def _for_mysql(tree: exp.Expression, names: Names | None, *, faithful: bool) -> None:
+def _for_mysql(tree: exp.Expr, names: Names | None, *, faithful: bool) -> None:
     """The rewrites MySQL needs to mean what SQLite meant (see the module's text)."""
     scope_tables = _scope_tables(tree)
     for div in list(tree.find_all(exp.Div)):
@@ -270,7 +270,7 @@ def _for_mysql(tree: exp.Expression, names: Names | None, *, faithful: bool) -> 
 # -- examples ------------------------------------------------------------------------------------
 
 
-def _engine_null_order(tree: exp.Expression, dialect: str) -> None:
+def _engine_null_order(tree: exp.Expr, dialect: str) -> None:
     """Each ORDER BY key with the engine's own place for NULLs, so that none is spelled out."""
     ordering = sqlglot.Dialect.get_or_raise(dialect).NULL_ORDERING
     for ordered in tree.find_all(exp.Ordered):
@@ -319,7 +319,7 @@ _RESERVED = {
 ``duckdb_keywords()`` of category reserved)."""
 
 
-def _quote_where_needed(tree: exp.Expression, dialect: str) -> None:
+def _quote_where_needed(tree: exp.Expr, dialect: str) -> None:
     """Quotes on the names that need them in ``dialect``; a name the source quoted stays quoted."""
     for ident in tree.find_all(exp.Identifier):
         if not ident.quoted and needs_quotes(ident.name, dialect, stored=False):
@@ -330,7 +330,7 @@ _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 _NUMERIC_AFFINITIES = ("integer", "real", "numeric")
 
 
-def _column_affinity(node: exp.Expression, names: Names, scope_tables: dict[str, str]) -> str | None:
+def _column_affinity(node: exp.Expr, names: Names, scope_tables: dict[str, str]) -> str | None:
     """The affinity of a column reference, or None when it is not a column or is ambiguous."""
     if not isinstance(node, exp.Column) or not isinstance(node.this, exp.Identifier):
         return None
@@ -345,7 +345,7 @@ def _column_affinity(node: exp.Expression, names: Names, scope_tables: dict[str,
     return None
 
 
-def _local_tables(node: exp.Expression) -> set[str]:
+def _local_tables(node: exp.Expr) -> set[str]:
     """The tables in the FROM and JOINs of the SELECT a column belongs to (not of subqueries)."""
     select = node.find_ancestor(exp.Select)
     if select is None:
@@ -354,13 +354,13 @@ def _local_tables(node: exp.Expression) -> set[str]:
     return {s.this.name.lower() for s in sources if s is not None and isinstance(s.this, exp.Table)}
 
 
-def _number(node: exp.Expression) -> bool:
+def _number(node: exp.Expr) -> bool:
     if isinstance(node, exp.Neg):
         node = node.this
     return isinstance(node, exp.Literal) and node.is_number
 
 
-def _apply_affinity(tree: exp.Expression, names: Names) -> None:
+def _apply_affinity(tree: exp.Expr, names: Names) -> None:
     """SQLite's comparison affinity, made explicit where the engines would refuse or differ.
 
     A TEXT column compared with a number literal compares as text in SQLite (the literal takes

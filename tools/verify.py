@@ -197,7 +197,8 @@ def _growth(
             return "growth", step.sql, f"counting the rows of the join of {target} ran out of time: the join explodes"
         except SqlError:
             continue
-        how = f"ON {condition.sql(dialect=sql_text.writer(db.dialect))}" if related else "its condition"
+        how = (f"ON {condition.sql(dialect=sql_text.writer(db.dialect))}"
+               if related and condition is not None else "its condition")
         if left > 1 and right > 1 and rows == left * right:
             return "growth", step.sql, (
                 f"the join of {target} pairs every row with every row: {how} holds for all "

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from typing_extensions import TypedDict
+
 from sqlchorus.core.budget import schema_view
 from sqlchorus.core.context import Context
 from sqlchorus.core.state import GeneratorInput
@@ -24,7 +26,15 @@ def sample_temperature(context: Context, generator: str, sample: int) -> float:
     return float(settings.generator_temperatures.get(generator, settings.sample_temperature))
 
 
-def retry_sampling(context: Context) -> dict[str, float]:
+class Sampling(TypedDict, total=False):
+    """Sampling arguments of :func:`~sqlchorus.core.llm.call_model`, to pass as ``**sampling``."""
+
+    temperature: float
+    top_p: float
+    sample: int
+
+
+def retry_sampling(context: Context) -> Sampling:
     """The sampling of a retry, any call made because an earlier attempt failed: LIST's
     self-correction setting (temperature 0.8, top-p 0.95) unless the settings say otherwise, so
     that a retry is a fresh draw rather than the greedy answer that failed (and, at a temperature

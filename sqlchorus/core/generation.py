@@ -10,7 +10,6 @@ candidate.
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
 
 from sqlchorus import prompts
 from sqlchorus.core.candidates import new_candidate
@@ -18,11 +17,12 @@ from sqlchorus.core.context import Context
 from sqlchorus.core.diversity import generation_meta, sample_temperature, sample_view
 from sqlchorus.core.llm import ModelCallError, call_model, model_error
 from sqlchorus.core.state import GeneratorInput
+from sqlchorus.core.updates import GeneratorUpdate, ModelCallUpdate
 from sqlchorus.tools.parsing import extract_sql
 from sqlchorus.tools.values import values_text
 
 
-def model_error_update(node: str, error: ModelCallError) -> dict[str, Any]:
+def model_error_update(node: str, error: ModelCallError) -> ModelCallUpdate:
     """The update of a node whose model call failed: its usage and an error record, no candidate."""
     return {"usage": [error.usage] if error.usage else [], "errors": [model_error(node, error)]}
 
@@ -30,7 +30,7 @@ def model_error_update(node: str, error: ModelCallError) -> dict[str, Any]:
 def generate_once(
     state: GeneratorInput, context: Context, *, node: str, generator: str, examples: str,
     grammar_tables: Collection[str] | None = None,
-) -> dict[str, Any]:
+) -> GeneratorUpdate:
     """Render ``node``'s prompt for this sample, call the generation model once, make the candidate.
 
     The prompt gets the sample's schema view, the examples, the question and hint, and the
@@ -55,7 +55,7 @@ def generate_once(
             grammar_tables=grammar_tables,
         )
     except ModelCallError as e:
-        return model_error_update(node, e)
+        return {**model_error_update(node, e)}
     candidate = new_candidate(generator, sample, extract_sql(text), reasoning=text)
     candidate["meta"] = generation_meta(temperature, seed)
     return {"candidates": [candidate], "usage": [usage]}

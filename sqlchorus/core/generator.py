@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlchorus.config.settings import Settings
+from sqlchorus.core.updates import GeneratorUpdate
 
 PLUGIN_ORDER = 1000
 """Where a generator that states no order of its own comes: after every shipped one."""
@@ -53,7 +54,7 @@ class Generator:
             compiled subgraph as its ``search`` argument.
         paper: the method it implements (``"CHASE-SQL"``), or None for one of the project's own.
         differs: where it departs from that paper, in one sentence (for ``--explain-preset``;
-            README.md's table of nodes says the same at length).
+            docs/how-it-answers.md's table of nodes says the same at length).
         sampled: one of CHASE-SQL's generators, whose samples differ as the paper's do (the
             explanation of a preset then adds the note on sampling).
         detail: the settings that shape what it does, in words (``"views: ..."``), shown beside
@@ -72,7 +73,7 @@ class Generator:
 
     key: str
     node: str
-    fn: Callable[..., Any]
+    fn: Callable[..., GeneratorUpdate]
     calls: Callable[[Settings], int] = one
     candidates: Callable[[Settings], int] = one
     schema_views: Callable[[Settings], int] | None = None

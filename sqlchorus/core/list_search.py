@@ -18,11 +18,12 @@ repeats an earlier prompt.
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from typing_extensions import TypedDict
 
-from sqlchorus.core.diversity import retry_sampling
+from sqlchorus.core.diversity import Sampling, retry_sampling
 from sqlchorus.core.state import ErrorRecord, UsageRecord
 from sqlchorus.tools.values import values_text
 from sqlchorus.tools.verify import same_query
@@ -99,7 +100,7 @@ def recursion_limit(settings: Any) -> int:
     return 2 * queries + 2 * tracebacks + 1 + _SLACK
 
 
-def shared_values(state: dict) -> dict[str, str]:
+def shared_values(state: Mapping[str, Any]) -> dict[str, str]:
     """The prompt values every LIST prompt shares."""
     return {
         "schema": state.get("schema_view") or "",
@@ -113,7 +114,7 @@ def numbered(plan: list[str]) -> str:
     return "\n".join(f"Step {n}: {s}" for n, s in enumerate(plan, 1))
 
 
-def step_values(state: dict) -> dict[str, Any]:
+def step_values(state: Mapping[str, Any]) -> dict[str, Any]:
     """The plan, the current step and the verified queries before it, for the write and reprompt prompts."""
     plan = state.get("plan") or []
     step = state.get("step", 0)
@@ -127,7 +128,7 @@ def step_values(state: dict) -> dict[str, Any]:
     }
 
 
-def sampling(context: Any, state: dict, retry: bool) -> dict[str, Any]:
+def sampling(context: Any, state: Mapping[str, Any], retry: bool) -> Sampling:
     """``call_model``'s sampling arguments: LIST's temperature and top-p for every call, with the
     sample's number on a first-pass call and none on a retry (a reprompt, a re-plan, a step
     written after a traceback; see the module's docstring)."""

@@ -40,7 +40,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Collection
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableLambda
@@ -53,7 +53,7 @@ from sqlchorus.core.budget import PromptBudgetError, check_prompt
 from sqlchorus.core.context import Context
 from sqlchorus.core.deadline import Overran, run_within
 from sqlchorus.core.models import model_name, provider_name
-from sqlchorus.core.state import UsageRecord
+from sqlchorus.core.state import ErrorRecord, UsageRecord
 from sqlchorus.tools import attributes as attrs
 from sqlchorus.tools.cache import model_identity, request_key
 from sqlchorus.tools.errors import EXIT_NO_ANSWER, SqlchorusError
@@ -215,9 +215,10 @@ def call_model(
     digest = hashlib.sha256(grammar.encode()).hexdigest() if grammar else None
     cache, key = _cache_entry(context, role, model, messages, effective_temperature, sample, digest, top_p)
     log = context.calls
-    recorded = (
+    # What the call log keeps of this request (read only where there is a log).
+    recorded: dict[str, Any] = (
+        {} if log is None else
         _recorded_request(role, node, messages, context.settings, effective_temperature, sample, digest, top_p)
-        if log else None
     )
     node_span = trace.get_current_span()
     provider = provider_name(settings.model_for(role), model)
@@ -238,7 +239,7 @@ def call_model(
             if not fixed:
                 span.set_attribute(attrs.GEN_AI_REQUEST_TEMPERATURE, float(effective_temperature))
             if "top_p" in kwargs:
-                span.set_attribute(attrs.GEN_AI_REQUEST_TOP_P, float(top_p))
+                span.set_attribute(attrs.GEN_AI_REQUEST_TOP_P, float(kwargs["top_p"]))
             if settings.max_tokens is not None:
                 span.set_attribute(attrs.GEN_AI_REQUEST_MAX_TOKENS, int(settings.max_tokens))
             span.set_attribute(attrs.SQLCHORUS_ROLE, role)
@@ -269,7 +270,9 @@ def call_model(
                     took = ({"input_tokens": int(was.get("input_tokens") or 0),
                              "output_tokens": int(was.get("output_tokens") or 0)} if was else None)
                     usage = _usage(node, role, name, took, (time.perf_counter() - start) * 1000.0)
-                    usage.update({how: True, "cost_usd": 0.0, "priced": True})
+                    came: Literal["replayed", "typed"] = "replayed" if how == "replayed" else "typed"
+                    usage[came] = True
+                    usage.update({"cost_usd": 0.0, "priced": True})
                     _annotate(span, node_span, usage, cached=False, attempts=0)
                     span.set_attribute(attrs.SQLCHORUS_REPLAYED if how == "replayed" else attrs.SQLCHORUS_TYPED, True)
                     set_token_counts(span, content, usage["input_tokens"], usage["output_tokens"])
@@ -415,14 +418,14 @@ def limit_name(spec: Any, model: Any) -> str:
     return f"{provider_name(spec, model)}:{model_name(model)}"
 
 
-def model_error(node: str, error: ModelCallError, *, prefix: str = "", suffix: str = "") -> dict[str, str]:
+def model_error(node: str, error: ModelCallError, *, prefix: str = "", suffix: str = "") -> ErrorRecord:
     """The error record of ``node``'s failed model call: ``prefix`` says which of its calls it
     was, ``suffix`` what the node does without the answer."""
     return {"node": node, "kind": "model", "message": f"{prefix}{error}{suffix}"}
 
 
 def try_call_model(
-    context: Context, usage: list[UsageRecord], errors: list[dict[str, Any]], *, node: str,
+    context: Context, usage: list[UsageRecord], errors: list[ErrorRecord], *, node: str,
     prefix: str = "", suffix: str = "", **call: Any,
 ) -> str | None:
     """:func:`call_model` for a node that goes on without the answer: the call's usage record

@@ -62,6 +62,8 @@ from sqlchorus import prompts
 from sqlchorus.core.budget import schema_view
 from sqlchorus.core.context import Context
 from sqlchorus.core.llm import ModelCallError, call_model
+from sqlchorus.core.state import ErrorRecord, Selection, UsageRecord
+from sqlchorus.core.updates import SelectUpdate
 from sqlchorus.tools import selection as sel
 from sqlchorus.tools.database import SqlError
 from sqlchorus.tools.parsing import parse_verdict
@@ -115,7 +117,7 @@ def choose(
     evidence: str,
     candidates: Sequence[Mapping[str, Any]],
     node: str = PROMPT,
-) -> dict[str, Any]:
+) -> SelectUpdate:
     """Run the selection on checked candidates.
 
     ``context.models`` may lack a ``selection`` model; then an unconfident vote falls back to the
@@ -136,30 +138,31 @@ def choose(
     for c in clusters:
         c["share"] = round(c["size"] / max(total, 1), 4)
     _event("vote", {"votes": str(outcome["votes"]), "confident": outcome["confident"], "reason": outcome["reason"]})
-    selection: dict[str, Any] = {
+    selection: Selection = {
         "clusters": clusters, "votes": outcome["votes"], "vote": outcome, "pairwise": [], "scores": {},
         "model_calls": 0, "chosen": None, "confidence": 0.0,
     }
-    usage: list[dict[str, Any]] = []
-    errors: list[dict[str, Any]] = []
+    usage: list[UsageRecord] = []
+    errors: list[ErrorRecord] = []
     if not clusters:
-        selection.update(method="none", reason="no candidate query ran")
+        selection.update({"method": "none", "reason": "no candidate query ran"})
         return {"selection": selection, "usage": usage, "errors": errors}
 
     by_id = {c["id"]: c for c in candidates}
     winner = 0
     if len(clusters) == 1:
-        selection.update(method="vote", reason=outcome["reason"])
+        selection.update({"method": "vote", "reason": outcome["reason"]})
     elif settings.pairwise == "never":
-        selection.update(method="vote", reason=f"largest cluster by vote ({outcome['reason']}); pairwise selection is off")
+        selection.update({"method": "vote",
+                          "reason": f"largest cluster by vote ({outcome['reason']}); pairwise selection is off"})
     elif settings.pairwise == "low-confidence" and outcome["confident"]:
-        selection.update(method="vote", reason=f"confident vote: {outcome['reason']}")
+        selection.update({"method": "vote", "reason": f"confident vote: {outcome['reason']}"})
     elif "selection" not in context.models or context.models.get("selection") is None:
-        selection.update(
-            method="fallback",
-            reason=f"vote not confident ({outcome['reason']}) and no selection model is configured: "
-                   "took the largest cluster (ties go to the earliest candidate)",
-        )
+        selection.update({
+            "method": "fallback",
+            "reason": f"vote not confident ({outcome['reason']}) and no selection model is configured: "
+                      "took the largest cluster (ties go to the earliest candidate)",
+        })
     else:
         winner = _pairwise(context, question, evidence, clusters, by_id, selection, usage, errors, node)
     chosen = clusters[winner]

@@ -78,8 +78,8 @@ class Selection(TypedDict, total=False):
 
     ``clusters`` groups candidates by execution result; ``votes``/``vote`` are the
     confidence-aware vote over them; ``pairwise`` lists each pairwise verdict of the selection
-    model and ``scores`` the summed scores; ``method`` is ``vote`` or ``pairwise`` and ``reason``
-    says why in words.
+    model, ``scores`` the summed scores and ``tournament`` how its rounds were played;
+    ``method`` is ``vote`` or ``pairwise`` and ``reason`` says why in words.
     """
 
     clusters: list[dict[str, Any]]
@@ -88,6 +88,7 @@ class Selection(TypedDict, total=False):
     pairwise: list[dict[str, Any]]
     scores: dict[str, float]
     model_calls: int
+    tournament: dict[str, Any]
     chosen: str | None
     chosen_cluster: int | None
     confidence: float

@@ -136,6 +136,7 @@ def _pages(db: Database, plan: ColumnPlan, limit: int, timeout_s: float
     base = (f"SELECT DISTINCT {col} FROM {tbl} WHERE {_is_text(db, col)} "
             f"AND length({col}) BETWEEN 1 AND {MAX_VALUE_CHARS}")
     last: str | None = None
+    params: tuple[str, ...]
     remaining = limit
     while remaining > 0:
         size = min(PAGE_SIZE, remaining)
