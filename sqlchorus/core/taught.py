@@ -77,7 +77,8 @@ def taught_shots(context: Any, state: Mapping[str, Any], k: int = TAUGHT_SHOTS) 
         ranked = taught.index.ranked(question, k, evidence)
         if memo is not None:
             memo[key] = ranked
-    shots, used = [], 0
+    shots: list[dict[str, Any]] = []
+    used = 0
     for score, example in ranked:
         cost = approximate_tokens(f"{example['question']} {example.get('hint') or ''} {example['sql']}")
         if shots and used + cost > TAUGHT_TOKENS:
