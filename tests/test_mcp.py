@@ -18,7 +18,8 @@ from servers import BIN, TOKEN, free_port, http, running, server_env
 from sqlchorus.runs.demo import demo_db_path
 
 QUESTION = "How many customers do we have?"
-TOOLS = {"ask", "list_databases", "search_schema", "describe_table", "execute_sql", "validate_sql"}
+TOOLS = {"ask", "list_databases", "search_schema", "describe_table", "execute_sql", "validate_sql", "teach",
+         "list_examples"}
 
 
 def _args(folder: Path) -> list[str]:
@@ -62,7 +63,8 @@ async def _exercise(client: Client) -> dict:
 def _check(seen: dict) -> None:
     assert set(seen["tools"]) == TOOLS
     for tool in seen["tools"].values():
-        assert tool.annotations.read_only_hint is True and tool.annotations.destructive_hint is False
+        # teach adds to the examples store, never to a database: the one tool that is not read-only.
+        assert tool.annotations.read_only_hint is (tool.name != "teach") and tool.annotations.destructive_hint is False
         assert tool.description
     assert set(seen["tools"]["ask"].input_schema["properties"]) == {"question", "database", "evidence"}
     ask = seen["ask"]
@@ -112,6 +114,7 @@ def test_over_stdio_with_the_sdks_client(tmp_path):
     assert (tmp_path / "shop.sqlite").read_bytes() == demo_db_path().read_bytes()
 
 
+@pytest.mark.slow
 def test_over_streamable_http_on_loopback_with_a_token(tmp_path):
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"

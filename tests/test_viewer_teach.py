@@ -293,13 +293,15 @@ def test_a_run_that_used_taught_examples_and_a_glossary_term_shows_them(page, te
     assert [e["hint"] for e in _taught(teaching.work, db, asked)] == [""]
     # The example's run opens from its link.
     row.locator("a.taught-run").click()
-    page.wait_for_selector("#answer-sql")
+    # The page being left has an answer too: wait for the new run's own title, not any answer.
+    page.locator("h1", has_text="How many concerts are there?").wait_for()
     assert page.locator("h1").inner_text() == "How many concerts are there?"
 
 
 # -- over HTTP ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_bad_requests_get_a_clear_json_error_and_keep_nothing(teaching):
     base, run_id = teaching.base, teaching.runs[MISTAKEN]
     teach = f"{base}/api/runs/{run_id}/teach"
@@ -335,6 +337,7 @@ def test_bad_requests_get_a_clear_json_error_and_keep_nothing(teaching):
     assert sha256(teaching.db) == teaching.sha
 
 
+@pytest.mark.slow
 def test_a_teach_from_another_page_or_without_the_pages_csrf_token_is_refused(teaching):
     base = teaching.base
     teach = f"{base}/api/runs/{teaching.runs[UNANSWERED]}/teach"
@@ -383,6 +386,7 @@ def test_under_a_token_the_page_teaches_from_its_session_folder_and_a_cookie_alo
         (ANSWERS[BY_TOKEN], run_id)]
 
 
+@pytest.mark.slow
 def test_with_taught_examples_off_a_teach_says_so_and_the_pages_still_open(teaching):
     """A viewer started with --no-taught: each teach is refused in one line, before any question
     is looked at; the run's page still lists the taught examples its trace names."""

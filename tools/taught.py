@@ -66,7 +66,7 @@ class TaughtError(SqlchorusError, ValueError):
 class DuplicateTaughtError(TaughtError):
     """The same question (or term) is taught already on that database."""
 
-    kind = "taught_duplicate"
+    kind = "already_taught"
     http_status = 409
 
 

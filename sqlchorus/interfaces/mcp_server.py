@@ -1,7 +1,7 @@
 """The MCP server: ``sqlchorus mcp``, on the official ``mcp`` SDK, over a
 :class:`~sqlchorus.runs.service.RunService`.
 
-Tools, each read-only and non-destructive:
+Tools, each read-only and non-destructive but ``teach``:
 
 * ``ask``: a question in, checked SQL and its rows out, with a progress notification as each
   node finishes.
@@ -9,6 +9,9 @@ Tools, each read-only and non-destructive:
   ``full``, so that an agent can discover a large schema a little at a time); ``describe_table``.
 * ``execute_sql``: one read query through the guard, rows capped, errors with a stable ``code``.
 * ``validate_sql``: parse a query and have its engine plan it (``EXPLAIN``, never a run) without running it.
+* ``teach``: keep a question and the SQL the user confirmed for it, or a glossary term, for a
+  database (in the examples store, never the database): later runs' prompts show it.
+  ``list_examples``: what is taught.
 
 Resources: each database's schema (``sqlchorus://databases/{database}/schema``) and a run's
 trace (``sqlchorus://runs/{run_id}/trace``). Over stdio, or streamable HTTP on loopback (a
@@ -37,7 +40,10 @@ from sqlchorus.tools.schema_search import search
 from sqlchorus.tools.views import render_view
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
-"""Every tool only reads: nothing it does changes a database."""
+"""Every tool but ``teach`` only reads: nothing it does changes a database."""
+TEACHES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+"""``teach`` adds an entry to the examples store (never to a database), which later runs read; a
+second call with the same question is refused, not repeated."""
 
 
 class AskOutput(BaseModel):
@@ -65,12 +71,37 @@ class ValidateOutput(BaseModel):
     error: dict[str, str] | None = Field(None, description="{code, message} when the query would not run.")
 
 
+class TaughtOutput(BaseModel):
+    id: str = Field(description="The entry's id.")
+    kind: Literal["example", "term"]
+    database: str = Field(description="The database's id.")
+    question: str | None = Field(None, description="An example's question.")
+    hint: str | None = Field(None, description="An example's hint.")
+    term: str | None = Field(None, description="A glossary entry's term.")
+    meaning: str | None = Field(None, description="A glossary entry's meaning.")
+    sql: str = Field(description="An example's SQL, or a term's SQL condition (empty when it has none).")
+    author: str
+    created: str = Field(description="When it was taught (ISO 8601, UTC).")
+    run_id: str | None = Field(None, description="The run it was taught from, if any.")
+    source: str = Field(description="Where it was taught (mcp, rest, toolkit, cli, debug, ui).")
+
+
+class ExamplesOutput(BaseModel):
+    examples: list[TaughtOutput] = Field(default_factory=list, description="Oldest first.")
+
+
 def _failed(output: BaseModel, code: str, message: str) -> CallToolResult:
     """A tool result marked as an error, with its ``code`` in the structured output."""
     data = output.model_dump()
     data["error"] = {"code": code, "message": message}
     return CallToolResult(content=[TextContent(type="text", text=f"{code}: {message}")],
                           structured_content=data, is_error=True)
+
+
+def _refused(kind: str, message: str) -> CallToolResult:
+    """A tool result marked as an error, in one line: ``kind: message`` (the SDK's own wording
+    of a raised error would come first)."""
+    return CallToolResult(content=[TextContent(type="text", text=f"{kind}: {message}")], is_error=True)
 
 
 def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
@@ -82,7 +113,9 @@ def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
             "list_databases first: it says each database's engine, whose SQL dialect queries must use; "
             "ask answers a question in plain language; search_schema and describe_table show the "
             "schema a little at a time; execute_sql and validate_sql run or plan a read query. "
-            "Nothing here can change a database."
+            "teach keeps a question and SQL the user has confirmed (or a glossary term) so that later "
+            "answers follow it; call it only after the user said an answer is right. list_examples "
+            "lists what is taught. Nothing here can change a database."
         ),
     )
 
@@ -163,6 +196,38 @@ def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
             return ValidateOutput(valid=True, plan=await asyncio.to_thread(service.plan, sql, database))
         except SqlchorusError as e:
             return _failed(ValidateOutput(valid=False), e.kind, str(e))
+
+    @server.tool(annotations=TEACHES, structured_output=True)
+    async def teach(ctx: Context, database: str | None = None, question: str = "", sql: str = "", hint: str = "",
+                    term: str = "", meaning: str = "", run_id: str | None = None) -> TaughtOutput:
+        """Keep what the user has confirmed about a database, so that later answers follow it:
+        a `question` with the `sql` that answers it (and a `hint` it needs), or a glossary `term`
+        with its `meaning` and/or a SQL condition `sql` (`status = 'A'`). Call it only after the
+        user said the answer is right. The SQL must be one read query that returns rows; the
+        same question taught twice is refused. `run_id`: the run it came from (from ask)."""
+        if term and question:
+            return _refused("invalid_request", "Give a question and its sql, or a term, not both.")
+        try:
+            if term:
+                entry = await asyncio.to_thread(partial(service.teach_term, database, term, meaning, sql,
+                                                        author=_client(ctx), run_id=run_id, source="mcp"))
+            else:
+                entry = await asyncio.to_thread(partial(service.teach, database, question, sql, hint,
+                                                        author=_client(ctx), run_id=run_id, source="mcp"))
+        except SqlchorusError as e:
+            return _refused(e.kind, service.public_message(e))
+        return TaughtOutput(**entry)
+
+    @server.tool(annotations=READ_ONLY, structured_output=True)
+    async def list_examples(database: str | None = None,
+                            kind: Literal["example", "term"] | None = None) -> ExamplesOutput:
+        """The questions and SQL taught for a database (every database's when `database` is left
+        out), and its glossary terms; `kind`: only `example`s or only `term`s."""
+        try:
+            entries = await asyncio.to_thread(service.teaching.entries, database, kind)
+        except SqlchorusError as e:
+            return _refused(e.kind, service.public_message(e))
+        return ExamplesOutput(examples=[TaughtOutput(**entry) for entry in entries])
 
     @server.resource("sqlchorus://databases/{database}/schema", mime_type="text/plain",
                      description="A database's schema: tables, columns, keys and sample values.")

@@ -8,6 +8,9 @@ Endpoints (all under ``/v1``; the OpenAPI document at ``/openapi.json``):
   ``POST /runs/{id}/cancel`` cancels it (the run and its checkpoints stay), ``POST
   /runs/{id}/resume`` goes on from its newest checkpoint, ``GET /runs/{id}/events`` follows it,
   ``/trace`` and ``/history`` show it.
+* ``POST /teach`` keeps a verified question and its SQL (or a glossary term) for a database, which
+  later runs' prompts show; ``POST /runs/{id}/feedback`` teaches a run's question with its SQL
+  (said correct) or with the right SQL; ``GET /examples``, ``GET`` and ``DELETE /examples/{id}``.
 * ``GET /databases`` and ``GET /databases/{id}/schema``; ``GET /health``: ``ok``, or ``degraded``
   while the checkpoint store cannot be reached (then with 503: no run is taken) or runs' traces
   cannot be written. It is answered from what the server knows, never waiting for the store.
@@ -30,23 +33,26 @@ import contextlib
 import html
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi import Path as PathPart
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette.sse import EventSourceResponse
 
 from sqlchorus.core.checkpoints import FINISHED
+from sqlchorus.core.tracing import RUN_ID
 from sqlchorus.interfaces.http_guard import Guard, client_of, error_response, install_error_handlers
 from sqlchorus.runs.service import (
+    MAX_AUTHOR_CHARS,
     LiveRun,
     RunService,
     ServiceError,
     model_failure,
 )
+from sqlchorus.runs.teach import MAX_SQL_CHARS, MAX_TERM_CHARS
 
 MAX_BODY_BYTES = 64 * 1024
 """Largest request body taken; a question is limited by ``--max-question-chars`` besides."""
@@ -56,6 +62,10 @@ OPEN_PATHS = frozenset({"/v1/health"})
 NO_CONTROL_CHARACTERS = r"^[^\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]*$"
 """Text without control characters but tab, newline and carriage return (what a question and its
 hint may hold: anything else is refused with 422 ``invalid_request``)."""
+_TEXT = r"[^\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]"
+NOT_BLANK = rf"^{_TEXT}*[^\s\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]{_TEXT}*$"
+"""Text as :data:`NO_CONTROL_CHARACTERS` says, with a character that is not white space: a
+question, or SQL, of spaces only (a no-break space included) is refused as empty."""
 
 
 class AskRequest(BaseModel):
@@ -63,13 +73,112 @@ class AskRequest(BaseModel):
 
     # The constraints are the service's, said in the schema: refused there, an empty question
     # keeps its own kind (422 empty_question).
-    question: str = Field(description="The question, in plain language: not empty, no control characters "
-                                      "but tab, newline and carriage return.",
-                          json_schema_extra={"minLength": 1, "pattern": NO_CONTROL_CHARACTERS})
+    question: str = Field(description="The question, in plain language: not empty nor white space only, no "
+                                      "control characters but tab, newline and carriage return.",
+                          json_schema_extra={"minLength": 1, "pattern": NOT_BLANK})
     database: str | None = Field(None, description="The database's id; may be left out when the server has one.")
     evidence: str = Field("", description="A hint that defines terms the question uses; no control characters "
                                           "but tab, newline and carriage return.",
                           json_schema_extra={"pattern": NO_CONTROL_CHARACTERS})
+
+
+NO_CONTROL = {"pattern": NO_CONTROL_CHARACTERS}
+"""The schema of text that takes no control characters but tab, newline and carriage return (a
+request holding one is refused with 422 ``invalid_request``)."""
+FILLED = {"minLength": 1, "pattern": NOT_BLANK}
+"""The schema of such text that must say something: not empty nor white space only."""
+
+
+class _Teaching(BaseModel):
+    """What every request that teaches may say besides: the database, who verified it, and the
+    run it came from. Nothing else: a key it does not know is refused, not ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # Named, never implied: what is taught steers every later run over that database.
+    database: str = Field(min_length=1, description="The database's id (see `GET /v1/databases`).")
+    author: str | None = Field(None, description="Who verified it; the client's address when left out. No control "
+                                                 "characters.",
+                               json_schema_extra={"maxLength": MAX_AUTHOR_CHARS, **NO_CONTROL})
+    run_id: str | None = Field(None, description="The run it came from, if any: one this server's run store knows "
+                                                 "(404 `unknown_run` otherwise).",
+                               json_schema_extra={"pattern": RUN_ID.pattern})
+
+
+class TeachExample(_Teaching):
+    """A question and the SQL a user verified for it, kept for its database: later runs' prompts
+    show it when their question is like it."""
+
+    question: str = Field(description="The question, in plain language: not empty nor white space only, no control "
+                                      "characters but tab, newline and carriage return.",
+                          json_schema_extra=FILLED)
+    # Its length limit is said, not given as maxLength: a schema's maxLength of thousands with a
+    # pattern has schema-driven test generators build strings that long, for minutes.
+    sql: str = Field(description="Its verified SQL: one read query, in the database's dialect, that returns rows "
+                                 f"(the guard checks it, and it is run once); {MAX_SQL_CHARS:,} characters at most.",
+                     json_schema_extra=FILLED)
+    hint: str = Field("", description="A hint the question needs (what its terms mean), kept with it.",
+                      json_schema_extra=NO_CONTROL)
+
+
+class TeachTerm(_Teaching):
+    """A glossary entry: a term of the database's world and what it means. A later question that
+    names the term gets its meaning in its hint."""
+
+    term: str = Field(description="The word or phrase.", json_schema_extra={**FILLED, "maxLength": MAX_TERM_CHARS})
+    meaning: str = Field("", description="What it means, in words. Give this, `sql`, or both.",
+                         json_schema_extra=NO_CONTROL)
+    sql: str = Field("", description="What it means as a SQL condition on one of the database's tables "
+                                     f"(`status = 'A' AND closed_at IS NULL`), which must run there; {MAX_SQL_CHARS:,} "
+                                     "characters at most.",
+                     json_schema_extra=NO_CONTROL)
+
+
+class _Feedback(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    hint: str | None = Field(None, description="The hint kept with the question; the run's own by default.",
+                             json_schema_extra=NO_CONTROL)
+    author: str | None = Field(None, description="Who says so; the client's address when left out.",
+                               json_schema_extra={"maxLength": MAX_AUTHOR_CHARS, **NO_CONTROL})
+
+
+class RunConfirmed(_Feedback):
+    """The run's answer is right: its question and final SQL are taught."""
+
+    correct: Literal[True] = Field(description="`true`: the run's SQL answers its question.")
+
+
+class RunCorrected(_Feedback):
+    """The run's answer is wrong, and this is the right SQL: the run's question is taught with it."""
+
+    sql: str = Field(description="The right SQL for the run's question: one read query that returns rows; "
+                                 f"{MAX_SQL_CHARS:,} characters at most.",
+                     json_schema_extra=FILLED)
+    correct: Literal[False] = Field(False, description="May say that the run's answer was wrong.")
+
+
+class TaughtEntry(BaseModel):
+    """A taught example (`question`, `sql`, `hint`) or glossary entry (`term`, `meaning`, `sql`)."""
+
+    id: str = Field(description="Its id: one question (or term) on one database has one id.")
+    kind: Literal["example", "term"]
+    database: str = Field(description="The database's id.")
+    question: str | None = Field(None, description="An example's question.")
+    hint: str | None = Field(None, description="An example's hint.")
+    term: str | None = Field(None, description="A glossary entry's term.")
+    meaning: str | None = Field(None, description="A glossary entry's meaning, in words.")
+    sql: str = Field(description="An example's SQL; a glossary entry's SQL condition (empty when it has none).")
+    author: str = Field(description="Who verified it.")
+    created: str = Field(description="When it was taught (ISO 8601, UTC).")
+    run_id: str | None = Field(None, description="The run it was taught from, if any.")
+    source: str = Field(description="Where it was taught: `rest`, `mcp`, `toolkit`, `cli`, `debug` or `ui`.")
+
+
+class TaughtEntries(BaseModel):
+    """Taught entries, oldest first."""
+
+    examples: list[TaughtEntry]
 
 
 class Error(BaseModel):
@@ -112,8 +221,12 @@ KINDS = {
     403: {"forbidden_host": "the Host is not a name this server answers",
           "cross_site": "a request from another site, port or origin that would change something"},
     404: {"unknown_run": "no run has that id (ids are matched exactly)",
-          "unknown_database": "this server serves no database of that id"},
-    409: {"cancelled": "the run was cancelled",
+          "unknown_database": "this server serves no database of that id",
+          "unknown_taught": "no taught entry has that id on the databases this server serves"},
+    409: {"already_taught": "the question (or term) is taught already on the database: remove that entry first",
+          "no_examples_store": "this server keeps no taught examples (--no-taught)",
+          "no_answer": "the run has no SQL to confirm: give the right SQL instead",
+          "cancelled": "the run was cancelled",
           "run_finished": "the run has ended, or is still running or stopping",
           "trace_not_written": "the run's trace could not be written (its folder full or unwritable), or is gone",
           "already_resumed": "another resume of the run is under way",
@@ -123,7 +236,9 @@ KINDS = {
     413: {"question_too_long": "the question or hint is over the server's --max-question-chars",
           "payload_too_large": "the body is over the server's --max-body-bytes"},
     422: {"empty_question": "the question is empty",
-          "invalid_request": "the body does not fit the schema, or the question or hint holds a control character"},
+          "invalid_request": "the body does not fit the schema, or the question or hint holds a control character",
+          "taught": "not taught: an empty or over-long question, SQL the guard refuses or that returns no rows, a "
+                    "term without a meaning or whose SQL runs on no table"},
     429: {"queue_full": "the server has as many runs as it takes: try again after Retry-After seconds"},
     500: {"internal": "the server failed (no traceback is sent)"},
     502: {"model_failed": "the model failed and no query came out"},
@@ -152,6 +267,12 @@ def _errors(*statuses: int, **only: tuple[str, ...]) -> dict[int | str, dict[str
 
 ASKING = dict(s404=("unknown_database",))
 """What a request that starts a run meets: 404 for its database only."""
+TEACHING = dict(s404=("unknown_database", "unknown_run"),
+                s409=("already_taught", "no_examples_store", "checkpoints_damaged"),
+                s413=("payload_too_large",), s422=("taught", "invalid_request"))
+"""What a request that teaches meets."""
+READING_TAUGHT = dict(s409=("no_examples_store", "checkpoints_damaged"))
+"""What a request that reads or removes taught entries meets besides its 404."""
 
 
 EVENTS = ("run", "node", "candidate", "answer", "error", "done")
@@ -333,7 +454,97 @@ def create_app(service: RunService, *, token: str | None = None, max_body_bytes:
         """A run's checkpoints, oldest first."""
         return {"run_id": run_id, "checkpoints": await asyncio.to_thread(service.history, run_id)}
 
+    _teaching_routes(app, service)
     return Guard(app, token, max_body_bytes, open_paths=OPEN_PATHS, host=host)
+
+
+TAUGHT = {"model": TaughtEntry, "description": "The entry kept."}
+"""A taught entry as the OpenAPI document shows a response that gives one."""
+ENTRY_ID = PathPart(description="A taught entry's id (`e` for an example, `t` for a term, then 9 hex digits); "
+                                "an id of another form names no entry (404).",
+                    json_schema_extra={"pattern": "^[et][0-9a-f]{9}$"})
+"""A taught entry's id in a path. Its form is said, not enforced: an id of another form is 404."""
+
+
+def _teaching_routes(app: FastAPI, service: RunService) -> None:
+    """The routes that teach and read taught examples and glossary entries: ``POST /v1/teach``,
+    ``POST /v1/runs/{id}/feedback``, ``GET /v1/examples``, ``GET`` and ``DELETE
+    /v1/examples/{id}``. Each entry names its database by its id here."""
+
+    @app.post("/v1/teach", status_code=201, response_model=None, responses={
+        201: {**TAUGHT, "headers": {"Location": {"description": "The entry's URL.", "schema": {"type": "string"}}}},
+        **_errors(400, 404, 409, 413, 422, 503, **TEACHING)})
+    async def teach(body: TeachExample | TeachTerm, request: Request) -> JSONResponse:
+        """Keep a question and the SQL a user verified for it (``question``, ``sql``, ``hint``), or a
+        glossary term (``term``, with its ``meaning`` and/or a SQL condition ``sql``), for a
+        database: later runs over it show the examples most like their question in their
+        prompts, and add the meaning of each term their question names to their hint. The SQL
+        goes through the guard and must return rows; a question taught already is 409."""
+        author = _author(body.author, request)
+        if isinstance(body, TeachTerm):
+            entry = await asyncio.to_thread(service.teach_term, body.database, body.term, body.meaning, body.sql,
+                                            author=author, run_id=body.run_id, source="rest")
+        else:
+            entry = await asyncio.to_thread(service.teach, body.database, body.question, body.sql, body.hint,
+                                            author=author, run_id=body.run_id, source="rest")
+        return _created(entry)
+
+    @app.post("/v1/runs/{run_id}/feedback", status_code=201, response_model=None, responses={
+        201: {**TAUGHT, "headers": {"Location": {"description": "The entry's URL.", "schema": {"type": "string"}}}},
+        **_errors(400, 404, 409, 413, 422, 503, s404=("unknown_run", "unknown_database"),
+                  s409=("run_finished", "no_answer", "already_taught", "no_examples_store", "checkpoints_damaged"),
+                  s413=("payload_too_large",), s422=("taught", "invalid_request"))})
+    async def run_feedback(run_id: str, body: RunConfirmed | RunCorrected, request: Request) -> JSONResponse:
+        """Say whether a run's answer was right, which teaches its question: ``{"correct": true}``
+        with the run's final SQL, ``{"sql": ...}`` with the right SQL instead. The run must have
+        ended; it may be another server's, over a database this one serves."""
+        entry = await asyncio.to_thread(service.feedback, run_id, correct=body.correct,
+                                        sql=body.sql if isinstance(body, RunCorrected) else None, hint=body.hint,
+                                        author=_author(body.author, request), source="rest")
+        return _created(entry)
+
+    @app.get("/v1/examples", response_model=None, responses={
+        200: {"model": TaughtEntries, "description": "The entries, oldest first."},
+        **_errors(404, 409, 422, 503, s404=("unknown_database",), s422=("invalid_request",), **READING_TAUGHT)})
+    async def examples(
+        # Typed without None: a query parameter left out is absent, never null (an OpenAPI
+        # document that allowed null would have clients send the text "null").
+        database: str = Query(None, description="A database's id; every database this server serves when left out.",
+                              examples=list(service.paths)),
+        kind: Literal["example", "term"] = Query(None, description="Only examples, or only glossary terms; both when "
+                                                                   "left out."),
+    ) -> dict[str, Any]:
+        """The taught examples and glossary terms of a database, or of every database this
+        server serves."""
+        return {"examples": await asyncio.to_thread(service.teaching.entries, database, kind)}
+
+    @app.get("/v1/examples/{example_id}", response_model=None, responses={
+        200: {"model": TaughtEntry, "description": "The entry."},
+        **_errors(404, 409, 503, s404=("unknown_taught",), **READING_TAUGHT)})
+    async def example(example_id: str = ENTRY_ID) -> dict[str, Any]:
+        """One taught example or glossary term."""
+        return await asyncio.to_thread(service.teaching.entry, example_id)
+
+    @app.delete("/v1/examples/{example_id}", response_model=None, responses={
+        200: {"model": TaughtEntry, "description": "The entry removed."},
+        **_errors(404, 409, 503, s404=("unknown_taught",), **READING_TAUGHT)})
+    async def forget_example(example_id: str = ENTRY_ID) -> dict[str, Any]:
+        """Remove a taught example or glossary term: no later run's prompt shows it. The same
+        question may then be taught again."""
+        return await asyncio.to_thread(service.teaching.remove, example_id)
+
+
+def _author(given: str | None, request: Request) -> str:
+    """Who teaches: the author a request names, else the client's address (who a request is,
+    here as for the per-client share of statement workers). An empty name names nobody: it is
+    the client's address too, never the server's own login name."""
+    if given is not None and given.strip():
+        return given.strip()
+    return client_of(request) or "unknown client"
+
+
+def _created(entry: dict[str, Any]) -> JSONResponse:
+    return JSONResponse(entry, status_code=201, headers={"Location": f"/v1/examples/{entry['id']}"})
 
 
 def _moved(method: str, path: str) -> str | None:

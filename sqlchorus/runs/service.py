@@ -8,6 +8,10 @@ checkpoint store, so that every server sharing the store (a SQLite file on one m
 PostgreSQL database across several) can read a run, cancel it or resume it, whichever server
 started it. The REST API (:mod:`sqlchorus.interfaces.rest`) and the MCP server (:mod:`sqlchorus.interfaces.mcp_server`)
 are thin layers over this.
+
+Teaching (verified question–SQL pairs and glossary terms, see :mod:`sqlchorus.runs.teach`) goes
+through :class:`Teaching`, which the REST API, the MCP server and the LangChain toolkit share: the
+same refusals with the same kinds and statuses, entries naming their database by its id.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -44,7 +48,7 @@ from sqlchorus.config.errors import (
 )
 from sqlchorus.config.settings import Settings, user_traces
 from sqlchorus.core.checkpoint_history import checkpoint_history
-from sqlchorus.core.checkpoints import FINISHED, CheckpointDamagedError, UnknownRunError
+from sqlchorus.core.checkpoints import FINISHED, CheckpointDamagedError, CheckpointFileError, UnknownRunError
 from sqlchorus.core.tracing import NodeEvent, new_run_id, valid_run_id
 from sqlchorus.runs.databases import Databases, database_ids
 from sqlchorus.runs.demo import demo_db_path
@@ -52,15 +56,28 @@ from sqlchorus.runs.integrations import tool_result
 from sqlchorus.runs.result import Result
 from sqlchorus.runs.retention import Retention
 from sqlchorus.runs.session import Session, checked_question
+from sqlchorus.runs.teach import (
+    EXAMPLE,
+    TERM,
+    DuplicateTaughtError,
+    NoExamplesStoreError,
+    TaughtError,
+    Teacher,
+    UnknownTaughtError,
+    exported,
+)
 from sqlchorus.tools.engines import database_key as engine_key
+from sqlchorus.tools.engines import database_name
+from sqlchorus.tools.taught import entry_id
 
 DEFAULT_WORKERS = 8
 """Runs one server answers at once; more wait (``queued``) for a worker."""
 KEPT_RUNS = 1000
 """Finished runs kept in memory for their events; older ones are read from the store."""
-__all__ = ["AlreadyResumedError", "ControlCharacterError", "LiveRun", "NoCheckpointsError", "QueueFullError",
-           "RunFinishedError", "RunService", "ServiceError", "StoreUnavailableError", "TraceNotWrittenError",
-           "UnknownDatabaseError", "UnknownRunIdError", "answer_json", "model_failed", "model_failure"]
+__all__ = ["AlreadyResumedError", "AlreadyTaughtError", "ControlCharacterError", "ExamplesOffError", "LiveRun",
+           "NoAnswerError", "NoCheckpointsError", "QueueFullError", "RunFinishedError", "RunService", "ServiceError",
+           "StoreUnavailableError", "TeachRefusedError", "Teaching", "TraceNotWrittenError", "UnknownDatabaseError",
+           "UnknownExampleError", "UnknownRunIdError", "answer_json", "model_failed", "model_failure"]
 
 MISSED_HEARTBEATS = 3
 """Heartbeats a run's server may miss before the run's lease runs out (``settings.run_heartbeat_s``
@@ -348,6 +365,235 @@ def model_failed(result: Result) -> bool:
     return not result.ok and any(e.get("kind") == "model" for e in result.errors)
 
 
+# -- teaching ------------------------------------------------------------------------------------
+
+MAX_AUTHOR_CHARS = 200
+"""Characters an author's name has at most."""
+MAX_ENTRY_ID_CHARS = 64
+"""The longest taught entry id looked for; a longer one names no entry (ids are 10 characters)."""
+EXAMPLES_RETRY_AFTER_S = 5
+"""Retry-After of a refusal because an examples store of its own (not the checkpoint store) cannot
+be used."""
+
+
+class TeachRefusedError(ServiceError):
+    """A taught example or glossary entry that was not kept: an empty or over-long question, SQL
+    the guard refuses or that returns no rows, a term without a meaning; said in one line."""
+
+    kind = "taught"
+    http_status = 422
+
+
+class AlreadyTaughtError(ServiceError):
+    """The same question (or term) is taught already on that database: one entry per question,
+    so that no prompt shows two answers to it. Remove the old entry to teach it anew."""
+
+    kind = "already_taught"
+    http_status = 409
+
+
+class ExamplesOffError(ServiceError):
+    """The server keeps no taught examples (``--no-taught``, or no store to keep them in)."""
+
+    kind = "no_examples_store"
+    http_status = 409
+
+
+class UnknownExampleError(ServiceError):
+    """No taught entry of that id on the databases served here."""
+
+    kind = "unknown_taught"
+    http_status = 404
+
+
+class NoAnswerError(ServiceError):
+    """A run said to be correct that has no SQL to teach (it failed, was cancelled, or found no
+    answer): the right SQL must be given instead."""
+
+    kind = "no_answer"
+    http_status = 409
+
+
+def _refuse_control(*named: tuple[str, str | None]) -> None:
+    """Raise :class:`ControlCharacterError` for the first of ``named`` (name, text) that holds a
+    control character: no store keeps a NUL byte everywhere, and a prompt shows taught text."""
+    for name, text in named:
+        found = CONTROL_CHARACTERS.search(text or "")
+        if found:
+            raise ControlCharacterError(
+                f"The {name} holds a control character (U+{ord(found.group()):04X}, at character "
+                f"{found.start() + 1}): it takes none but tab, newline and carriage return.")
+
+
+def _examples_unavailable(error: BaseException) -> ServiceError:
+    """What a client is told when an examples store of its own failed: that it cannot be used now
+    (where it is, and why, go to the log only)."""
+    _log.warning("sqlchorus: the examples store cannot be used: %s", error)
+    return StoreUnavailableError("The examples store cannot be reached; try again shortly (the log says why).",
+                                 retry_after_s=EXAMPLES_RETRY_AFTER_S)
+
+
+def public_entry(entry: dict[str, Any], database: str) -> dict[str, Any]:
+    """A taught entry as a client sees it: its JSON line form
+    (:func:`~sqlchorus.runs.teach.exported`: ``question``, ``sql``, ``hint`` of an example;
+    ``term``, ``meaning``, ``sql`` of a glossary entry) with its ``kind``, and its database named by
+    the id it is served under, never by its file or URL on the server."""
+    line = {k: v for k, v in exported(entry).items() if k not in ("id", "db")}
+    return {"id": entry["id"], "kind": entry["kind"], "database": database, **line}
+
+
+class Teaching:
+    """Taught examples and glossary entries over databases known by id, for the REST API, the MCP
+    server and the LangChain toolkit: a :class:`~sqlchorus.runs.teach.Teacher` whose refusals and
+    store failures are errors a client can act on (each kind with its HTTP status), and whose
+    entries name their database by its id.
+
+    Only the databases served are seen: an entry of another database in a shared store is neither
+    listed, read nor removed here.
+
+    Args:
+        databases: the databases, by id, and the session that opens them.
+        ready: called before the store is used; raises while the store is known to be away.
+        refuse: what a failure of the store (its driver's error, or one opening it) is told as;
+            by default 503 ``store_unavailable``.
+    """
+
+    def __init__(self, databases: Databases, *, ready: Callable[[], None] | None = None,
+                 refuse: Callable[[BaseException], ServiceError] | None = None):
+        self.databases = databases
+        self.teacher = Teacher(databases.session)
+        self._ready = ready
+        self._refuse = refuse or _examples_unavailable
+
+    def teach(self, database: str | None, question: str, sql: str, hint: str = "", *, author: str | None = None,
+              run_id: str | None = None, source: str) -> dict[str, Any]:
+        """Keep a verified question–SQL pair for database ``database`` (an id; None names the only
+        one); the entry kept (:func:`public_entry`). ``author``: who verified it (the login name
+        by default); ``run_id``: the run it came from; ``source``: where it was taught.
+
+        Raises:
+            ControlCharacterError, TeachRefusedError: the request holds what cannot be kept.
+            UnknownDatabaseError; AlreadyTaughtError; ExamplesOffError; StoreUnavailableError.
+        """
+        _refuse_control(("question", question), ("hint", hint), ("SQL", sql), ("author", author))
+        _check_provenance(author, run_id)
+        db_id, path = self.databases.resolve(database)
+        return self._kept(db_id, EXAMPLE, question, lambda: self.teacher.teach(
+            path, question, sql, hint=hint, author=author, run_id=run_id, source=source))
+
+    def teach_term(self, database: str | None, term: str, meaning: str = "", sql: str = "", *,
+                   author: str | None = None, run_id: str | None = None, source: str) -> dict[str, Any]:
+        """Keep a glossary entry for database ``database``: a term and what it means, in words
+        and/or as a SQL condition; the entry kept (:func:`public_entry`).
+
+        Raises:
+            as :meth:`teach`.
+        """
+        _refuse_control(("term", term), ("meaning", meaning), ("SQL", sql), ("author", author))
+        _check_provenance(author, run_id)
+        db_id, path = self.databases.resolve(database)
+        return self._kept(db_id, TERM, term, lambda: self.teacher.teach_term(
+            path, term, meaning, sql, author=author, run_id=run_id, source=source))
+
+    def entries(self, database: str | None = None, kind: str | None = None) -> list[dict[str, Any]]:
+        """The entries of database ``database`` (an id; every database served when None), of
+        ``kind`` (``example``, ``term``; both when None), oldest first.
+
+        Raises:
+            UnknownDatabaseError; ExamplesOffError; StoreUnavailableError.
+        """
+        ids = [self.databases.resolve(database)[0]] if database else list(self.databases.paths)
+        out: list[dict[str, Any]] = []
+        for db_id in ids:
+            name = self._name(db_id)
+            rows = self._using_store(lambda: self.teacher.store().taught(name, kind))
+            out.extend(public_entry(row, db_id) for row in rows)
+        return out
+
+    def entry(self, entry_id: str) -> dict[str, Any]:
+        """The entry of id ``entry_id``.
+
+        Raises:
+            UnknownExampleError: none of that id on the databases served here.
+            ExamplesOffError; StoreUnavailableError.
+        """
+        if not isinstance(entry_id, str) or not entry_id or len(entry_id) > MAX_ENTRY_ID_CHARS \
+                or CONTROL_CHARACTERS.search(entry_id):
+            raise UnknownExampleError(f"No taught entry {str(entry_id)[:MAX_ENTRY_ID_CHARS]!r}.")
+        names = {self._name(db_id): db_id for db_id in self.databases.paths}
+        rows = self._using_store(lambda: self.teacher.store().taught(ids=[entry_id]))
+        for row in rows:
+            if row["database"] in names:
+                return public_entry(row, names[row["database"]])
+        raise UnknownExampleError(f"No taught entry {entry_id!r} on {', '.join(self.databases.paths)}.")
+
+    def remove(self, entry_id: str) -> dict[str, Any]:
+        """Remove the entry of id ``entry_id``; the entry removed.
+
+        Raises:
+            as :meth:`entry`.
+        """
+        entry = self.entry(entry_id)
+        try:
+            self._using_store(lambda: self.teacher.remove([entry["id"]]))
+        except UnknownTaughtError:  # removed meanwhile, by another request or server
+            raise UnknownExampleError(f"No taught entry {entry_id!r}: it was removed meanwhile.") from None
+        return entry
+
+    def _kept(self, db_id: str, kind: str, text: str, keep: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """``keep()``'s entry as clients see it; a refusal is 422, and one because the same
+        question or term is kept already, 409 (naming the database by its id here, never by its
+        file)."""
+        try:
+            entry = self._using_store(keep)
+        except DuplicateTaughtError:
+            kept = entry_id(self._name(db_id), kind, " ".join(str(text).split()))
+            what = "question" if kind == EXAMPLE else "term"
+            raise AlreadyTaughtError(f"This {what} is taught already on {db_id} (as {kept}); remove that entry "
+                                     "to teach it anew.") from None
+        except TaughtError as e:
+            raise TeachRefusedError(_first_line(e)) from None
+        return public_entry(entry, db_id)
+
+    def _name(self, db_id: str) -> str:
+        """The store's name of the database served as ``db_id`` (its file or URL)."""
+        return database_name(self.databases.guarded(db_id))
+
+    def _using_store(self, call: Callable[[], Any]) -> Any:
+        """``call()``, which uses the examples store: the store off is 409, away or failing 503
+        (or what ``refuse`` says), not a fault."""
+        if self._ready is not None:
+            self._ready()
+        try:
+            return call()
+        except NoExamplesStoreError as e:
+            raise ExamplesOffError(_first_line(e)) from None
+        except CheckpointDamagedError:
+            raise
+        except CheckpointFileError as e:
+            raise self._refuse(e.__cause__ or e) from None
+        except Exception as e:
+            if isinstance(e, self._store_errors()):
+                raise self._refuse(e) from None
+            raise
+
+    def _store_errors(self) -> tuple[type[BaseException], ...]:
+        """The errors of the examples store's driver, once it is open."""
+        try:
+            return tuple(self.teacher.store().db_errors)
+        except SqlchorusError:
+            return ()
+
+
+def _check_provenance(author: str | None, run_id: str | None) -> None:
+    """Refuse an author over :data:`MAX_AUTHOR_CHARS`, or a run id no run has: a prompt shows the
+    run an example came from, so it is never free text."""
+    if author is not None and len(author) > MAX_AUTHOR_CHARS:
+        raise TeachRefusedError(f"The author has {len(author):,} characters; the limit is {MAX_AUTHOR_CHARS}.")
+    if run_id is not None and not valid_run_id(run_id):
+        raise TeachRefusedError(f"{run_id[:MAX_RUN_ID_CHARS]!r} is not a run's id (such as 20260101T120000-1a2b3c4d).")
+
+
 class RunService(Databases):
     """Questions over ``databases`` (id → SQLite file; the demo database alone when empty).
 
@@ -369,6 +615,11 @@ class RunService(Databases):
         self.origin = origin
         Databases.__init__(self, databases or {"demo": demo_db_path()}, Session(self.settings, model=model))
         self.store = self.session.checkpoints(self.settings)
+        # Taught examples are kept in the checkpoint store unless settings name another: then
+        # that store's outages are the checkpoint store's, refused at once while it is away.
+        shared = self.store is not None and self.settings.examples_file == self.settings.checkpoint_file
+        self.teaching = Teaching(self, ready=self._store_ready if shared else None,
+                                 refuse=self._store_refusal if shared else None)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="sqlchorus-run")
         self._runs: OrderedDict[str, LiveRun] = OrderedDict()
@@ -642,6 +893,91 @@ class RunService(Databases):
             # first, or kept while the store was away.
             raise NoCheckpointsError(f"Run {run_id} has no checkpoints (it is {record['status']}).")
         return rows
+
+    # -- teaching -------------------------------------------------------------------------------
+
+    def teach(self, database: str | None, question: str, sql: str, hint: str = "", *, author: str | None = None,
+              run_id: str | None = None, source: str = "rest") -> dict[str, Any]:
+        """Keep a verified question–SQL pair for ``database`` (see :meth:`Teaching.teach`);
+        ``run_id``, the run it came from, must be one this server or its store knows.
+
+        Raises:
+            UnknownRunIdError, and what :meth:`Teaching.teach` raises.
+        """
+        if run_id is not None:
+            self.get(run_id)
+        return self.teaching.teach(database, question, sql, hint, author=author, run_id=run_id, source=source)
+
+    def teach_term(self, database: str | None, term: str, meaning: str = "", sql: str = "", *,
+                   author: str | None = None, run_id: str | None = None, source: str = "rest") -> dict[str, Any]:
+        """Keep a glossary entry for ``database`` (see :meth:`Teaching.teach_term`); ``run_id``
+        as for :meth:`teach`."""
+        if run_id is not None:
+            self.get(run_id)
+        return self.teaching.teach_term(database, term, meaning, sql, author=author, run_id=run_id, source=source)
+
+    def feedback(self, run_id: str, *, correct: bool = False, sql: str | None = None, hint: str | None = None,
+                 author: str | None = None, source: str = "rest") -> dict[str, Any]:
+        """Teach what a user said of run ``run_id``'s answer: ``correct`` keeps its question with
+        its final SQL; ``sql`` keeps the question with that SQL instead. ``hint`` is kept with it:
+        by default the run's own, as its store kept it (with the glossary terms its question
+        named). The run may be another server's, over a database this one serves too.
+
+        Raises:
+            UnknownRunIdError; RunFinishedError: the run has not ended; NoAnswerError: said
+            correct, it has no SQL; TeachRefusedError: neither said; UnknownDatabaseError: its
+            database is not served here; and what :meth:`Teaching.teach` raises.
+        """
+        record = self.get(run_id)
+        if record["status"] not in FINISHED:
+            raise RunFinishedError(f"Run {run_id} is still {record['status']}: say whether it was right once it "
+                                   "has ended.")
+        if sql is None:
+            if not correct:
+                raise TeachRefusedError("Say that the run's answer is correct, or give the right SQL for its question.")
+            sql = self._final_sql(run_id, record)
+        question, asked_hint, database = self._asked(run_id, record)
+        return self.teaching.teach(database, question, sql, asked_hint if hint is None else hint, author=author,
+                                   run_id=run_id, source=source)
+
+    @staticmethod
+    def _final_sql(run_id: str, record: dict[str, Any]) -> str:
+        """The SQL run ``run_id`` answered with.
+
+        Raises:
+            NoAnswerError: it has none (it failed, was cancelled, or found no answer).
+        """
+        answer = record.get("result") or {}
+        if record["status"] != "done" or not answer.get("sql") or answer.get("kind") == "model_failed":
+            why = "it found no answer" if record["status"] == "done" else f"it {record['status']}"
+            raise NoAnswerError(f"Run {run_id} has no SQL to confirm ({why}): give the right SQL instead.")
+        return answer["sql"]
+
+    def _asked(self, run_id: str, record: dict[str, Any]) -> tuple[str, str, str]:
+        """What run ``run_id`` was asked: its question, its hint and the id its database is
+        served under here. From what the store kept of it when it has that, so that a run of
+        another server is matched by its database's file or URL, not by its id there."""
+        if self.store is not None:
+            thread = self._reading(self._thread_of, run_id)
+            try:
+                info = self._reading(self.store.run, thread)
+            except UnknownRunError:
+                info = None
+            if info is not None and info["run_id"] == thread and info.get("db_path"):
+                served = {engine_key(p): k for k, p in self.paths.items()}
+                db_id = served.get(engine_key(info["db_path"]))
+                if db_id is None:
+                    raise UnknownDatabaseError(f"Run {run_id} was asked over a database this server does not serve.")
+                return info["question"], info.get("evidence") or "", db_id
+        return record["question"], "", self.resolve(record["database"])[0]
+
+    def _store_refusal(self, error: BaseException) -> ServiceError:
+        """What a request is told when the checkpoint store, which keeps taught examples too,
+        failed with ``error``: a driver's error also marks the store away, as a run's would."""
+        if self.store is not None and isinstance(error, self.store.db_errors):
+            self._store_failed(error)
+            return self._refusal(error)
+        return _examples_unavailable(error)
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Cancel what is running, wait for it (``timeout_s`` at most), write to the store the ends

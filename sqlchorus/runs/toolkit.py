@@ -7,6 +7,11 @@ statement through sqlchorus's guard (read only, time and row limits) and a quest
 by the whole pipeline. A tool that cannot do what it was asked raises ``ToolException`` with the
 cause, so the agent's framework sees a failed call (a ``ToolMessage`` with ``status="error"``),
 not a result that looks like success.
+
+With ``teach=True`` the toolkit also has ``teach_database``, with which an agent keeps a question
+and the SQL the user confirmed for it (or a glossary term) in the examples store, so that later
+answers over that database follow it. It is asked for, not given: it changes what every later
+run's prompt shows, so a host decides whether its agent may.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from sqlchorus.config.settings import Settings
 from sqlchorus.runs.databases import EXECUTE_ROWS, MAX_EXECUTE_ROWS, Databases, database_ids
 from sqlchorus.runs.demo import demo_db_path
 from sqlchorus.runs.integrations import TOOL_ROWS, ask_tool
+from sqlchorus.runs.service import Teaching
 from sqlchorus.runs.session import Session
 from sqlchorus.tools.schema_search import search
 
@@ -53,6 +59,19 @@ class _ValidateArgs(_DatabaseArg):
     sql: str = Field(description="One read query in the database's dialect (see list_databases).")
 
 
+class _TeachArgs(_DatabaseArg):
+    question: str = Field("", description="The question the user asked, in their words.")
+    sql: str = Field("", description="The SQL the user confirmed answers it: one read query, in the database's "
+                                     "dialect, that returns rows. For a term: its SQL condition, if it has one.")
+    hint: str = Field("", description="A hint the question needs (what its terms mean), if any.")
+    term: str = Field("", description="Instead of a question: a term of the database's world to keep in its "
+                                      "glossary (say what it means in meaning, sql or both).")
+    meaning: str = Field("", description="What the term means, in words.")
+    # No pattern here: a run id of another form is refused by the tool, a failed call the agent
+    # sees, not an error its framework raises.
+    run_id: str | None = Field(None, description="The run the answer came from (ask_database's run_id), if any.")
+
+
 def _failing(func: Callable[..., Any]) -> Callable[..., Any]:
     """``func`` with sqlchorus's errors raised as ``ToolException`` (``kind: message``)."""
 
@@ -77,12 +96,16 @@ def _tool(func: Callable[..., Any], name: str, args: type[BaseModel], descriptio
 
 
 def as_tools(*dbs: str | Path, model: Any = None, settings: Settings | None = None,
-             max_rows: int = TOOL_ROWS) -> list[BaseTool]:
+             max_rows: int = TOOL_ROWS, teach: bool = False) -> list[BaseTool]:
     """Six typed LangChain tools over ``dbs`` (any database name, :mod:`sqlchorus.tools.engines`; the demo database when none):
     ``list_databases``, ``search_schema``, ``describe_table``, ``execute_sql``, ``validate_sql``
     and ``ask_database`` (the pipeline; needs ``model``, or the settings' model). Nothing they
     run can change a database. A failed call raises ``ToolException`` with its cause, which the
     tools hand to the agent as an error result (``handle_tool_error``).
+
+    With ``teach``, a seventh, ``teach_database``: it keeps a question and the SQL the user
+    confirmed (or a glossary term) in the settings' examples store (``examples_store``: the
+    checkpoint store by default), said to be verified by the login name, from ``toolkit``.
 
     Raises:
         sqlchorus.tools.sql_errors.DatabaseOpenError: a database is missing or cannot be opened.
@@ -114,7 +137,7 @@ def as_tools(*dbs: str | Path, model: Any = None, settings: Settings | None = No
         return ask_tool(session, databases.resolve(database)[1], question, evidence, max_rows)
 
     where = ", ".join(databases.paths)
-    return [
+    tools = [
         _tool(list_databases, "list_databases", BaseModel,
               f"The databases these tools answer over ({where}): id, file name, number of tables and columns."),
         _tool(search_schema, "search_schema", _SearchArgs,
@@ -133,3 +156,25 @@ def as_tools(*dbs: str | Path, model: Any = None, settings: Settings | None = No
               "Answer a question about a database in plain language: writes SQL, checks it against the database "
               "and runs it (read only). Returns the SQL, its columns and rows."),
     ]
+    if teach:
+        tools.append(_teach_tool(Teaching(databases)))
+    return tools
+
+
+def _teach_tool(teaching: Teaching) -> StructuredTool:
+    """``teach_database`` over ``teaching``'s databases: a question and its confirmed SQL, or a
+    glossary term, kept for later runs."""
+
+    def teach_database(database: str | None = None, question: str = "", sql: str = "", hint: str = "",
+                       term: str = "", meaning: str = "", run_id: str | None = None) -> dict[str, Any]:
+        if term and question:
+            raise ToolException("invalid_request: Give a question and its sql, or a term, not both.")
+        if term:
+            return teaching.teach_term(database, term, meaning, sql, run_id=run_id, source="toolkit")
+        return teaching.teach(database, question, sql, hint, run_id=run_id, source="toolkit")
+
+    return _tool(teach_database, "teach_database", _TeachArgs,
+                 "Keep a question and the SQL that answers it, once the user has confirmed the answer is right, so "
+                 "that later answers over that database follow it; or a glossary term with what it means. The SQL "
+                 "must be one read query that returns rows; a question taught already is refused. Never call it "
+                 "for an answer the user has not confirmed.")
