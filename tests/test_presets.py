@@ -168,15 +168,16 @@ def test_explain_preset_says_where_each_method_differs_from_its_paper(name):
         assert "not fine-tuned" in text and "--export-pairs" in text and "--role-model selection=" in text
 
 
-README_ROWS = {"generate_list": "list_plan"}  # LIST's note sits on its plan node's row
+DOCS_ROWS = {"generate_list": "list_plan"}  # LIST's note sits on its plan node's row
 
 
-def test_readme_notes_where_each_method_differs_from_its_paper():
-    readme = (REPO / "README.md").read_text()
-    rows = {line.split("`")[1]: line for line in readme.splitlines() if line.startswith("| `")}
+def test_docs_note_where_each_method_differs_from_its_paper():
+    """The table of nodes (docs/how-it-answers.md) says where each node differs from its paper."""
+    page = (REPO / "docs" / "how-it-answers.md").read_text()
+    rows = {line.split("`")[1]: line for line in page.splitlines() if line.startswith("| `")}
     for node in DIFFERS_FROM_PAPER:
         if node == "generate_direct" or not (REPO / "nodes" / f"{node}.py").exists():
             continue  # the project's own prompt, or an installed plugin's node
-        row = rows[README_ROWS.get(node, node)]
+        row = rows[DOCS_ROWS.get(node, node)]
         assert "Where it differs from the paper" in row, node
     assert "not fine-tuned" in rows["select_candidate"] and "--export-pairs" in rows["select_candidate"]
