@@ -9,9 +9,12 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -433,6 +436,7 @@ BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networkin
 def chromium() -> str:
     """The browser, checked before anything starts it: without it the browser tests skip, unless
     the run requires them (SQLCHORUS_REQUIRE_CHROMIUM), and then they fail."""
+    require_slow("a headless Chromium")
     missing = None
     if not Path(CHROMIUM).exists():
         missing = "Chromium is not installed: apt-get install chromium"
@@ -449,6 +453,7 @@ def chromium() -> str:
 def browser(chromium):
     from playwright.sync_api import sync_playwright
 
+    require_slow("a headless Chromium (Playwright)")
     with sync_playwright() as p:
         launched = p.chromium.launch(executable_path=chromium, args=BROWSER_ARGS)
         yield launched
@@ -496,3 +501,194 @@ def area_tables(conn: Any, areas: tuple[str, ...], nouns: tuple[str, ...], attri
             conn.execute(f"CREATE TABLE {area}_{noun} (id INTEGER PRIMARY KEY, {columns}{parent})")
             names.append(f"{area}_{noun}")
     return names
+
+
+# -- the quick tier starts no server -----------------------------------------------------------
+#
+# `make test-quick` (pytest -m "not slow") must start no server process and no browser: anything
+# that does is marked slow and runs in `make test` and CI. This guard enforces it. Every process a
+# test starts goes through subprocess.Popen's _execute_child (subprocess.run, asyncio's and
+# anyio's subprocesses, Ray's and Playwright's launchers included); one whose command line is a
+# server's (a database server, `sqlchorus serve|ui|mcp`, `ray start`, Ray's own daemons,
+# `langgraph dev`, Phoenix, uvicorn, Chromium or Playwright's driver) fails a test that is not
+# marked slow, as do servers.py's helpers, the `browser` and `chromium` fixtures and an
+# in-process uvicorn. A fixture that started a server (under a slow test) fails any test not
+# marked slow that uses it later, and a test whose code caught the guard's error still fails.
+# A test's setup and call are watched, not its teardown (where servers are stopped). An HTTP
+# fake served from a thread of the test process is no server process and is allowed.
+
+
+class StartsAServer(Exception):
+    """A test not marked slow started (or was about to start) a server or a browser."""
+
+
+_STARTED = pytest.StashKey[str]()
+_current: dict[str, Any] = {"item": None}
+_fixtures_being_set_up: list[Any] = []
+_server_fixtures: dict[Any, str] = {}
+_to_completion = threading.local()
+
+_SERVER_PROGRAMS = {
+    "postgres", "pg_ctl", "pg_ctlcluster", "initdb", "mariadbd", "mysqld", "mysqld_safe",
+    "mariadb-install-db", "mysql_install_db", "gcs_server", "raylet", "uvicorn", "gunicorn",
+    "chromium", "chromium-browser", "chrome", "google-chrome", "headless_shell",
+    "phoenix_launcher.py",
+}
+"""Programs that are (or set up, then start) a server or a browser, wherever they come in a
+command line (``runuser -u postgres -- initdb``)."""
+_SERVER_SUBCOMMANDS = {"ray": {"start"}, "langgraph": {"dev", "up"}, "phoenix": {"serve"}}
+_SQLCHORUS_SERVERS = {"serve", "ui", "mcp"}
+
+
+def _is_slow(item: Any) -> bool:
+    return item.get_closest_marker("slow") is not None
+
+
+def require_slow(what: str) -> None:
+    """Fail the current test with a clear error unless it is marked slow: it starts ``what``.
+    Called by everything that starts a server or a browser for a test."""
+    if _fixtures_being_set_up:
+        _server_fixtures.setdefault(_fixtures_being_set_up[-1], what)
+    item = _current["item"]
+    if item is None or _is_slow(item):
+        return
+    message = (f"this test starts a server: mark it slow ({item.nodeid} starts {what}; the quick "
+               "tier, -m 'not slow', starts no server process and no browser)")
+    item.stash[_STARTED] = message
+    raise StartsAServer(message)
+
+
+def _words(args: Any) -> list[str]:
+    if isinstance(args, (str, bytes, os.PathLike)):
+        text = os.fsdecode(args)
+        try:
+            return shlex.split(text)
+        except ValueError:
+            return text.split()
+    return [os.fsdecode(a) for a in args]
+
+
+def _server_of(args: Any) -> str | None:
+    """What the command line ``args`` starts, if it is a server or a browser, else None."""
+    words = _words(args)
+    names = [os.path.basename(w) for w in words]
+    for i, name in enumerate(names):
+        if name in _SERVER_PROGRAMS:
+            return f"{name} ({' '.join(words)[:200]})"
+        if name == "run-driver":
+            return "Playwright's driver (a browser)"
+        if name in _SERVER_SUBCOMMANDS and set(names[i + 1:i + 2]) & _SERVER_SUBCOMMANDS[name]:
+            return f"`{name} {names[i + 1]}`"
+        # `sqlchorus serve|ui|mcp` (or `--ray local`, a cluster) run to its end by subprocess.run
+        # is a command-line check, such as a server refusing bad input before it starts; one
+        # left running, or talked to over its pipes, is a server.
+        if name == "sqlchorus" and not getattr(_to_completion, "depth", 0):
+            rest = words[i + 1:]
+            command = next((w for w in rest if not w.startswith("-")), None)
+            if command in _SQLCHORUS_SERVERS:
+                return f"`sqlchorus {command}`"
+            if any(a == "--ray" and b == "local" for a, b in zip(rest, rest[1:])):
+                return "a local Ray cluster (`--ray local`)"
+    return None
+
+
+_real_execute_child = subprocess.Popen._execute_child
+_real_run = subprocess.run
+
+
+def _guarded_execute_child(self: subprocess.Popen, args: Any, *rest: Any, **kw: Any) -> Any:
+    what = _server_of(args)
+    if what:
+        require_slow(what)
+    return _real_execute_child(self, args, *rest, **kw)
+
+
+def _guarded_run(*args: Any, **kw: Any) -> Any:
+    _to_completion.depth = getattr(_to_completion, "depth", 0) + 1
+    try:
+        return _real_run(*args, **kw)
+    finally:
+        _to_completion.depth -= 1
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    subprocess.Popen._execute_child = _guarded_execute_child
+    subprocess.run = _guarded_run
+    try:
+        from uvicorn.server import Server
+    except ImportError:
+        return
+    if not getattr(Server.serve, "_requires_slow", False):
+        real_serve = Server.serve
+
+        async def serve(self: Any, *args: Any, **kw: Any) -> Any:
+            require_slow("uvicorn, in this process")
+            return await real_serve(self, *args, **kw)
+
+        serve._requires_slow = True
+        Server.serve = serve
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    subprocess.Popen._execute_child = _real_execute_child
+    subprocess.run = _real_run
+
+
+@contextlib.contextmanager
+def _watching(item: pytest.Item) -> Iterator[None]:
+    # The setup and the call of a test are watched; its teardown, which stops what it started
+    # (a module's server stopped after the module's last test, which may be a quick one), is not.
+    _current["item"] = item
+    try:
+        yield
+    finally:
+        _current["item"] = None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef: Any, request: pytest.FixtureRequest) -> Any:
+    _fixtures_being_set_up.append(fixturedef)
+    try:
+        return (yield)
+    finally:
+        _fixtures_being_set_up.pop()
+
+
+def _server_fixture_of(item: pytest.Item) -> tuple[str, str] | None:
+    """A fixture of ``item`` that started a server (under an earlier test), and what it started."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    for name in item.fixturenames:
+        definitions = info.name2fixturedefs.get(name) or ()
+        if definitions and definitions[-1] in _server_fixtures:
+            return name, _server_fixtures[definitions[-1]]
+    return None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Any:
+    with _watching(item):
+        result = yield
+    found = None if _is_slow(item) else _server_fixture_of(item)
+    if found:
+        pytest.fail(f"this test starts a server: mark it slow ({item.nodeid} uses the fixture "
+                    f"{found[0]!r}, which started {found[1]})", pytrace=False)
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    with _watching(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    report = yield
+    # A test whose code caught the guard's error still fails.
+    message = item.stash.get(_STARTED, None)
+    if message and report.when == "call" and report.passed:
+        report.outcome = "failed"
+        report.longrepr = message
+    return report

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import WAIT_S, wait_for
+from conftest import WAIT_S, require_slow, wait_for
 
 TOKEN = secrets.token_urlsafe(32)
 """A bearer token as strong as a server requires (32 random bytes)."""
@@ -138,7 +138,9 @@ class Gate:
 @contextlib.contextmanager
 def running(args: list[str], cwd: Path, env: dict[str, str], ready_url: str,
             headers: dict[str, str] | None = None) -> Iterator[subprocess.Popen]:
-    """Run ``sqlchorus ARGS`` until the block ends; ready once ``ready_url`` answers."""
+    """Run ``sqlchorus ARGS`` until the block ends; ready once ``ready_url`` answers. Only a
+    test marked slow may."""
+    require_slow(f"`sqlchorus {' '.join(args[:1])}` (servers.running)")
     log = open(cwd / f"server-{uuid.uuid4().hex[:6]}.log", "w+", encoding="utf-8")
     process = subprocess.Popen([str(BIN), *args], cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -217,6 +219,7 @@ class PostgresServer:
         subprocess.run([*self.as_user, *args], check=True, capture_output=True, timeout=300)
 
     def start(self) -> PostgresServer:
+        require_slow("a PostgreSQL server (servers.PostgresServer)")
         self._run(str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "sqlchorus",
                   "--no-sync", "-E", "UTF8")
         options = f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off " \
@@ -306,7 +309,8 @@ def allow_writable_role() -> Iterator[None]:
 def postgres_of_a_test() -> Iterator[PostgresServer]:
     """A PostgreSQL server of the test's own, for a fixture to yield from and stop at its end.
     Without PostgreSQL's server programs the test skips, unless the run requires them
-    (SQLCHORUS_REQUIRE_POSTGRES), and then it fails."""
+    (SQLCHORUS_REQUIRE_POSTGRES), and then it fails. Only a test marked slow may have one."""
+    require_slow("a PostgreSQL server (servers.postgres_of_a_test)")
     if postgres_bin() is None:
         if os.environ.get("SQLCHORUS_REQUIRE_POSTGRES"):
             pytest.fail("PostgreSQL's server programs are not installed, and this run requires them.")
@@ -387,6 +391,7 @@ class MariaDBServer:
         return [f"--user={self.user}"] if self.user else []
 
     def start(self) -> MariaDBServer:
+        require_slow("a MariaDB server (servers.MariaDBServer)")
         install = _mariadb_program(self.bin, "mariadb-install-db", "mysql_install_db")
         subprocess.run([install, "--no-defaults", *self._user_args(), f"--datadir={self.data}",
                         "--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve"],
@@ -456,7 +461,7 @@ class MariaDBServer:
         return name
 
     def reader(self, database: str, user: str, password: str) -> None:
-        """A user that may only read ``database``, with a password (the README's read-only user)."""
+        """A user that may only read ``database``, with a password (the read-only user of docs/engines.md)."""
         escaped = database.replace("_", "\\_")
         self.admin_sql(f"CREATE USER IF NOT EXISTS '{user}'@'127.0.0.1' IDENTIFIED BY '{password}'",
                        f"GRANT SELECT, SHOW VIEW ON `{escaped}`.* TO '{user}'@'127.0.0.1'")
@@ -543,7 +548,8 @@ def load_sqlite_into_mariadb(server: MariaDBServer, sqlite_path: Path, database:
 def mariadb_of_a_test() -> Iterator[MariaDBServer]:
     """A MariaDB server of the test's own, for a fixture to yield from and stop at its end.
     Without MariaDB's server programs (or PyMySQL) the test skips, unless the run requires them
-    (SQLCHORUS_REQUIRE_MARIADB), and then it fails."""
+    (SQLCHORUS_REQUIRE_MARIADB), and then it fails. Only a test marked slow may have one."""
+    require_slow("a MariaDB server (servers.mariadb_of_a_test)")
     missing = None
     if mariadb_bin() is None:
         missing = "MariaDB's server programs (mariadbd) are not installed: apt-get install mariadb-server"

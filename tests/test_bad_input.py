@@ -67,6 +67,7 @@ def test_malformed_model_name():
     assert "provider:model" in out.output
 
 
+@pytest.mark.slow
 def test_model_that_raises(use_model, tmp_path):
     def boom(messages):
         raise ConnectionError("connection refused by 127.0.0.1:9")
@@ -109,6 +110,7 @@ def test_python_api_errors_are_typed(tmp_path):
         sqlchorus.ask(5, model=model)
 
 
+@pytest.mark.slow
 def test_enormous_schema(tmp_path, use_model):
     import sqlite3
 

@@ -200,6 +200,7 @@ def test_an_unknown_run_or_checkpoint_is_a_clear_error(tmp_path, demo_db):
     session.close()
 
 
+@pytest.mark.slow
 def test_a_checkpoint_file_locked_during_a_run_costs_the_checkpoints_not_the_answer(tmp_path, demo_db, monkeypatch):
     monkeypatch.setattr("sqlchorus.core.checkpoints.LOCK_TIMEOUT_S", 0.2)
     path = tmp_path / "checkpoints.sqlite"

@@ -355,6 +355,7 @@ def test_a_worker_that_cannot_use_the_model_is_said_before_any_question(cluster,
     assert not (work["tmp"] / "nomodel" / "records.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_no_cluster_at_the_address_is_one_line(work, tmp_path):
     port = free_port()
     out = _sqlchorus(["eval", "--dataset", "spider-dev", "--limit", "1", "--model", "python:factories:answers",
@@ -369,6 +370,7 @@ def test_no_cluster_at_the_address_is_one_line(work, tmp_path):
     (["--ray-resource", "generation=gpu"], "--ray-resource goes with --ray."),
     (["--ray", "local", "--predictions", "p.txt"], "scoring a prediction file (--predictions) runs here"),
 ])
+@pytest.mark.slow
 def test_bad_cluster_options_are_refused_before_anything_runs(work, tmp_path, args, says):
     (work["tmp"] / "p.txt").write_text("SELECT 1\n")
     out = _sqlchorus(["eval", "--dataset", "spider-dev", "--limit", "1", "--model", "python:factories:answers",

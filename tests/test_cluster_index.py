@@ -73,6 +73,7 @@ def test_parts_in_any_order_make_the_local_file(spider, tmp_path, name):
         assert _from_parts(path, tmp_path / f"parts{seed}.sqlite", order) == local, order
 
 
+@pytest.mark.slow
 def test_a_duckdb_database_from_parts_is_its_local_file(spider, tmp_path):
     path = _duckdb_copy(spider("world_1"), tmp_path / "duck")
     local = _local_bytes(path, tmp_path / "local")

@@ -67,6 +67,7 @@ class Elsewhere:
         self.server.server_close()
 
 
+@pytest.mark.slow
 def test_weak_tokens_are_refused_with_a_way_to_make_one(tmp_path):
     assert token_weakness(secrets.token_urlsafe(32)) is None
     assert token_weakness(secrets.token_hex(32)) is None

@@ -173,6 +173,7 @@ def _spawn(tmp_path: Path, env: dict[str, str], model: str) -> Any:
     )
 
 
+@pytest.mark.slow
 def test_commands_from_a_file_drive_a_whole_session(tmp_path, factories_env):
     out = _debug(tmp_path, factories_env, QUESTION, "--model", "python:scripted_factories:oracle",
                  commands="next\nbreak check_candidates\ncontinue\nstate candidates\nset fix_round \"x\"\n"
@@ -188,6 +189,7 @@ def test_commands_from_a_file_drive_a_whole_session(tmp_path, factories_env):
     assert "Traceback" not in out.stdout + out.stderr
 
 
+@pytest.mark.slow
 def test_an_earlier_run_opens_in_a_new_process_and_replays_without_a_model(tmp_path, factories_env):
     ask = subprocess.run(
         [sys.executable, "-m", "sqlchorus", "ask", QUESTION, "--model", "python:scripted_factories:oracle", "--json",
@@ -297,6 +299,7 @@ def _refusing():
     return ScriptedChatModel(no, name="refuses")
 
 
+@pytest.mark.slow
 def test_a_damaged_checkpoint_file_is_one_clear_line(tmp_path, factories_env):
     bad = tmp_path / "checkpoints.sqlite"
     bad.write_bytes(b"not a database at all" * 50)

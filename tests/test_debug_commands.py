@@ -79,6 +79,7 @@ def test_set_checks_the_declared_type_before_the_value_is_accepted(session, demo
     debugger.close()
 
 
+@pytest.mark.slow
 def test_the_crashes_of_a_session_are_one_line_each_through_the_command(tmp_path, factories_env):
     out = _debug(tmp_path, factories_env, QUESTION, "--model", "python:scripted_factories:oracle",
                  commands="break check_candidates\ncontinue\nset candidates [1]\n"
@@ -94,6 +95,7 @@ def test_the_crashes_of_a_session_are_one_line_each_through_the_command(tmp_path
     assert "Traceback" not in text + out.stderr and out.returncode == 1
 
 
+@pytest.mark.slow
 def test_a_raising_node_through_the_command_then_post_mortem_and_on(tmp_path, factories_env):
     out = _debug(tmp_path, factories_env, QUESTION, "--model", "python:scripted_factories:oracle",
                  commands='break link_schema\ncontinue\nset values {"customers.name": [{}]}\nnext\npost-mortem\n'
@@ -215,6 +217,7 @@ def test_a_list_breakpoint_in_a_run_without_list_is_refused(session, demo_db):
     debugger.close()
 
 
+@pytest.mark.slow
 def test_a_list_breakpoint_through_the_command_under_the_full_preset(tmp_path, factories_env):
     out = _debug(tmp_path, factories_env, QUESTION, "--model", "python:scripted_factories:oracle", "--preset", "full",
                  commands="break list_plan\ncontinue\nnext\nwhere\nstate plan\nhistory\ncontinue\nquit\n")
@@ -319,6 +322,7 @@ def test_tab_offers_each_command_s_own_words(session, demo_db, tmp_path):
     debugger.close()
 
 
+@pytest.mark.slow
 def test_a_run_opens_by_any_unique_start_of_its_id(tmp_path, demo_db, factories_env):
     settings = sqlchorus.Settings(model=oracle_model(GOLD.get), trace_dir=str(tmp_path / "traces"),
                                   generators={"divide_conquer": 1})
@@ -510,6 +514,7 @@ def test_set_a_part_sql_trace_and_escaped_output_through_the_shell(session, demo
     debugger.close()
 
 
+@pytest.mark.slow
 def test_opening_a_run_never_makes_a_checkpoint_file_and_takes_any_part_of_an_id(tmp_path, demo_db, factories_env):
     settings = sqlchorus.Settings(model=oracle_model(GOLD.get), trace_dir=str(tmp_path / "traces"),
                                   generators={"divide_conquer": 1})

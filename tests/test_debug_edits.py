@@ -263,6 +263,7 @@ def test_every_state_a_run_writes_fits_its_declared_types(tmp_path, demo_db):
 # -- through the command ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_bad_edits_through_the_command_are_one_line_each_and_the_session_goes_on(tmp_path, factories_env):
     test = tmp_path / "test_cli.py"
     commands = "\n".join([

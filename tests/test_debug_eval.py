@@ -81,6 +81,7 @@ def _listed(stdout: str) -> dict[int, str]:
     return {int(m[1]): m[2] for m in re.finditer(r"^  question (\d+) \(concert_singer, wrong\): (.+)$", stdout, re.M)}
 
 
+@pytest.mark.slow
 def test_eval_names_the_wrong_answers_and_their_debug_commands(evaluated):
     stdout, folder = evaluated["stdout"], evaluated["folder"]
     assert f"EX 60% on {LIMIT} question(s) scored" in stdout
@@ -93,6 +94,7 @@ def test_eval_names_the_wrong_answers_and_their_debug_commands(evaluated):
                for n in WRONG)
 
 
+@pytest.mark.slow
 def test_the_listed_command_opens_that_questions_run_from_another_folder(evaluated):
     command = shlex.split(_listed(evaluated["stdout"])[1])
     assert command[0] == "sqlchorus"
@@ -115,6 +117,7 @@ def test_the_listed_command_opens_that_questions_run_from_another_folder(evaluat
     assert f"run {record['run_id']} paused before generate_divide_conquer (checkpoint {at})" in again.stdout
 
 
+@pytest.mark.slow
 def test_eval_json_names_the_wrong_answers_without_changing_its_shape(evaluated):
     folder = evaluated["folder"]
     out = _sqlchorus(["eval", "--dataset", "spider-dev", "--limit", str(LIMIT), "--model", "python:factories:answers",
@@ -165,6 +168,7 @@ def without_runs(tmp_path_factory):
     return {"tmp": tmp, "notrace": notrace, "failed": failed}
 
 
+@pytest.mark.slow
 def test_wrong_use_of_the_options_is_one_line(evaluated, monkeypatch):
     folder = evaluated["folder"]
     assert "give --eval FOLDER too" in _debug("--question", 1)

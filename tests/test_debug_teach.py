@@ -70,6 +70,7 @@ def _debug(traces: Path, env: dict, commands: str) -> subprocess.CompletedProces
     )
 
 
+@pytest.mark.slow
 def test_the_teach_command_of_the_shell(tmp_path, factories_env):
     traces = tmp_path / "traces"
     early = _debug(traces, factories_env, "teach\nquit\n")

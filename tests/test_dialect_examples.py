@@ -28,6 +28,7 @@ def _shipped_file(dialect: str) -> dict:
 
 
 @pytest.mark.parametrize("dialect", sorted(build.DIALECTS))
+@pytest.mark.slow
 def test_the_carried_text_is_what_the_build_gives(dialect):
     """Without running anything on an engine the build carries the same text; what only a run on
     the engine decides (the fixer's errors, examples the engine refuses) is left to the builds below."""
@@ -53,6 +54,7 @@ def test_the_carried_text_is_what_the_build_gives(dialect):
     assert counts["examples"] - counts["carried"] == len(shipped["not_carried"])
 
 
+@pytest.mark.slow
 def test_the_duckdb_file_is_what_the_whole_build_gives():
     assert build.build("duckdb") == _shipped_file("duckdb")
 

@@ -393,6 +393,7 @@ def corpus_source(tmp_path_factory):
 
 
 @pytest.mark.parametrize("corpus,pair", _cases())
+@pytest.mark.slow
 def test_the_guard_holds(corpus, pair, corpus_source, tmp_path):
     work = tmp_path / "work"
     scratch = work / "tmp"

@@ -205,6 +205,7 @@ def test_the_functions_come_from_duckdb(refused_functions):
 
 
 @pytest.mark.parametrize("spelling", sorted(SPELLINGS))
+@pytest.mark.slow
 def test_no_spelling_runs_a_function_the_guard_does_not_allow(spelling, refused_functions, duck):
     functions = list(refused_functions)
     if spelling in BARE:

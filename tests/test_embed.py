@@ -9,6 +9,7 @@ import operator
 import threading
 from typing import Annotated
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
@@ -198,6 +199,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow
 def test_spans_join_the_host_applications_trace(tmp_path):
     import json
     import subprocess

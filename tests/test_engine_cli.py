@@ -114,6 +114,7 @@ def test_a_missing_duckdb_file(env, tmp_path):
     assert not db.exists() and not (tmp_path / "missing.duckdb.wal").exists()
 
 
+@pytest.mark.slow
 def test_a_duckdb_file_without_tables(env, tmp_path):
     import duckdb
 
@@ -124,6 +125,7 @@ def test_a_duckdb_file_without_tables(env, tmp_path):
     assert sha256(db) == before and sorted(p.name for p in tmp_path.glob("empty.duckdb*")) == ["empty.duckdb"]
 
 
+@pytest.mark.slow
 def test_a_duckdb_file_another_process_writes(env, duck, tmp_path):
     db = tmp_path / "locked.duckdb"
     db.write_bytes(duck.read_bytes())
@@ -141,6 +143,7 @@ def test_a_duckdb_file_another_process_writes(env, duck, tmp_path):
         holder.wait(timeout=120)
 
 
+@pytest.mark.slow
 def test_a_duckdb_question_is_answered_and_nothing_is_written(env, duck, tmp_path):
     db = tmp_path / "concert_singer.duckdb"
     db.write_bytes(duck.read_bytes())
@@ -154,12 +157,14 @@ def test_a_duckdb_question_is_answered_and_nothing_is_written(env, duck, tmp_pat
 # -- PostgreSQL without a server -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_malformed_postgresql_url(env, tmp_path):
     pytest.importorskip("psycopg")
     url = f"postgresql://sqlchorus:{SECRET}@127.0.0.1:notaport/concert_singer"
     one_error(ask(env, tmp_path, url), 2, "Cannot open the PostgreSQL database", "notaport")
 
 
+@pytest.mark.slow
 def test_an_unreachable_postgresql_server(env, tmp_path):
     pytest.importorskip("psycopg")
     url = f"postgresql://sqlchorus:{SECRET}@127.0.0.1:{free_port()}/concert_singer"  # nothing listens there
@@ -325,6 +330,7 @@ def stepped_through(out: subprocess.CompletedProcess) -> None:
     assert "│ 6 " in text.split("(sqlchorus) sql SELECT count(*) FROM singer", 1)[1]  # the sql command's result
 
 
+@pytest.mark.slow
 def test_debug_steps_through_a_run_over_duckdb(env, duck, tmp_path):
     db = tmp_path / "concert_singer.duckdb"
     db.write_bytes(duck.read_bytes())
@@ -344,6 +350,7 @@ def test_debug_steps_through_a_run_over_postgresql(env, pg, tmp_path):
     assert state_of(pg.url("concert_singer")) == before
 
 
+@pytest.mark.slow
 def test_the_ui_answers_a_question_over_duckdb(env, duck, tmp_path):
     import httpx
 

@@ -43,6 +43,7 @@ def run_json(*args) -> dict:
     return json.loads(lines[0])
 
 
+@pytest.mark.slow
 def test_oracle_on_spider_dev(use_model, tmp_path):
     data = spider_dev()
     model = use_model(oracle_for(data))
@@ -61,6 +62,7 @@ def test_oracle_on_spider_dev(use_model, tmp_path):
     assert len(traces) == LIMIT
 
 
+@pytest.mark.slow
 def test_a_wrong_model_gives_lower_ex(use_model, tmp_path):
     data = spider_dev()
     use_model(oracle_for(data, wrong={0, 3}))
@@ -68,6 +70,7 @@ def test_a_wrong_model_gives_lower_ex(use_model, tmp_path):
     assert out["ex"] == round(100.0 * (LIMIT - 2) / LIMIT, 2)
 
 
+@pytest.mark.slow
 def test_rerun_resumes_without_model_calls(use_model, tmp_path, monkeypatch):
     data = spider_dev()
     model = use_model(oracle_for(data))
@@ -84,6 +87,7 @@ def test_rerun_resumes_without_model_calls(use_model, tmp_path, monkeypatch):
     assert model.calls - calls == records[3]["model_calls"] > 0  # one new question, not four
 
 
+@pytest.mark.slow
 def test_missing_databases_are_counted(use_model, tmp_path):
     data = small_dataset(tmp_path)
     use_model(oracle_for(data))
@@ -133,6 +137,7 @@ def test_bad_input_is_explained(args, env, message, tmp_path, monkeypatch):
         assert str(tmp_path / "empty") in result.output
 
 
+@pytest.mark.slow
 def test_full_preset_with_a_wrong_generator_exports_selection_pairs(use_model, tmp_path):
     data = spider_dev()
     oracle = oracle_for(data)

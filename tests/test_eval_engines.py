@@ -80,6 +80,7 @@ def test_where_the_databases_are_is_required_and_checked(tmp_path):
     assert result.exit_code == 2 and "go with --engine" in result.output
 
 
+@pytest.mark.slow
 def test_gold_scores_itself_on_duckdb_except_where_the_engine_refuses_it(duckdb_dir, tmp_path):
     dataset = _spider()
     out = _eval("--engine", "duckdb", "--databases", str(duckdb_dir), "--predictions",
@@ -93,6 +94,7 @@ def test_gold_scores_itself_on_duckdb_except_where_the_engine_refuses_it(duckdb_
     assert all(r["db_path"].endswith(".duckdb") for r in records)
 
 
+@pytest.mark.slow
 def test_the_pipeline_answers_over_duckdb_with_a_scripted_model(duckdb_dir, tmp_path, monkeypatch):
     dataset = on_engine(_spider(), "duckdb", duckdb_dir)
     wrong = {1, 50}

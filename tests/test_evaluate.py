@@ -120,6 +120,7 @@ def test_oracle_is_correct_and_missing_databases_are_counted(tmp_path):
     assert [ln.split("\t")[1] for ln in gold_lines] == [e.db_id for e in data.examples]
 
 
+@pytest.mark.slow
 def test_a_wrong_model_scores_lower(tmp_path):
     data = small_dataset(tmp_path, missing=0)
     wrong = {0, 2, 5}
@@ -132,6 +133,7 @@ def test_a_wrong_model_scores_lower(tmp_path):
     assert run.summary["upper_bound"] == run.summary["ex"]
 
 
+@pytest.mark.slow
 def test_resume_after_an_interruption_runs_only_the_rest(tmp_path):
     data = small_dataset(tmp_path)
     full_model = oracle_for(data)
@@ -155,6 +157,7 @@ def test_resume_after_an_interruption_runs_only_the_rest(tmp_path):
     assert [r["prediction"] for r in run.records] == [r["prediction"] for r in full.records]
 
 
+@pytest.mark.slow
 def test_a_torn_last_record_is_ignored_and_rerun(tmp_path):
     data = small_dataset(tmp_path, missing=0)
     model = oracle_for(data)
@@ -171,6 +174,7 @@ def test_a_torn_last_record_is_ignored_and_rerun(tmp_path):
     assert len(path.read_text().splitlines()) == len(data.examples)
 
 
+@pytest.mark.slow
 def test_a_question_that_raised_is_recorded_then_retried(tmp_path):
     data = small_dataset(tmp_path, missing=0)
     model = oracle_for(data)
@@ -188,6 +192,7 @@ def test_a_question_that_raised_is_recorded_then_retried(tmp_path):
     assert second.summary["ex"] == 100.0
 
 
+@pytest.mark.slow
 def test_no_resume_starts_over(tmp_path):
     data = small_dataset(tmp_path, missing=0)
     model = oracle_for(data)
@@ -199,6 +204,7 @@ def test_no_resume_starts_over(tmp_path):
     assert len(run.records) == 3 and len(read_predictions(tmp_path / "run" / "pred.txt")) == 3
 
 
+@pytest.mark.slow
 def test_two_workers_give_the_same_records(tmp_path):
     data = small_dataset(tmp_path)
     one = run_eval(data, settings_for(oracle_for(data, {1, 6}), tmp_path), out_dir=tmp_path / "one",
@@ -210,6 +216,7 @@ def test_two_workers_give_the_same_records(tmp_path):
     assert one.summary["ex"] == two.summary["ex"] == 75.0
 
 
+@pytest.mark.slow
 def test_bird_semantics_write_the_bird_submission_format(tmp_path):
     data = small_dataset(tmp_path, benchmark="bird", missing=1)
     run = run_eval(data, settings_for(oracle_for(data, {0}), tmp_path), out_dir=tmp_path / "run", progress=False)
@@ -269,6 +276,7 @@ def test_dataset_errors_say_what_to_do(tmp_path, monkeypatch):
         open_dataset(bad)
 
 
+@pytest.mark.slow
 def test_a_shorter_rerun_keeps_the_records_beyond_its_limit(tmp_path):
     data = small_dataset(tmp_path, missing=0)
     model = oracle_for(data)

@@ -71,6 +71,7 @@ def _debug(tmp_path: Path, env: dict[str, str], *args: str, commands: str) -> su
 # -- through the command -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_plain_run_exported_passes_from_another_folder_twice_and_changes_nothing(tmp_path, factories_env):
     out_dir = tmp_path / "exported"
     out_dir.mkdir()
@@ -100,6 +101,7 @@ def test_a_plain_run_exported_passes_from_another_folder_twice_and_changes_nothi
         debugger.close()
 
 
+@pytest.mark.slow
 def test_bad_paths_are_one_line_errors_and_the_session_goes_on(tmp_path, factories_env):
     folder = tmp_path / "a-folder"
     folder.mkdir()
@@ -136,6 +138,7 @@ def test_bad_paths_are_one_line_errors_and_the_session_goes_on(tmp_path, factori
         assert not list(locked.iterdir())
 
 
+@pytest.mark.slow
 def test_a_typed_answer_through_the_command_is_exported(tmp_path, factories_env):
     test = tmp_path / "test_typed.py"
     out = _debug(tmp_path, factories_env, QUESTION, "--model", "python:scripted_factories:oracle",
@@ -165,6 +168,7 @@ def _unwritable_folder(tmp_path: Path) -> Path:
 # -- through the Python API ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_fork_edit_and_continue_exports_the_edited_branch(tmp_path, session, demo_db):
     debugger = Debugger.start(QUESTION, demo_db, session=session)
     debugger.cont()
@@ -191,6 +195,7 @@ def test_fork_edit_and_continue_exports_the_edited_branch(tmp_path, session, dem
     assert "SELECT COUNT(*) FROM customers" in first.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_an_edit_before_the_generators_is_exported_with_their_sends(tmp_path, session, demo_db):
     """An edit at link_schema sends the generators their inputs again: the export keeps those sends."""
     debugger = Debugger.start(QUESTION, demo_db, session=session, breakpoints=["generate_divide_conquer"])
@@ -237,6 +242,7 @@ def test_the_exported_replay_fails_if_it_asks_a_model(tmp_path, session, demo_db
         replay_exported(damaged, tmp_path / "replay")
 
 
+@pytest.mark.slow
 def test_a_branch_its_answers_no_longer_give_is_refused(tmp_path, demo_db):
     db = tmp_path / "shop.sqlite"
     shutil.copy(demo_db, db)

@@ -37,6 +37,7 @@ def test_ctrl_c_in_ask_exits_130(monkeypatch):
     assert "Interrupted." in out.output and "Traceback" not in out.output
 
 
+@pytest.mark.slow
 def test_a_closed_pipe_is_not_blamed_on_the_input(tmp_path, demo_db):
     lines = [json.dumps({"db": str(demo_db), "question": f"q{i}", "candidates": ["SELECT 1"]}) for i in range(400)]
     path = tmp_path / "candidates.jsonl"
@@ -210,6 +211,7 @@ def _closed_port() -> int:
 RAW_EXPORTER_TEXT = ("Traceback", "WARNING", "Transient error", "Failed to export", "retrying in")
 
 
+@pytest.mark.slow
 def test_an_unreachable_otlp_endpoint_costs_one_line_not_the_answer(tmp_path):
     pytest.importorskip("opentelemetry.exporter.otlp.proto.http.trace_exporter")
     endpoint = f"http://127.0.0.1:{_closed_port()}/v1/traces"

@@ -50,6 +50,7 @@ def test_demo_questions_end_to_end(demo_db):
 
 
 @pytest.mark.parametrize("db_id", ["concert_singer", "pets_1", "world_1", "car_1", "flight_2"])
+@pytest.mark.slow
 def test_spider_end_to_end(spider, db_id):
     path = spider(db_id)
     examples = spider_examples(db_id)[:8]

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import sqlchorus
 from sqlchorus.runs.demo import load_demo_questions
 from sqlchorus.testing import oracle_model
@@ -40,6 +42,7 @@ def test_library_calls_write_nothing_into_the_current_folder(tmp_path, demo_db, 
     assert (tmp_path / "mine" / f"{named.run_id}.jsonl").is_file()
 
 
+@pytest.mark.slow
 def test_the_command_line_keeps_its_traces_folder(tmp_path, demo_db):
     (tmp_path / "factories.py").write_text(
         "from sqlchorus.runs.demo import load_demo_questions\n"

@@ -85,6 +85,7 @@ def test_defaults_are_bounded_and_greedy(smollm2):
     assert smollm2.model_name == "local:smollm2"
 
 
+@pytest.mark.slow
 def test_generation_reports_real_token_counts_and_is_repeatable(smollm2):
     messages = [SystemMessage("You answer briefly."), HumanMessage("Name one colour.")]
     first = smollm2.invoke(messages)

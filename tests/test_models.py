@@ -175,6 +175,7 @@ def _blocks_until(released: threading.Event, answer: str = "late"):
     return respond
 
 
+@pytest.mark.slow
 def test_a_call_past_its_limit_is_stopped_and_retried(demo_db):
     """The first attempt never answers by itself, so it certainly runs past the limit; the retry
     answers at once, and the limit is generous for that."""
@@ -236,6 +237,7 @@ class _SilentProvider:
         self.server.server_close()
 
 
+@pytest.mark.slow
 def test_an_http_provider_that_never_answers_is_left_at_the_limit_and_tried_again(demo_db, monkeypatch):
     """Every attempt at a hanging provider ends at the limit; sqlchorus makes the retries, so the
     provider sees exactly one request per attempt."""

@@ -183,12 +183,14 @@ def one_error(out: subprocess.CompletedProcess, code: int, *phrases: str, secret
     return lines[0]
 
 
+@pytest.mark.slow
 def test_a_malformed_mysql_url(env, tmp_path):
     pytest.importorskip("pymysql")
     url = f"mysql://{READER}:{SECRET}@127.0.0.1:notaport/concert_singer"
     one_error(ask(env, tmp_path, url), 2, "Cannot open the MySQL database", "notaport")
 
 
+@pytest.mark.slow
 def test_an_unreachable_mysql_server(env, tmp_path):
     pytest.importorskip("pymysql")
     url = f"mariadb://{READER}:{SECRET}@127.0.0.1:{free_port()}/concert_singer"  # nothing listens there

@@ -151,6 +151,7 @@ def _ask(db, question, sql, tmp_path, **settings):
     return result, model.__dict__.get("seen", [])
 
 
+@pytest.mark.slow
 def test_a_per_question_budget_narrows_a_schema_that_fits_one_prompt(large_db, tmp_path):
     question = "How many fleet vehicle records have the vehicle color red?"
     sql = "SELECT COUNT(*) FROM fleet_vehicle WHERE vehicle_color = 'red'"

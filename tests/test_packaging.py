@@ -39,6 +39,7 @@ print(json.dumps({"names": [m.__name__ for m in modules], "top_level": floors}))
 """
 
 
+@pytest.mark.slow
 def test_namespace_imports():
     # Run from the repository's root, where graph/, nodes/, tools/ and prompts/ are importable as
     # top-level packages too: an import that reached one of them that way would load a second

@@ -38,6 +38,7 @@ def postgres():
     yield from postgres_of_a_test()
 
 
+@pytest.mark.slow
 def test_a_run_kept_in_postgresql_is_opened_stepped_and_replayed(postgres, tmp_path):
     url = postgres.new_database()
     settings = Settings(checkpoints=url, trace_dir=str(tmp_path / "traces"), cache=False)
@@ -58,6 +59,7 @@ def test_a_run_kept_in_postgresql_is_opened_stepped_and_replayed(postgres, tmp_p
     assert calls == len(result.usage) + len(replayed.usage)  # the replay keeps its calls too
 
 
+@pytest.mark.slow
 def test_an_unreachable_database_is_one_clear_error(postgres):
     with pytest.raises(CheckpointFileError, match=r"Cannot reach the checkpoint database postgresql://sqlchorus:\*\*\*@127.0.0.1:\d+/none: .*refused"):
         open_checkpoints(f"postgresql://sqlchorus:pw@127.0.0.1:{free_port()}/none")

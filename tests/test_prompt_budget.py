@@ -143,6 +143,7 @@ def test_narrowing_keeps_the_longest_prefix_that_fits_and_says_what_it_left_out(
 # -- a run on a wide schema ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_call_fits_the_budget_and_the_run_says_what_was_left_out(wide_db, tmp_path):
     model = _model()
     settings = sqlchorus.Settings(model=model, trace_dir=str(tmp_path), max_schema_tokens=1500,

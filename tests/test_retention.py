@@ -231,6 +231,7 @@ def postgres():
     yield from postgres_of_a_test()
 
 
+@pytest.mark.slow
 def test_the_same_prune_in_postgresql(postgres, tmp_path):
     import psycopg
 

@@ -165,6 +165,7 @@ def test_prune_counts_the_runs_of_every_store_together(runs):
         assert invoke("trace", "show", run).exit_code == 0
 
 
+@pytest.mark.slow
 def test_the_viewer_lists_and_opens_every_writers_run(runs, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("SQLCHORUS_TOKEN", "SQLCHORUS_MODEL")}
     port = free_port()

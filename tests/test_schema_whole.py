@@ -153,6 +153,7 @@ def test_an_explicit_schema_bound_still_narrows(california_schools, tmp_path):
 
 
 @pytest.mark.parametrize("preset", ["fast", "balanced", "full"])
+@pytest.mark.slow
 def test_every_call_on_the_bird_union_fits_the_budget(bird_union, tmp_path, preset):
     """75 tables, 798 columns: narrowed where a view would not fit, and no call is over budget,
     even with a hint thousands of tokens long beside a view that fills the rest of the prompt."""

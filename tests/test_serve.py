@@ -15,6 +15,8 @@ from conftest import WAIT_S, wait_for
 from servers import BIN, Gate, free_port, http, running, server_env
 from sqlchorus.core.trace_file import load_spans
 
+pytestmark = pytest.mark.slow  # every test here starts `sqlchorus serve`
+
 QUESTION = "How many customers do we have?"
 TOKEN = "s3cret-token-" + "9f2c4e7a1b8d6035" * 3  # 256 bits and more, as a server requires
 

@@ -17,6 +17,8 @@ import pytest
 from conftest import WAIT_S, wait_for
 from servers import free_port, halt_postgres, http, postgres_of_a_test, running, server_env
 
+pytestmark = pytest.mark.slow  # every test here starts `sqlchorus serve`
+
 QUESTION = "How many customers do we have?"
 FINISHED = {"done", "failed", "cancelled"}
 CONTROLS = ["\x00", "\x1b[31m", "\x07", "\x7f", "\x85", "\x0b"]

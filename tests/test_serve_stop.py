@@ -130,6 +130,7 @@ def test_a_server_stopped_while_its_store_is_away_keeps_its_runs_end_for_the_sto
     (["mcp", "--transport", "http"], None),
     (["serve"], "/v1/health"),
 ])
+@pytest.mark.slow
 def test_every_server_asked_to_stop_closes_its_run_service_first(command, ready, tmp_path):
     """SIGTERM reaches the command's own ``finally``, which closes the run service (saving what
     the store has not taken): the process ends with SIGTERM's exit code, 143, rather than being

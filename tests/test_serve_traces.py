@@ -21,6 +21,8 @@ import pytest
 from conftest import wait_for
 from servers import BIN, START_TIMEOUT_S, free_port, http, running, server_env, stop
 
+pytestmark = pytest.mark.slow  # every test here starts `sqlchorus serve`
+
 QUESTION = "How many customers do we have?"
 
 

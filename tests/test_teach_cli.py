@@ -65,6 +65,7 @@ def test_teach_then_list_export_and_remove(tmp_path):
     (["-q", "Only a question"], "needs both --question and --sql"),
     (["--term", "veteran", "--sql", "no_such_column > 1"], "none of the database's tables"),
 ])
+@pytest.mark.slow
 def test_a_refused_teach_is_one_line_exit_2_and_keeps_nothing(args, says):
     done = sqlchorus("teach", "--db", CONCERT, *args)
     assert done.returncode == 2, done.stderr
@@ -73,12 +74,14 @@ def test_a_refused_teach_is_one_line_exit_2_and_keeps_nothing(args, says):
         sqlchorus("examples", "list", "--json").stdout) == []
 
 
+@pytest.mark.slow
 def test_a_duplicate_is_refused_with_the_id_to_remove():
     assert sqlchorus("teach", "--db", CONCERT, "-q", "How many singers?", "--sql", COUNT).returncode == 0
     again = sqlchorus("teach", "--db", CONCERT, "-q", "how many singers?", "--sql", COUNT)
     assert again.returncode == 2 and "taught already" in again.stderr and "sqlchorus examples rm e" in again.stderr
 
 
+@pytest.mark.slow
 def test_a_pairs_file_with_bad_lines_keeps_the_others_and_exits_1(tmp_path):
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text("\n".join([
@@ -94,6 +97,7 @@ def test_a_pairs_file_with_bad_lines_keeps_the_others_and_exits_1(tmp_path):
     assert len(json.loads(sqlchorus("examples", "list", "--json").stdout)) == 2
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_clear_line():
     cases = [
         (["examples", "list", "--db", CONCERT], "keeps nothing for"),

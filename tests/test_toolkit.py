@@ -78,6 +78,7 @@ def test_several_databases_are_named_and_a_missing_name_is_an_error(shop, tmp_pa
     assert tools["execute_sql"].invoke({"sql": "SELECT 1", "database": "other"})["rows"] == [[1]]
 
 
+@pytest.mark.slow
 def test_a_run_without_an_answer_is_a_failed_call_with_its_cause(shop):
     def down(messages):
         raise ConnectionError("the provider is down for maintenance")

@@ -154,6 +154,7 @@ def test_a_live_run_lights_its_nodes_and_ends_in_its_run_page(page, viewer, tmp_
     screenshot(page, "stats", tmp_path)
 
 
+@pytest.mark.slow
 def test_security_headers_ids_only_and_a_token_beyond_loopback(viewer, tmp_path):
     base, folder, ids = viewer
     page = httpx.get(base + "/")
@@ -235,6 +236,7 @@ def test_a_run_without_an_answer_says_why_on_its_span():
     assert failure_kind(result([{"sql": "x", "status": "empty"}])) == "empty"
 
 
+@pytest.mark.slow
 def test_without_a_model_the_viewer_still_shows_the_runs_and_says_what_asking_needs(tmp_path):
     port = free_port()
     base = f"http://127.0.0.1:{port}"

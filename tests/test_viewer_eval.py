@@ -382,6 +382,7 @@ def test_markup_in_an_evaluation_stays_text(page, workbench):
     page.locator("#questions [data-side='gold'] .error").wait_for()  # its database is not here, and it says so
 
 
+@pytest.mark.slow
 def test_evaluation_pages_are_addressed_by_name_only_and_keep_the_policy(workbench):
     base = workbench["base"]
     csp = httpx.get(base + "/").headers["content-security-policy"]
