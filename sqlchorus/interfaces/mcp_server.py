@@ -33,7 +33,7 @@ from sqlchorus.config.errors import SqlchorusError, UnknownTableError
 from sqlchorus.interfaces.http_guard import Guard
 from sqlchorus.runs.databases import EXECUTE_ROWS
 from sqlchorus.runs.integrations import TOOL_ROWS
-from sqlchorus.runs.service import RunService, ServiceError
+from sqlchorus.runs.service import RunService, ServiceError, TaughtEntry
 from sqlchorus.tools.json_values import json_value
 from sqlchorus.tools.schema import DatabaseSchema
 from sqlchorus.tools.schema_search import search
@@ -71,23 +71,8 @@ class ValidateOutput(BaseModel):
     error: dict[str, str] | None = Field(None, description="{code, message} when the query would not run.")
 
 
-class TaughtOutput(BaseModel):
-    id: str = Field(description="The entry's id.")
-    kind: Literal["example", "term"]
-    database: str = Field(description="The database's id.")
-    question: str | None = Field(None, description="An example's question.")
-    hint: str | None = Field(None, description="An example's hint.")
-    term: str | None = Field(None, description="A glossary entry's term.")
-    meaning: str | None = Field(None, description="A glossary entry's meaning.")
-    sql: str = Field(description="An example's SQL, or a term's SQL condition (empty when it has none).")
-    author: str
-    created: str = Field(description="When it was taught (ISO 8601, UTC).")
-    run_id: str | None = Field(None, description="The run it was taught from, if any.")
-    source: str = Field(description="Where it was taught (mcp, rest, toolkit, cli, debug, ui).")
-
-
 class ExamplesOutput(BaseModel):
-    examples: list[TaughtOutput] = Field(default_factory=list, description="Oldest first.")
+    examples: list[TaughtEntry] = Field(default_factory=list, description="Oldest first.")
 
 
 def _failed(output: BaseModel, code: str, message: str) -> CallToolResult:
@@ -199,7 +184,7 @@ def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
 
     @server.tool(annotations=TEACHES, structured_output=True)
     async def teach(ctx: Context, database: str | None = None, question: str = "", sql: str = "", hint: str = "",
-                    term: str = "", meaning: str = "", run_id: str | None = None) -> TaughtOutput:
+                    term: str = "", meaning: str = "", run_id: str | None = None) -> TaughtEntry:
         """Keep what the user has confirmed about a database, so that later answers follow it:
         a `question` with the `sql` that answers it (and a `hint` it needs), or a glossary `term`
         with its `meaning` and/or a SQL condition `sql` (`status = 'A'`). Call it only after the
@@ -216,7 +201,7 @@ def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
                                                         author=_client(ctx), run_id=run_id, source="mcp"))
         except SqlchorusError as e:
             return _refused(e.kind, service.public_message(e))
-        return TaughtOutput(**entry)
+        return TaughtEntry(**entry)
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
     async def list_examples(database: str | None = None,
@@ -227,7 +212,7 @@ def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
             entries = await asyncio.to_thread(service.teaching.entries, database, kind)
         except SqlchorusError as e:
             return _refused(e.kind, service.public_message(e))
-        return ExamplesOutput(examples=[TaughtOutput(**entry) for entry in entries])
+        return ExamplesOutput(examples=[TaughtEntry(**entry) for entry in entries])
 
     @server.resource("sqlchorus://databases/{database}/schema", mime_type="text/plain",
                      description="A database's schema: tables, columns, keys and sample values.")

@@ -50,6 +50,7 @@ from sqlchorus.runs.service import (
     LiveRun,
     RunService,
     ServiceError,
+    TaughtEntry,
     model_failure,
 )
 from sqlchorus.runs.teach import MAX_SQL_CHARS, MAX_TERM_CHARS
@@ -156,23 +157,6 @@ class RunCorrected(_Feedback):
                                  f"{MAX_SQL_CHARS:,} characters at most.",
                      json_schema_extra=FILLED)
     correct: Literal[False] = Field(False, description="May say that the run's answer was wrong.")
-
-
-class TaughtEntry(BaseModel):
-    """A taught example (`question`, `sql`, `hint`) or glossary entry (`term`, `meaning`, `sql`)."""
-
-    id: str = Field(description="Its id: one question (or term) on one database has one id.")
-    kind: Literal["example", "term"]
-    database: str = Field(description="The database's id.")
-    question: str | None = Field(None, description="An example's question.")
-    hint: str | None = Field(None, description="An example's hint.")
-    term: str | None = Field(None, description="A glossary entry's term.")
-    meaning: str | None = Field(None, description="A glossary entry's meaning, in words.")
-    sql: str = Field(description="An example's SQL; a glossary entry's SQL condition (empty when it has none).")
-    author: str = Field(description="Who verified it.")
-    created: str = Field(description="When it was taught (ISO 8601, UTC).")
-    run_id: str | None = Field(None, description="The run it was taught from, if any.")
-    source: str = Field(description="Where it was taught: `rest`, `mcp`, `toolkit`, `cli`, `debug` or `ui`.")
 
 
 class TaughtEntries(BaseModel):

@@ -33,10 +33,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
 from opentelemetry import context as otel_context
+from pydantic import BaseModel, Field
 
 from sqlchorus.config.errors import (
     NoCheckpointsError,
@@ -440,6 +441,24 @@ def public_entry(entry: dict[str, Any], database: str) -> dict[str, Any]:
     the id it is served under, never by its file or URL on the server."""
     line = {k: v for k, v in exported(entry).items() if k not in ("id", "db")}
     return {"id": entry["id"], "kind": entry["kind"], "database": database, **line}
+
+
+class TaughtEntry(BaseModel):
+    """A taught example (`question`, `sql`, `hint`) or glossary entry (`term`, `meaning`, `sql`), as
+    the REST API and the MCP server both give it."""
+
+    id: str = Field(description="Its id: one question (or term) on one database has one id.")
+    kind: Literal["example", "term"]
+    database: str = Field(description="The database's id.")
+    question: str | None = Field(None, description="An example's question.")
+    hint: str | None = Field(None, description="An example's hint.")
+    term: str | None = Field(None, description="A glossary entry's term.")
+    meaning: str | None = Field(None, description="A glossary entry's meaning, in words.")
+    sql: str = Field(description="An example's SQL; a glossary entry's SQL condition (empty when it has none).")
+    author: str = Field(description="Who verified it.")
+    created: str = Field(description="When it was taught (ISO 8601, UTC).")
+    run_id: str | None = Field(None, description="The run it was taught from, if any.")
+    source: str = Field(description="Where it was taught: `rest`, `mcp`, `toolkit`, `cli`, `debug` or `ui`.")
 
 
 class Teaching:

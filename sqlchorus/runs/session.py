@@ -164,7 +164,11 @@ class Session:
         Raises:
             CheckpointFileError: the file cannot be used (locked, not SQLite, no permission).
         """
-        path = (settings or self.settings).checkpoint_file
+        return self._store((settings or self.settings).checkpoint_file)
+
+    def _store(self, path: str | None) -> RunRecords | None:
+        """The run store at ``path``, opened once and shared by whatever names it (checkpoints,
+        taught examples); None for none."""
         if path is None:
             return None
         with self._lock:
@@ -179,13 +183,7 @@ class Session:
         Raises:
             CheckpointFileError: the store cannot be used.
         """
-        path = (settings or self.settings).examples_file
-        if path is None:
-            return None
-        with self._lock:
-            if path not in self._checkpoints:
-                self._checkpoints[path] = open_checkpoints(path)
-            return self._checkpoints[path]
+        return self._store((settings or self.settings).examples_file)
 
     def taught(self, db: Database, settings: Settings | None = None) -> Taught | None:
         """The taught examples and glossary of ``db`` in the examples store, indexed once per
