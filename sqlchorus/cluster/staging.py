@@ -131,8 +131,10 @@ def merge_checkpoints(source: bytes, target: str | os.PathLike[str], *, db_paths
                 for remote, local in db_paths.items():
                     if remote != local and "sqlchorus_runs" in schema:
                         con.execute("UPDATE main.sqlchorus_runs SET db_path = ? WHERE db_path = ?", (local, remote))
-                for index_sql, in con.execute(
-                        "SELECT sql FROM run.sqlite_master WHERE type = 'index' AND sql IS NOT NULL").fetchall():
+                for index_sql, table in con.execute(
+                        "SELECT sql, tbl_name FROM run.sqlite_master WHERE type = 'index' AND sql IS NOT NULL").fetchall():
+                    if table not in RUN_TABLES:
+                        continue  # a run's store holds more than its run (taught examples): only the run comes back
                     con.execute(index_sql.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1)
                                 .replace("CREATE UNIQUE INDEX", "CREATE UNIQUE INDEX IF NOT EXISTS", 1))
             con.execute("DETACH DATABASE run")
