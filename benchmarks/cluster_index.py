@@ -34,8 +34,8 @@ from typing import Any
 
 from sqlchorus.cluster.connect import cluster
 from sqlchorus.cluster.index_build import cluster_parts
-from sqlchorus.tools.database import GuardedDatabase
-from sqlchorus.tools.value_index import DEFAULT_MAX_VALUES, ValueIndex
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
+from sqlchorus.tools.values import DEFAULT_MAX_VALUES, ValueIndex
 
 VALUES_PER_COLUMN = DEFAULT_MAX_VALUES
 COLUMNS_PER_TABLE = 5

@@ -1,7 +1,7 @@
 """Gold columns that survive schema-link parsing and every schema view, over BIRD dev.
 
 For each of BIRD dev's 1,534 gold queries, the gold columns are sqlglot's columns of the query,
-resolved against the database's schema (:func:`sqlchorus.tools.fewshot.sql_links`, built from
+resolved against the database's schema (:func:`sqlchorus.tools.examples.fewshot.sql_links`, built from
 ``dev_tables.json``; no database is needed). A linking model that names exactly those columns
 writes them in DIN-SQL's ``Schema_links: [...]`` list; models write a name with spaces, brackets or
 dashes bare (``frpm.Free Meal Count (K-12)``, as DIN-SQL's examples and the scripted oracle do)
@@ -9,16 +9,16 @@ or quoted in backticks, double quotes or brackets, so each query is written in a
 
 A query counts when every gold column survives, for every way of writing it:
 
-* ``extraction``: :func:`~sqlchorus.tools.parsing.extract_schema_links`, then
-  :func:`~sqlchorus.tools.views.resolve_links`, as ``link_schema`` reads a linking answer;
+* ``extraction``: :func:`~sqlchorus.tools.models.parsing.extract_schema_links`, then
+  :func:`~sqlchorus.tools.schema.views.resolve_links`, as ``link_schema`` reads a linking answer;
 * ``columns_view`` / ``tables_view``: the ``columns`` and ``tables`` levels of
-  :func:`~sqlchorus.tools.views.render_view` (read back from its JSON format), which the
+  :func:`~sqlchorus.tools.schema.views.render_view` (read back from its JSON format), which the
   generators, the fixer and generate_synthetic's examples over the linked columns see;
 * ``narrowing``: the linked columns ranked first by
-  :func:`~sqlchorus.tools.schema_narrow.rank_columns` and kept by
-  :func:`~sqlchorus.tools.schema_narrow.subset`, as a narrowed view keeps them;
+  :func:`~sqlchorus.tools.schema.narrow.rank_columns` and kept by
+  :func:`~sqlchorus.tools.schema.narrow.subset`, as a narrowed view keeps them;
 * ``links_text``: the links written as DIN-SQL's ``Schema_links`` by
-  :func:`~sqlchorus.tools.schema_links.schema_links_text` (what DIN-SQL's generator is shown when
+  :func:`~sqlchorus.tools.schema.links.schema_links_text` (what DIN-SQL's generator is shown when
   no model wrote its own list) and read again.
 
 Prints ONE JSON line: ``queries``, ``queries_with_quoted_columns`` (a gold column that is not a
@@ -29,9 +29,9 @@ names (``all_survive_by_style``).
     python benchmarks/column_parsing.py [--parsing FILE]
 
 ``--parsing FILE`` reads schema links with the ``extract_schema_links`` of another copy of
-``sqlchorus/tools/parsing.py``, for example the committed one::
+``sqlchorus/tools/models/parsing.py``, for example the committed one::
 
-    git show HEAD:tools/parsing.py > /tmp/parsing_head.py
+    git show HEAD:tools/models/parsing.py > /tmp/parsing_head.py
     python benchmarks/column_parsing.py --parsing /tmp/parsing_head.py
 """
 
@@ -47,13 +47,14 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from sqlchorus.tools.database import GuardedDatabase
-from sqlchorus.tools.fewshot import sql_links
-from sqlchorus.tools.parsing import extract_schema_links
-from sqlchorus.tools.schema import DatabaseSchema, introspect, schema_only_database
-from sqlchorus.tools.schema_links import schema_links_text
-from sqlchorus.tools.schema_narrow import rank_columns, subset
-from sqlchorus.tools.views import render_view, resolve_links
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
+from sqlchorus.tools.examples.fewshot import sql_links
+from sqlchorus.tools.models.parsing import extract_schema_links
+from sqlchorus.tools.engines.catalog import DatabaseSchema
+from sqlchorus.tools.schema.introspect import introspect, schema_only_database
+from sqlchorus.tools.schema.links import schema_links_text
+from sqlchorus.tools.schema.narrow import rank_columns, subset
+from sqlchorus.tools.schema.views import render_view, resolve_links
 
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _WORDS_AND_SPACES = re.compile(r"[\w ]+\Z")
@@ -132,7 +133,7 @@ def schemas(bird: Path, folder: Path) -> dict[str, DatabaseSchema]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--parsing", help="a copy of sqlchorus/tools/parsing.py to read schema links with")
+    parser.add_argument("--parsing", help="a copy of sqlchorus/tools/models/parsing.py to read schema links with")
     args = parser.parse_args()
     extract = load_extract(args.parsing)
     bird = data_dir() / "bird"
@@ -179,7 +180,7 @@ def main() -> None:
         "all_survive": complete,
         **{f"{stage}_survive": n for stage, n in counts.items()},
         "all_survive_by_style": by_style,
-        "parsing": args.parsing or "sqlchorus.tools.parsing",
+        "parsing": args.parsing or "sqlchorus.tools.models.parsing",
     }))
 
 

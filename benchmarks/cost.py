@@ -14,7 +14,7 @@ with every fixer round and every pairwise comparison).
 
     python benchmarks/cost.py [--preset fast|balanced|full|paper|tiny ...] [--limit 100]
 
-The count is :func:`sqlchorus.tools.tokens.tiktoken_counter`'s: without a network, the
+The count is :func:`sqlchorus.tools.models.tokens.tiktoken_counter`'s: without a network, the
 ``o200k_base`` file shipped in the ``bpe-openai`` package seeds tiktoken's cache.
 """
 
@@ -34,7 +34,7 @@ from sqlchorus.config.presets import PRESET_NAMES
 from sqlchorus.config.settings import Settings
 from sqlchorus.graph.expected_calls import expected_calls
 from sqlchorus.testing import ScriptedChatModel, oracle_model
-from sqlchorus.tools.tokens import tiktoken_counter
+from sqlchorus.tools.models.tokens import tiktoken_counter
 
 ENCODING = "o200k_base"
 

@@ -5,7 +5,7 @@ by sqlglot from SQLite's dialect, on each engine given, against the databases th
 ``scripts/load_spider_engines.py`` loaded. Results are normalised (:func:`normalise_rows`) and
 compared with the Spider comparator (bag semantics, order when the gold has ``order by``).
 
-Transpiling is :func:`sqlchorus.tools.transpile.transpile` with the database's names, whose
+Transpiling is :func:`sqlchorus.tools.sql.transpile.transpile` with the database's names, whose
 rewrites make SQLite's name resolution and comparison rules explicit (``--raw`` turns them off,
 to measure sqlglot alone).
 
@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from sqlchorus.evaluation.datasets import load_dataset
-from sqlchorus.tools.compare import normalise_rows, spider_order_matters, spider_result_eq
-from sqlchorus.tools.transpile import Names, sqlite_names, transpile
+from sqlchorus.tools.sql.compare import normalise_rows, spider_order_matters, spider_result_eq
+from sqlchorus.tools.sql.transpile import Names, sqlite_names, transpile
 
 ENGINES = ("postgres", "duckdb", "mysql")
 DIALECT = {"postgres": "postgres", "duckdb": "duckdb", "mysql": "mysql"}
@@ -102,8 +102,8 @@ class Engines:
             elif engine == "mysql":
                 import pymysql
 
-                from sqlchorus.tools.engines import database_url
-                from sqlchorus.tools.mysql_database import connection_parameters
+                from sqlchorus.tools.engines.opening import database_url
+                from sqlchorus.tools.engines.mysql import connection_parameters
 
                 conn = pymysql.connect(**connection_parameters(database_url(self.mysql_url, db)),
                                        autocommit=True, charset="utf8mb4")

@@ -4,7 +4,7 @@ engine takes to build a value index, and how each engine's guard ends its attack
 1. Statements. Every Spider dev gold query whose SQLite database is present (the others are
    counted as ``questions_without_database``) runs on each engine, on the same queries: on
    SQLite as written, on PostgreSQL, DuckDB and MySQL transpiled by
-   :func:`sqlchorus.tools.transpile.transpile` with the database's names. Each runs twice per
+   :func:`sqlchorus.tools.sql.transpile.transpile` with the database's names. Each runs twice per
    engine: through the guard (``GuardedDatabase`` / ``PostgresDatabase`` / ``DuckDatabase`` /
    ``MySQLDatabase`` ``.execute``, a 10 s budget) and raw (a plain ``sqlite3`` read-only
    connection, a plain psycopg connection in autocommit, a plain ``duckdb.connect(path,
@@ -67,8 +67,8 @@ from pathlib import Path
 from typing import Any
 
 from sqlchorus.evaluation.datasets import load_dataset
-from sqlchorus.tools.database import DEFAULT_MAX_ROWS, GuardedDatabase, SqlError
-from sqlchorus.tools.transpile import sqlite_names, transpile
+from sqlchorus.tools.engines.sqlite import DEFAULT_MAX_ROWS, GuardedDatabase, SqlError
+from sqlchorus.tools.sql.transpile import sqlite_names, transpile
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -111,7 +111,7 @@ class Targets:
         self.mysql_url = mysql_url
 
     def my_url(self, db_id: str) -> str:
-        from sqlchorus.tools.engines import database_url
+        from sqlchorus.tools.engines.opening import database_url
 
         return database_url(self.mysql_url, db_id)
 
@@ -133,18 +133,18 @@ class Targets:
         if engine == "sqlite":
             return GuardedDatabase(sqlite_path, **options)
         if engine == "postgres":
-            from sqlchorus.tools.postgres_database import PostgresDatabase
+            from sqlchorus.tools.engines.postgres import PostgresDatabase
 
             # The server this benchmark starts is reached as its superuser: let open, as an
             # administrator may (the guard's reads are the same under any role).
             options.setdefault("allow_writable_role", True)
             return PostgresDatabase(self.pg_url(db_id), **options)
         if engine == "mysql":
-            from sqlchorus.tools.mysql_database import MySQLDatabase
+            from sqlchorus.tools.engines.mysql import MySQLDatabase
 
             options.setdefault("allow_writable_role", True)  # as for PostgreSQL's administrator
             return MySQLDatabase(self.my_url(db_id), **options)
-        from sqlchorus.tools.duckdb_database import DuckDatabase
+        from sqlchorus.tools.engines.duckdb import DuckDatabase
 
         return DuckDatabase(self.duck_path(db_id), **options)
 
@@ -160,7 +160,7 @@ class Targets:
         if engine == "mysql":
             import pymysql
 
-            from sqlchorus.tools.mysql_database import connection_parameters
+            from sqlchorus.tools.engines.mysql import connection_parameters
 
             return pymysql.connect(**connection_parameters(self.my_url(db_id)), autocommit=True, charset="utf8mb4")
         import duckdb
@@ -335,7 +335,7 @@ def total_rows(path: Path) -> int:
 
 
 def index_costs(targets: Targets, by_db: dict[str, tuple[Path, list[tuple[int, str]]]]) -> dict:
-    from sqlchorus.tools.value_index import DEFAULT_MAX_VALUES, ValueIndex
+    from sqlchorus.tools.values import DEFAULT_MAX_VALUES, ValueIndex
 
     rows = {db_id: total_rows(path) for db_id, (path, _) in by_db.items()}
     largest = max(rows, key=rows.get)
@@ -391,7 +391,7 @@ def postgres_corpus(targets: Targets, source: Path) -> dict:
     import psycopg
     from test_postgres_guard import prepare_concert
 
-    from sqlchorus.tools.postgres_database import PostgresDatabase
+    from sqlchorus.tools.engines.postgres import PostgresDatabase
 
     suffix = secrets.token_hex(4)
     dbname, role, password = f"engine_guard_corpus_{suffix}", f"engine_guard_reader_{suffix}", secrets.token_hex(16)
@@ -417,7 +417,7 @@ def duckdb_corpus(source: Path) -> dict:
     """The DuckDB corpus on concert_singer as tests/test_duckdb_guard.py builds it."""
     from test_duckdb_guard import build_duckdb
 
-    from sqlchorus.tools.duckdb_database import DuckDatabase
+    from sqlchorus.tools.engines.duckdb import DuckDatabase
 
     with tempfile.TemporaryDirectory(prefix="engine-guard-corpus-") as folder:
         db = build_duckdb(source, Path(folder) / "concert_singer.duckdb")
@@ -463,8 +463,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-index", action="store_true", help="do not time the value index")
     args = parser.parse_args(argv)
     # The guard warns once per database that a superuser could write; expected here.
-    logging.getLogger("sqlchorus.tools.postgres_database").setLevel(logging.ERROR)
-    logging.getLogger("sqlchorus.tools.mysql_database").setLevel(logging.ERROR)
+    logging.getLogger("sqlchorus.tools.engines.postgres").setLevel(logging.ERROR)
+    logging.getLogger("sqlchorus.tools.engines.mysql").setLevel(logging.ERROR)
     logging.getLogger("sqlglot").setLevel(logging.ERROR)  # the corpus's non-queries parse as commands
     start = time.perf_counter()
     by_db: dict[str, tuple[Path, list[tuple[int, str]]]] = {}

@@ -34,7 +34,7 @@ import sqlchorus.runs.session  # noqa: F401  imported before timing: the figures
 from sqlchorus.config.settings import Settings
 from sqlchorus.evaluation.runs import open_dataset, run_eval, subset
 from sqlchorus.testing import oracle_model
-from sqlchorus.tools.database import GuardedDatabase
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
 
 
 def empty_gold(example) -> bool | None:

@@ -2,10 +2,10 @@
 
 For every Spider dev and BIRD dev question (the questions only: their SQL is used solely to
 score, never shown), the top example N-rep would get from the former 13-example file (token-set
-ratio, its old retrieval) and from the pool (:func:`sqlchorus.tools.fewshot.most_similar`,
+ratio, its old retrieval) and from the pool (:func:`sqlchorus.tools.examples.fewshot.most_similar`,
 lexical). Reported per dataset: the share of questions whose top example's SQL has the same
 Spider hardness as the question's gold SQL, the mean Jaccard overlap of their skeleton features
-(:func:`~sqlchorus.tools.fewshot.sql_features`), and the mean share of the question's content
+(:func:`~sqlchorus.tools.examples.fewshot.sql_features`), and the mean share of the question's content
 words the top example's question has. One JSON line::
 
     SQLCHORUS_DATA=../shared/data .venv/bin/python benchmarks/fewshot_similarity.py
@@ -21,8 +21,8 @@ from pathlib import Path
 
 from rapidfuzz import fuzz, utils
 
-from sqlchorus.tools import fewshot
-from sqlchorus.tools.hardness import spider_hardness
+from sqlchorus.tools.examples import fewshot
+from sqlchorus.tools.sql.hardness import spider_hardness
 
 ROOT = Path(__file__).resolve().parent.parent
 BEFORE_COMMIT = "c7551d7"  # the last commit that shipped prompts/nrep_generate_examples.json

@@ -24,8 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-from sqlchorus.tools.database import GuardedDatabase, SqlError, check_single_query
-from sqlchorus.tools.sqlite_guard import GuardState, open_guarded, run
+from sqlchorus.tools.engines.sqlite import GuardedDatabase, SqlError, check_single_query
+from sqlchorus.tools.engines.sqlite_guard import GuardState, open_guarded, run
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))

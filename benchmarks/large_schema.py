@@ -62,12 +62,12 @@ from sqlchorus.config.settings import Settings
 from sqlchorus.core.budget import NAMES, PROMPT_RESERVE, schema_budget, schema_view
 from sqlchorus.core.dependencies import DatabaseResources, Dependencies
 from sqlchorus.testing import ScriptedChatModel, oracle_model
-from sqlchorus.tools.database import GuardedDatabase
-from sqlchorus.tools.fewshot import sql_links
-from sqlchorus.tools.schema import introspect, schema_only_ddl
-from sqlchorus.tools.schema_narrow import EVIDENCE, named_in, spelled_out
-from sqlchorus.tools.schema_rank import words_of
-from sqlchorus.tools.tokens import APPROXIMATE, tiktoken_counter
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
+from sqlchorus.tools.examples.fewshot import sql_links
+from sqlchorus.tools.schema.introspect import introspect, schema_only_ddl
+from sqlchorus.tools.schema.narrow import EVIDENCE, named_in, spelled_out
+from sqlchorus.tools.schema.rank import words_of
+from sqlchorus.tools.models.tokens import APPROXIMATE, tiktoken_counter
 
 PRESETS = ("fast", "balanced", "full", "tiny")
 

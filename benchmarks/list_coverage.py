@@ -7,7 +7,7 @@ Measures the three rates of the LIST paper (appendix B.2) and prints them as one
 * sub-query pass rate (SQPR): share of all steps that execute without error.
 
 BIRD's databases are not shipped, so each BIRD database is rebuilt empty from
-``dev_tables.json`` (:func:`sqlchorus.tools.schema.schema_only_database`) in a temporary folder:
+``dev_tables.json`` (:func:`sqlchorus.tools.schema.introspect.schema_only_database`) in a temporary folder:
 the steps then run against the real schema, which is what "executes without error" needs. Spider
 uses its real databases; ``wta_1`` has no database file and its queries are skipped and counted.
 On Spider the last step's rows are also compared with the gold query's rows.
@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlchorus.tools.database import GuardedDatabase, SqlError
-from sqlchorus.tools.list_decompose import decompose, execute_steps
-from sqlchorus.tools.schema import schema_only_database
+from sqlchorus.tools.engines.sqlite import GuardedDatabase, SqlError
+from sqlchorus.tools.steps.decompose import decompose, execute_steps
+from sqlchorus.tools.schema.introspect import schema_only_database
 
 REPO = Path(__file__).resolve().parent.parent
 SPIDER_MISSING = {"wta_1"}

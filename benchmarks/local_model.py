@@ -102,8 +102,8 @@ def run_accuracy(
     from sqlchorus.core.models import resolve_model
     from sqlchorus.evaluation.datasets import Dataset
     from sqlchorus.evaluation.scoring import score_predictions
-    from sqlchorus.tools.compare import spider_order_matters, spider_result_eq
-    from sqlchorus.tools.database import GuardedDatabase, SqlError
+    from sqlchorus.tools.sql.compare import spider_order_matters, spider_result_eq
+    from sqlchorus.tools.engines.sqlite import GuardedDatabase, SqlError
 
     model = resolve_model("local:smollm2", max_tokens=max_tokens)
     if threads:
@@ -162,8 +162,8 @@ def run_demo_suite(threads: int | None, model_timeout_s: float) -> dict[str, Any
     import sqlchorus
     from sqlchorus.config.settings import Settings
     from sqlchorus.runs.demo import demo_db_path, load_demo_questions
-    from sqlchorus.tools.compare import spider_order_matters, spider_result_eq
-    from sqlchorus.tools.database import GuardedDatabase, SqlError
+    from sqlchorus.tools.sql.compare import spider_order_matters, spider_result_eq
+    from sqlchorus.tools.engines.sqlite import GuardedDatabase, SqlError
 
     questions = load_demo_questions()
     settings = Settings(preset="tiny", model="local:smollm2", cache=False, trace_dir=None,

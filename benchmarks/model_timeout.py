@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlchorus.core.trace_file import SpanNode, load_spans
-from sqlchorus.tools import attributes as attrs
+from sqlchorus.tools.tracing import attributes as attrs
 
 BURN_LIMIT_S = 3600.0  # a burner that outlives its benchmark stops by itself
 

@@ -9,12 +9,12 @@ into which Spider's concert_singer is loaded as ``tests/test_postgres_guard.py``
 ``temp_file_limit``); the server is stopped and removed at the end.
 
 1. Added time per statement (``timing``). The Spider dev gold queries on concert_singer,
-   transpiled to PostgreSQL (:func:`sqlchorus.tools.transpile.transpile`, with the names as the
+   transpiled to PostgreSQL (:func:`sqlchorus.tools.sql.transpile.transpile`, with the names as the
    loaded database spells them), run three ways as the read-only role, one connection each:
    ``raw``, plain psycopg in a ``BEGIN READ ONLY`` transaction fetching at most the guard's row
-   cap (the baseline); ``old``, the guard before the rebuild (``tools/postgres_database.py`` of
+   cap (the baseline); ``old``, the guard before the rebuild (``tools/engines/postgres.py`` of
    ``--old-rev``, sqlglot's check only, loaded as a module of its own); ``new``, today's
-   :class:`~sqlchorus.tools.postgres_database.PostgresDatabase` (libpg_query's check, the
+   :class:`~sqlchorus.tools.engines.postgres.PostgresDatabase` (libpg_query's check, the
    server's plan checked, ``DISCARD ALL`` after each statement). A query that any way refuses
    or fails in the warm-up round is left out and listed. Then ``--rounds`` rounds: in each, every
    query runs raw, then old and new, in an order that alternates from round to round. Reported:
@@ -62,10 +62,10 @@ from types import ModuleType
 from typing import Any
 
 from sqlchorus.evaluation.datasets import load_dataset
-from sqlchorus.tools.database import DEFAULT_MAX_ROWS
-from sqlchorus.tools.postgres_database import EXPLAIN, PostgresDatabase
-from sqlchorus.tools.sql_errors import SqlError
-from sqlchorus.tools.transpile import names_of, transpile
+from sqlchorus.tools.engines.sqlite import DEFAULT_MAX_ROWS
+from sqlchorus.tools.engines.postgres import EXPLAIN, PostgresDatabase
+from sqlchorus.tools.sql.errors import SqlError
+from sqlchorus.tools.sql.transpile import names_of, transpile
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -116,9 +116,9 @@ class Concert:
 
 
 def old_guard(rev: str) -> ModuleType:
-    """``tools/postgres_database.py`` as it was at ``rev``, imported beside today's (it imports
+    """``tools/engines/postgres.py`` as it was at ``rev``, imported beside today's (it imports
     today's versions of the modules it uses)."""
-    text = subprocess.run(["git", "show", f"{rev}:tools/postgres_database.py"], cwd=ROOT, check=True,
+    text = subprocess.run(["git", "show", f"{rev}:tools/engines/postgres.py"], cwd=ROOT, check=True,
                           capture_output=True, text=True).stdout
     name = f"postgres_database_{rev}"
     with tempfile.TemporaryDirectory(prefix="postgres-guard-old-") as folder:
@@ -363,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--rounds must be at least 1")
     only = "timing" if args.skip_corpus else args.only
     # The superuser's run is warned of what the role could do; expected here.
-    logging.getLogger("sqlchorus.tools.postgres_database").setLevel(logging.ERROR)
+    logging.getLogger("sqlchorus.tools.engines.postgres").setLevel(logging.ERROR)
     logging.getLogger(f"postgres_database_{args.old_rev}").setLevel(logging.ERROR)
     logging.getLogger("sqlglot").setLevel(logging.ERROR)  # the corpus's non-queries parse as commands
     start = time.perf_counter()

@@ -40,7 +40,7 @@ from sqlchorus.evaluation.scoring import (
     score_predictions,
     write_predictions,
 )
-from sqlchorus.tools.schema import schema_only_database
+from sqlchorus.tools.schema.introspect import schema_only_database
 
 
 def _top_selects(tree: exp.Expression) -> list[exp.Select]:

@@ -54,7 +54,7 @@ from scoring import perturb_breakage  # noqa: E402
 
 from sqlchorus.evaluation.datasets import data_dir  # noqa: E402
 from sqlchorus.evaluation.scoring import write_spider_predictions  # noqa: E402
-from sqlchorus.tools.schema import schema_only_database  # noqa: E402
+from sqlchorus.tools.schema.introspect import schema_only_database  # noqa: E402
 
 RECORDER = r"""
 import json, runpy, sys

@@ -10,7 +10,7 @@ the benchmark's official semantics):
 
 * ``majority``: plain majority voting over execution results: among the candidates that ran, the
   most common result wins, ties going to the earlier system. Results are compared as selection
-  compares them (:func:`sqlchorus.tools.results.fingerprint`: rows as a bag, column order kept),
+  compares them (:func:`sqlchorus.tools.candidates.results.fingerprint`: rows as a bag, column order kept),
   so the two differ in their rules only, not in what counts as the same result.
 * ``selection``: what ``sqlchorus select`` does without a selection model over a file of these
   questions (:func:`sqlchorus.runs.standalone_selection.select` with no model, each system
@@ -91,8 +91,9 @@ from sqlchorus.runs.standalone_selection import (
     key_columns,
     select,
 )
-from sqlchorus.tools.database import GuardedDatabase
-from sqlchorus.tools.schema import DatabaseSchema, introspect
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
+from sqlchorus.tools.engines.catalog import DatabaseSchema
+from sqlchorus.tools.schema.introspect import introspect
 
 
 def majority_vote(checked: Sequence[dict[str, Any]]) -> int | None:

@@ -36,7 +36,7 @@ import threading
 import time
 from pathlib import Path
 
-from sqlchorus.tools.database import DEFAULT_WORKERS, GuardedDatabase
+from sqlchorus.tools.engines.sqlite import DEFAULT_WORKERS, GuardedDatabase
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,11 +1,11 @@
 """What taught examples add on Spider dev, without a model: retrieval, its time, and an EX bound.
 
 For each Spider dev database, the first half of its questions (dev.json order; ``n // 2`` of
-``n``) are taught with their gold SQL (one :class:`~sqlchorus.tools.taught.TaughtIndex` per
+``n``) are taught with their gold SQL (one :class:`~sqlchorus.tools.examples.taught.TaughtIndex` per
 database) and the other half are asked. Measured:
 
 * **Skeleton recall.** The share of asked questions whose top-``k`` (3) retrieved taught examples
-  include one whose :func:`~sqlchorus.tools.taught.sql_skeleton` equals the gold SQL's, against
+  include one whose :func:`~sqlchorus.tools.examples.taught.sql_skeleton` equals the gold SQL's, against
   the shipped few-shot pool alone (top-``k`` of ``fewshot.Retriever(fewshot.pool())``, the same
   test); the same at top-1; the gain; the share where either top-``k`` has one (taught
   examples shown ahead of the pool's, as prompts show them); and the share whose gold skeleton
@@ -56,8 +56,8 @@ import numpy as np
 
 from sqlchorus.evaluation.datasets import Dataset, Example, data_dir
 from sqlchorus.evaluation.scoring import score_predictions
-from sqlchorus.tools import fewshot
-from sqlchorus.tools.taught import TaughtIndex, sql_skeleton
+from sqlchorus.tools.examples import fewshot
+from sqlchorus.tools.examples.taught import TaughtIndex, sql_skeleton
 
 SIZES = (100, 10_000, 100_000)
 GOAL_SIZE = 10_000

@@ -41,11 +41,11 @@ from pathlib import Path
 import sqlglot
 from sqlglot import exp
 
-from sqlchorus.tools import sql_text
-from sqlchorus.tools import value_index as vi
-from sqlchorus.tools.database import GuardedDatabase
-from sqlchorus.tools.value_index import lookup
-from sqlchorus.tools.value_index.reading import _column_pages, _quote, _text_columns
+from sqlchorus.tools.sql import text as sql_text
+from sqlchorus.tools import values as vi
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
+from sqlchorus.tools.values import lookup
+from sqlchorus.tools.values.reading import _column_pages, _quote, _text_columns
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("SQLCHORUS_DATA", REPO.parent / "shared" / "data")).resolve()

@@ -13,7 +13,7 @@ from typing import Any
 from sqlchorus.config.presets import preset
 from sqlchorus.config.settings import Settings
 from sqlchorus.graph.generators import GENERATORS, LiveView, enabled
-from sqlchorus.tools.selection import tournament, tournament_calls
+from sqlchorus.tools.candidates.selection import tournament, tournament_calls
 
 FIXED_CALLS: dict[str, int] = {"extract_keywords": 1, "link_schema": 1}
 """Nodes before the generators: one call each (none when the settings take keywords from the

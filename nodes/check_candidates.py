@@ -12,7 +12,7 @@ from sqlchorus.core.candidates import updated
 from sqlchorus.core.context import Context
 from sqlchorus.core.state import SqlchorusState
 from sqlchorus.core.updates import CheckUpdate
-from sqlchorus.tools.results import check_sql
+from sqlchorus.tools.candidates.results import check_sql
 
 NODE = "check_candidates"
 

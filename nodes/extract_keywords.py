@@ -16,8 +16,8 @@ from sqlchorus.core.context import Context
 from sqlchorus.core.llm import try_call_model
 from sqlchorus.core.state import ErrorRecord, SqlchorusState, UsageRecord
 from sqlchorus.core.updates import KeywordsUpdate
-from sqlchorus.tools import fewshot
-from sqlchorus.tools.parsing import extract_list
+from sqlchorus.tools.examples import fewshot
+from sqlchorus.tools.models.parsing import extract_list
 
 NODE = "extract_keywords"
 

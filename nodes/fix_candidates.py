@@ -37,10 +37,10 @@ from sqlchorus.core.diversity import retry_sampling
 from sqlchorus.core.llm import ModelCallError, call_model, model_error
 from sqlchorus.core.state import Candidate, ErrorRecord, SqlchorusState, UsageRecord
 from sqlchorus.core.updates import FixUpdate
-from sqlchorus.tools import fewshot
-from sqlchorus.tools.parsing import extract_sql
-from sqlchorus.tools.values import values_text
-from sqlchorus.tools.views import render_view
+from sqlchorus.tools.examples import fewshot
+from sqlchorus.tools.models.parsing import extract_sql
+from sqlchorus.tools.values.shown import values_text
+from sqlchorus.tools.schema.views import render_view
 
 NODE = "fix_candidates"
 

@@ -48,12 +48,12 @@ from sqlchorus.core.llm import try_call_model
 from sqlchorus.core.state import ErrorRecord, GeneratorInput, UsageRecord
 from sqlchorus.core.taught import with_taught
 from sqlchorus.core.updates import GeneratorUpdate
-from sqlchorus.tools import fewshot
-from sqlchorus.tools.classify import FALLBACK_CLASS
-from sqlchorus.tools.parsing import extract_sql, parse_classification
-from sqlchorus.tools.schema_links import schema_links_text
-from sqlchorus.tools.values import values_text
-from sqlchorus.tools.views import render_view
+from sqlchorus.tools.examples import fewshot
+from sqlchorus.tools.sql.classify import FALLBACK_CLASS
+from sqlchorus.tools.models.parsing import extract_sql, parse_classification
+from sqlchorus.tools.schema.links import schema_links_text
+from sqlchorus.tools.values.shown import values_text
+from sqlchorus.tools.schema.views import render_view
 
 NODE = "generate_din"
 KEY = "din"

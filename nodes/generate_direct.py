@@ -19,7 +19,7 @@ from sqlchorus.core.generator import Generator
 from sqlchorus.core.state import GeneratorInput
 from sqlchorus.core.taught import with_taught
 from sqlchorus.core.updates import GeneratorUpdate
-from sqlchorus.tools import fewshot
+from sqlchorus.tools.examples import fewshot
 
 NODE = "generate_direct"
 KEY = "direct"

@@ -4,7 +4,7 @@ One model call runs the whole of the paper's Algorithm 1: divide the question in
 with pseudo SQL (recursively), conquer each with real SQL (innermost first, each using the ones
 before it), assemble the pieces into one query, then simplify and optimise it. The query after
 the answer's ``Final Optimized SQL Query:`` heading is the candidate, not a sub-question's SQL
-written before it (:func:`~sqlchorus.tools.parsing.extract_sql`); an answer with no SQL becomes a
+written before it (:func:`~sqlchorus.tools.models.parsing.extract_sql`); an answer with no SQL becomes a
 candidate in error, so the fixer and the user can see it. Samples differ in temperature and
 schema order (:mod:`sqlchorus.core.diversity`).
 """
@@ -20,7 +20,7 @@ from sqlchorus.core.generator import Generator
 from sqlchorus.core.state import GeneratorInput
 from sqlchorus.core.taught import with_taught
 from sqlchorus.core.updates import GeneratorUpdate
-from sqlchorus.tools import fewshot
+from sqlchorus.tools.examples import fewshot
 
 NODE = "generate_divide_conquer"
 KEY = "divide_conquer"

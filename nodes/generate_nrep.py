@@ -12,7 +12,7 @@ stay within N-rep's 8-call budget.
 The node runs as one branch rather than one ``Send`` per view because parallel branches cannot
 share a linking result; the generation calls of the views still run concurrently, each a child
 span of this node. Few-shot examples are the three examples of the project's pool most similar to
-the question and hint (:func:`sqlchorus.tools.fewshot.retrieve`: by a local embedding model's
+the question and hint (:func:`sqlchorus.tools.examples.fewshot.retrieve`: by a local embedding model's
 similarity when ``Settings.value_embedder`` names one, lexically otherwise), where N-rep retrieves
 three from the train set by embeddings; no train set is available here, so the pool is the
 project's own questions over Spider's train schemas. Each is rendered in the candidate's
@@ -47,10 +47,10 @@ from sqlchorus.core.llm import ModelCallError, call_model, model_error, try_call
 from sqlchorus.core.state import Candidate, ErrorRecord, GeneratorInput, UsageRecord
 from sqlchorus.core.taught import with_taught
 from sqlchorus.core.updates import GeneratorUpdate
-from sqlchorus.tools import fewshot
-from sqlchorus.tools.parsing import extract_sql, parse_links
-from sqlchorus.tools.values import values_by_column
-from sqlchorus.tools.views import render_view, resolve_links
+from sqlchorus.tools.examples import fewshot
+from sqlchorus.tools.models.parsing import extract_sql, parse_links
+from sqlchorus.tools.values.shown import values_by_column
+from sqlchorus.tools.schema.views import render_view, resolve_links
 
 NODE = "generate_nrep"
 KEY = "nrep"

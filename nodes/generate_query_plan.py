@@ -3,7 +3,7 @@
 The model writes a query plan in plain words (tables opened, rows matched and filtered, the
 result delivered) and then the query, as a database engine would execute it. Its few-shot
 examples carry plans derived from SQLite's ``EXPLAIN QUERY PLAN`` of their gold SQL over their
-schema (:func:`sqlchorus.tools.query_plan.plan_for_schema`); :func:`derive_examples` re-derives
+schema (:func:`sqlchorus.tools.engines.query_plan.plan_for_schema`); :func:`derive_examples` re-derives
 them, and a test checks that the shipped plans are what the derivation gives. Samples differ in
 temperature and schema order as for every CHASE-SQL generator.
 """
@@ -21,8 +21,8 @@ from sqlchorus.core.generator import Generator
 from sqlchorus.core.state import GeneratorInput
 from sqlchorus.core.taught import with_taught
 from sqlchorus.core.updates import GeneratorUpdate
-from sqlchorus.tools import fewshot
-from sqlchorus.tools.query_plan import plan_for_schema
+from sqlchorus.tools.examples import fewshot
+from sqlchorus.tools.engines.query_plan import plan_for_schema
 
 NODE = "generate_query_plan"
 KEY = "query_plan"

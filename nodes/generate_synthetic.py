@@ -34,9 +34,9 @@ from sqlchorus.core.generator import Generator
 from sqlchorus.core.llm import try_call_model
 from sqlchorus.core.state import ErrorRecord, GeneratorInput, UsageRecord
 from sqlchorus.core.updates import GeneratorUpdate
-from sqlchorus.tools import fewshot
-from sqlchorus.tools.database import SqlError
-from sqlchorus.tools.parsing import parse_examples
+from sqlchorus.tools.examples import fewshot
+from sqlchorus.tools.engines.sqlite import SqlError
+from sqlchorus.tools.models.parsing import parse_examples
 
 NODE = "generate_synthetic"
 KEY = "synthetic"

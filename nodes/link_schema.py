@@ -5,11 +5,11 @@ The model names the tables and columns the question needs, and the cell values i
 generator passes on verbatim); the tables and columns read from it (``links``) drop names that
 are not in the schema. With ``Settings.linking = "lexical"`` no model is called:
 tables and columns are ranked by the question's words and retrieved values
-(:mod:`sqlchorus.tools.schema_rank`). The node also renders the schema view that the generators
+(:mod:`sqlchorus.tools.schema.rank`). The node also renders the schema view that the generators
 and the fixer see: the whole schema, or the linked part when ``settings.schema_level`` asks for
 it and linking found something.
 
-The few-shot examples are retrieved from the project's pool (:func:`sqlchorus.tools.fewshot.pool`)
+The few-shot examples are retrieved from the project's pool (:func:`sqlchorus.tools.examples.fewshot.pool`)
 by similarity to the question and hint: DIN-SQL shows ten examples from Spider's train set; here
 as many of the ten most similar as :data:`EXAMPLE_TOKENS` holds. Each example's schema is shown in
 the run's schema format, as the task's is, and its answer is written in DIN-SQL's form from its
@@ -33,11 +33,11 @@ from sqlchorus.core.context import Context
 from sqlchorus.core.llm import try_call_model
 from sqlchorus.core.state import ErrorRecord, SqlchorusState
 from sqlchorus.core.updates import LinkUpdate
-from sqlchorus.tools import fewshot
-from sqlchorus.tools.parsing import extract_schema_links, schema_links_as_written
-from sqlchorus.tools.schema_rank import rank_schema
-from sqlchorus.tools.values import values_by_column, values_text
-from sqlchorus.tools.views import render_view, resolve_links
+from sqlchorus.tools.examples import fewshot
+from sqlchorus.tools.models.parsing import extract_schema_links, schema_links_as_written
+from sqlchorus.tools.schema.rank import rank_schema
+from sqlchorus.tools.values.shown import values_by_column, values_text
+from sqlchorus.tools.schema.views import render_view, resolve_links
 
 NODE = "link_schema"
 SHOTS = 10

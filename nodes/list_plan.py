@@ -26,8 +26,8 @@ from sqlchorus.core.list_search import ListState, numbered, sampling, shared_val
 from sqlchorus.core.llm import ModelCallError, call_model
 from sqlchorus.core.taught import with_taught
 from sqlchorus.core.updates import PlanUpdate
-from sqlchorus.tools.fewshot import examples
-from sqlchorus.tools.parsing import parse_plan
+from sqlchorus.tools.examples.fewshot import examples
+from sqlchorus.tools.models.parsing import parse_plan
 
 NODE = "list_plan"
 WHOLE_QUERY = "Write the whole query that answers the question."

@@ -22,7 +22,7 @@ from sqlchorus.core.generation import model_error_update
 from sqlchorus.core.list_search import ListState, earlier_text, sampling, shared_values, step_values
 from sqlchorus.core.llm import ModelCallError, call_model
 from sqlchorus.core.updates import RepromptUpdate
-from sqlchorus.tools.parsing import extract_sql
+from sqlchorus.tools.models.parsing import extract_sql
 
 NODE = "list_reprompt"
 MAX_RUNNABLE = 6  # the last sub-queries that ran; earlier ones add length, not information

@@ -1,6 +1,6 @@
 """list_verify_step: LIST's verifier, run on the query the model wrote for the current step.
 
-The verdict comes from :func:`sqlchorus.tools.verify.verify_sql` (strong: every LIST sub-query
+The verdict comes from :func:`sqlchorus.tools.steps.verify.verify_sql` (strong: every LIST sub-query
 runs; weak: the whole query only). An empty result or a join without a condition is a warning:
 when the model's repaired query is the same query again, the verdict is accepted, recorded, and
 not reported again for that sub-query. On success the query is pushed on the verified path
@@ -16,7 +16,7 @@ from langgraph.runtime import Runtime
 from sqlchorus.core.context import Context
 from sqlchorus.core.list_search import ListState
 from sqlchorus.core.updates import VerifyStepUpdate
-from sqlchorus.tools.verify import SOFT_KINDS, same_query, verify_sql
+from sqlchorus.tools.steps.verify import SOFT_KINDS, same_query, verify_sql
 
 NODE = "list_verify_step"
 

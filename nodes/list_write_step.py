@@ -23,9 +23,9 @@ from sqlchorus.core.list_search import ListState, earlier_text, sampling, shared
 from sqlchorus.core.llm import ModelCallError, call_model
 from sqlchorus.core.taught import with_taught
 from sqlchorus.core.updates import WriteStepUpdate
-from sqlchorus.tools.fewshot import examples
-from sqlchorus.tools.parsing import extract_sql
-from sqlchorus.tools.verify import same_query
+from sqlchorus.tools.examples.fewshot import examples
+from sqlchorus.tools.models.parsing import extract_sql
+from sqlchorus.tools.steps.verify import same_query
 
 NODE = "list_write_step"
 

@@ -1,7 +1,7 @@
 """retrieve_values: database values that the question's keywords refer to.
 
 Looks each keyword up in the database's value index (exact, word, one-edit and MinHash LSH
-lookups, re-ranked by edit distance; see :mod:`sqlchorus.tools.value_index`) and keeps the best
+lookups, re-ranked by edit distance; see :mod:`sqlchorus.tools.values`) and keeps the best
 values per column with their scores. The entry point builds the index (once per database
 content, reused from the cache folder afterwards) and hands it in through the context; when it
 could not be built, the question is still answered, without values, and the run says why.
@@ -26,9 +26,9 @@ from opentelemetry import trace
 from sqlchorus.core.context import Context
 from sqlchorus.core.state import ErrorRecord, SqlchorusState
 from sqlchorus.core.updates import ValuesUpdate
-from sqlchorus.tools.database import SqlError
-from sqlchorus.tools.trace_content import ALL, content_mode, set_documents
-from sqlchorus.tools.value_index import Embedder, EmbedderError, load_local_embedder
+from sqlchorus.tools.engines.sqlite import SqlError
+from sqlchorus.tools.tracing.content import ALL, content_mode, set_documents
+from sqlchorus.tools.values import Embedder, EmbedderError, load_local_embedder
 
 NODE = "retrieve_values"
 
@@ -46,7 +46,7 @@ def embedder_for(path: str | None) -> Embedder | None:
     """The value embedder of the folder ``path`` (None: no re-ranking), loaded once per process.
 
     Raises:
-        EmbedderError: see :func:`~sqlchorus.tools.value_index.load_local_embedder`.
+        EmbedderError: see :func:`~sqlchorus.tools.values.load_local_embedder`.
     """
     if not path:
         return None

@@ -20,8 +20,8 @@ from sqlchorus.core.context import Context
 from sqlchorus.core.selection import choose
 from sqlchorus.core.state import Answer, SqlchorusState
 from sqlchorus.core.updates import SelectUpdate
-from sqlchorus.tools import attributes as attrs
-from sqlchorus.tools.database import SqlError
+from sqlchorus.tools.tracing import attributes as attrs
+from sqlchorus.tools.engines.sqlite import SqlError
 
 NODE = "select_candidate"
 

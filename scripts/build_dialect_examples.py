@@ -9,14 +9,14 @@ carried into the engine's SQL and run on a copy of its database on that engine:
   database with the example's schema (Spider's compact schema, or its ``CREATE TABLE`` text),
   made as a SQLite file and loaded into the engine by ``scripts/load_spider_engines.py``, names,
   types and keys kept;
-* its SQL: :func:`sqlchorus.tools.transpile.transpile` with ``idiomatic=True`` and the copy's
+* its SQL: :func:`sqlchorus.tools.sql.transpile.transpile` with ``idiomatic=True`` and the copy's
   names: every query (``sql``, DIN-SQL's ``sub_sql``, LIST's ``steps``), the SQL in reasoning
   (the divide-and-conquer answers' pseudo-SQL, whose ``<...>`` placeholders are kept, their SQL and
   final query; the fixer's ``Final Answer``), the expressions a hint says a phrase ``refers to``,
   and function calls named in prose, with a bare mention of a function renamed along. Text that
   reads the same in the engine's dialect is kept as written;
 * the query-plan examples' plans: SQLite's plan of the SQLite query, its expressions written in
-  the engine's SQL (:func:`sqlchorus.tools.query_plan.plan_for_schema`);
+  the engine's SQL (:func:`sqlchorus.tools.engines.query_plan.plan_for_schema`);
 * the fixer's examples: the failed query runs on the copy and its ``result`` is the engine's own
   error, as the fixer would be shown it (or, for an empty result, it must be empty there too);
 * every complete query then runs on the copy, under the engine's guard.
@@ -56,10 +56,10 @@ import sqlglot
 from sqlglot import exp
 
 from load_spider_engines import load_duckdb, load_mysql, load_postgres, mysql_quote, quote, read_schema
-from sqlchorus.tools.engines import database_url
-from sqlchorus.tools.query_plan import plan_for_schema
-from sqlchorus.tools.sql_errors import SqlError
-from sqlchorus.tools.transpile import Names, sqlite_names, transpile
+from sqlchorus.tools.engines.opening import database_url
+from sqlchorus.tools.engines.query_plan import plan_for_schema
+from sqlchorus.tools.sql.errors import SqlError
+from sqlchorus.tools.sql.transpile import Names, sqlite_names, transpile
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = ROOT / "prompts"
@@ -404,7 +404,7 @@ class Copies:
     def database(self, source: Source, copy: Path) -> Any:
         if source.name in self.open:
             return self.open[source.name]
-        from sqlchorus.tools.engines import open_database
+        from sqlchorus.tools.engines.opening import open_database
 
         schema = read_schema(copy)
         if self.dialect == "duckdb":

@@ -11,7 +11,7 @@ available, so no example is executed: the test suite checks instead that every q
 names only tables and columns of its schema, and that no example is over a dev database.
 
 The file keeps each schema once (``schemas``, the compact format of
-:func:`sqlchorus.tools.fewshot.compact_schema`) and the examples apart (``examples``)::
+:func:`sqlchorus.tools.examples.fewshot.compact_schema`) and the examples apart (``examples``)::
 
     python scripts/build_fewshot_pool.py --tables ../shared/data/spider/tables.json
     python scripts/build_fewshot_pool.py --tables ... --check   # exit 1 when out of date
@@ -24,7 +24,7 @@ import json
 import sys
 from pathlib import Path
 
-from sqlchorus.tools import fewshot
+from sqlchorus.tools.examples import fewshot
 
 POOL = Path(__file__).resolve().parent.parent / "prompts" / "fewshot_pool.json"
 

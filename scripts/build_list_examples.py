@@ -28,10 +28,11 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from sqlchorus.tools.database import GuardedDatabase
-from sqlchorus.tools.list_decompose import decompose, describe_steps, execute_steps
-from sqlchorus.tools.schema import DatabaseSchema, introspect
-from sqlchorus.tools.views import render_view
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
+from sqlchorus.tools.steps.decompose import decompose, describe_steps, execute_steps
+from sqlchorus.tools.engines.catalog import DatabaseSchema
+from sqlchorus.tools.schema.introspect import introspect
+from sqlchorus.tools.schema.views import render_view
 
 SOURCES: tuple[dict[str, Any], ...] = (
     {

@@ -555,8 +555,8 @@ def _mysql_connect(server_url: str, database: str | None = None) -> Any:
     password found as sqlchorus finds it (the URL, ``~/.my.cnf``, ``MYSQL_PWD``)."""
     import pymysql
 
-    from sqlchorus.tools.engines import database_url
-    from sqlchorus.tools.mysql_database import connection_parameters
+    from sqlchorus.tools.engines.opening import database_url
+    from sqlchorus.tools.engines.mysql import connection_parameters
 
     params = connection_parameters(database_url(server_url, database or "mysql"))
     if database is None:

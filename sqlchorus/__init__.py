@@ -13,7 +13,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 # Public names and the module each lives in. Imported on first use, so that `import
-# sqlchorus.tools.database` (or the CLI's --help) does not pay for LangGraph's import.
+# sqlchorus.tools.engines.sqlite` (or the CLI's --help) does not pay for LangGraph's import.
 _EXPORTS = {
     "ask": "sqlchorus.runs.session",
     "aask": "sqlchorus.runs.integrations",

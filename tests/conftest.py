@@ -342,7 +342,7 @@ def _private_cache(tmp_path_factory):
 def _fresh_response_cache(tmp_path, monkeypatch):
     # Every model the settings name is cached; each test starts with an empty response cache,
     # so that no answer leaks from one test into another (value indexes stay shared).
-    monkeypatch.setattr("sqlchorus.tools.cache.default_cache_dir", lambda: tmp_path / "response-cache")
+    monkeypatch.setattr("sqlchorus.tools.models.cache.default_cache_dir", lambda: tmp_path / "response-cache")
 
 
 @pytest.fixture(autouse=True)
@@ -395,9 +395,9 @@ def run_generator(fn, db_path, model, *, question, sample=0, links=None, inputs=
     from sqlchorus.config.settings import ROLES, Settings
     from sqlchorus.core.context import Context
     from sqlchorus.core.state import GeneratorInput
-    from sqlchorus.tools.database import GuardedDatabase
-    from sqlchorus.tools.schema import introspect
-    from sqlchorus.tools.views import render_view
+    from sqlchorus.tools.engines.sqlite import GuardedDatabase
+    from sqlchorus.tools.schema.introspect import introspect
+    from sqlchorus.tools.schema.views import render_view
 
     settings = Settings(trace_dir=None, cache=False, **settings)
     with GuardedDatabase(db_path) as db:

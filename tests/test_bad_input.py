@@ -100,7 +100,7 @@ def test_python_api_errors_are_typed(tmp_path):
     model = ScriptedChatModel(["x"])
     with pytest.raises(sqlchorus.EmptyQuestionError):
         sqlchorus.ask("  ", model=model)
-    from sqlchorus.tools.database import DatabaseOpenError
+    from sqlchorus.tools.engines.sqlite import DatabaseOpenError
 
     with pytest.raises(DatabaseOpenError):
         sqlchorus.ask("How many?", db=tmp_path / "missing.sqlite", model=model)
@@ -143,7 +143,7 @@ def test_an_unexpected_failure_inside_the_graph_is_reported(use_model, monkeypat
     def broken(*args, **kwargs):
         raise RuntimeError("fingerprint store unavailable")
 
-    monkeypatch.setattr("sqlchorus.tools.results.fingerprint", broken)
+    monkeypatch.setattr("sqlchorus.tools.candidates.results.fingerprint", broken)
     out = run("ask", "How many customers do we have?", "--model", "openai:x", "--trace-dir", str(tmp_path))
     assert out.exit_code == 1
     assert "The run failed: RuntimeError: fingerprint store unavailable" in out.output

@@ -13,8 +13,8 @@ import sqlchorus
 from sqlchorus.config.settings import Settings
 from sqlchorus.interfaces.cli import cli
 from sqlchorus.testing import ScriptedChatModel, oracle_model
-from sqlchorus.tools.cache import ResponseCache, default_cache_dir, model_identity, request_key
-from sqlchorus.tools.pricing import Price
+from sqlchorus.tools.models.cache import ResponseCache, default_cache_dir, model_identity, request_key
+from sqlchorus.tools.models.pricing import Price
 
 
 def demo_oracle(name="oracle"):
@@ -74,7 +74,7 @@ def test_repeated_run_costs_nothing_and_keeps_the_tokens_of_the_calls_it_replays
     model, question = demo_oracle()
     settings = Settings(model=named(model), cache_path=str(tmp_path / "c.sqlite"), trace_dir=None)
     # Priced, so that "costs nothing" is the cache's doing and not a missing price.
-    monkeypatch.setattr("sqlchorus.tools.pricing.BUILTIN_PRICES", {"oracle": Price(1.0, 1.0)})
+    monkeypatch.setattr("sqlchorus.tools.models.pricing.BUILTIN_PRICES", {"oracle": Price(1.0, 1.0)})
     first_run = InMemorySpanExporter()  # a run shuts its exporters down: each run has its own
     first = sqlchorus.ask(question, db=demo_db, settings=settings, exporters=[first_run])
     calls = model.calls
@@ -144,8 +144,8 @@ def _context(demo_db, model, **settings):
     """A run's context over the demo database, with ``model`` for every role, built as an entry
     point builds it (models, cache and prices from the settings)."""
     from sqlchorus.core.dependencies import DatabaseResources, Dependencies
-    from sqlchorus.tools.database import GuardedDatabase
-    from sqlchorus.tools.schema import introspect
+    from sqlchorus.tools.engines.sqlite import GuardedDatabase
+    from sqlchorus.tools.schema.introspect import introspect
 
     db = GuardedDatabase(demo_db)
     deps = Dependencies.build(Settings(model=model, **settings))

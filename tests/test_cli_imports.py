@@ -80,6 +80,6 @@ def test_scoring_a_prediction_file_imports_no_heavy_module(tmp_path: Path):
     assert "sqlchorus.evaluation.scoring" in modules
     assert _heavy(modules) == []
     # Scoring runs the statements in this process, through the guard's connection.
-    assert "sqlchorus.tools.database" not in modules
-    assert "sqlchorus.tools.sqlite_guard" in modules
+    assert "sqlchorus.tools.engines.sqlite" not in modules
+    assert "sqlchorus.tools.engines.sqlite_guard" in modules
     assert "sqlchorus.config.settings" not in modules

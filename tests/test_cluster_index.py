@@ -25,9 +25,9 @@ from sqlchorus.cluster.index_build import DatabaseSource, build_index_on_cluster
 from sqlchorus.cluster.staging import content_digest
 from conftest import spider_loader
 from servers import PostgresServer, allow_writable_role, postgres_bin
-from sqlchorus.tools import value_index as vi
-from sqlchorus.tools.database import GuardedDatabase
-from sqlchorus.tools.engines import open_database
+from sqlchorus.tools import values as vi
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
+from sqlchorus.tools.engines.opening import open_database
 
 SPIDER_DBS = ("world_1", "car_1", "flight_2", "student_transcripts_tracking")
 
@@ -94,7 +94,7 @@ def test_truncated_columns_and_spilled_postings_keep_the_bytes(spider, tmp_path,
     order = list(range(columns, 0, -1))
     assert _from_parts(path, tmp_path / "small.sqlite", order, max_values_per_column=7) == small
     local = _local_bytes(path, tmp_path / "local")
-    monkeypatch.setattr("sqlchorus.tools.value_index.building.SPILL_POSTINGS", 1000)
+    monkeypatch.setattr("sqlchorus.tools.values.building.SPILL_POSTINGS", 1000)
     assert _local_bytes(path, tmp_path / "spilled") == local
     assert _from_parts(path, tmp_path / "spilled_parts.sqlite", order) == local
 

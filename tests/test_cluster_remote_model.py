@@ -252,7 +252,7 @@ def test_the_generation_roles_run_on_the_node_with_the_resource(cluster):
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     import sqlchorus
-    from sqlchorus.tools import attributes as attrs
+    from sqlchorus.tools.tracing import attributes as attrs
 
     settings = with_role_resources(_settings(), {"generation": "model_node", "fixing": "model_node"})
     remote = settings.models["generation"]

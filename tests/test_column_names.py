@@ -18,13 +18,14 @@ from sqlchorus.core.context import Context
 from sqlchorus.nodes.generate_synthetic import generate_synthetic
 from sqlchorus.nodes.link_schema import link_schema
 from sqlchorus.testing import ScriptedChatModel, prompt_text
-from sqlchorus.tools.database import GuardedDatabase
-from sqlchorus.tools.fewshot import sql_links
-from sqlchorus.tools.parsing import extract_schema_links
-from sqlchorus.tools.schema import DatabaseSchema, introspect, schema_only_database
-from sqlchorus.tools.schema_links import schema_links_text
-from sqlchorus.tools.schema_narrow import column_count, narrow_schema, rank_columns
-from sqlchorus.tools.views import SCHEMA_FORMATS, render_view, resolve_links
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
+from sqlchorus.tools.examples.fewshot import sql_links
+from sqlchorus.tools.models.parsing import extract_schema_links
+from sqlchorus.tools.engines.catalog import DatabaseSchema
+from sqlchorus.tools.schema.introspect import introspect, schema_only_database
+from sqlchorus.tools.schema.links import schema_links_text
+from sqlchorus.tools.schema.narrow import column_count, narrow_schema, rank_columns
+from sqlchorus.tools.schema.views import SCHEMA_FORMATS, render_view, resolve_links
 
 COLUMN = "Free Meal Count (K-12)"
 NOT_LINKED = "Free Meal Count (Ages 5-17)"  # a column of the same table the gold query does not use

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sqlchorus.tools.compare import (
+from sqlchorus.tools.sql.compare import (
     bird_result_eq,
     normalise_rows,
     normalise_value,

@@ -19,8 +19,8 @@ import pytest
 from conftest import WAIT_S, sha256, wait_for
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.dependencies import DatabaseResources, Dependencies
-from sqlchorus.tools import database
-from sqlchorus.tools.database import (
+from sqlchorus.tools.engines import sqlite as database
+from sqlchorus.tools.engines.sqlite import (
     ExecutionError,
     GuardedDatabase,
     QueryTimeoutError,

@@ -10,7 +10,7 @@ from sqlglot import exp
 
 from build_demo_db import PAGE_SIZE, TABLES, build_demo_db, main
 from sqlchorus.runs.demo import demo_db_path, load_demo_questions
-from sqlchorus.tools.database import GuardedDatabase
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
 
 QUESTIONS = load_demo_questions()
 

@@ -17,7 +17,7 @@ from sqlchorus import Session, prompts
 from sqlchorus.config.settings import Settings
 from sqlchorus.nodes.fix_candidates import examples_text
 from sqlchorus.testing import ScriptedChatModel, oracle_model, prompt_text
-from sqlchorus.tools import fewshot
+from sqlchorus.tools.examples import fewshot
 
 QUESTION = "How many singers are from France?"
 GOLD = "SELECT count(*) FROM singer WHERE Country = 'France'"

@@ -20,13 +20,13 @@ from conftest import FIXTURES, load_pairs, sha256, spider_db
 
 duckdb = pytest.importorskip("duckdb")
 
-from sqlchorus.tools.database import Database, DatabaseOpenError
-from sqlchorus.tools.duckdb_database import (
+from sqlchorus.tools.engines.sqlite import Database, DatabaseOpenError
+from sqlchorus.tools.engines.duckdb import (
     ALLOWED_FUNCTIONS,
     DuckDatabase,
     check_duckdb_query,
 )
-from sqlchorus.tools.sql_errors import (
+from sqlchorus.tools.sql.errors import (
     ForbiddenError,
     NotAQueryError,
     QueryTimeoutError,
@@ -353,8 +353,8 @@ def test_concurrent_statements_run_on_their_own_workers(duck):
 RUNNER = r"""
 import json, sys, time
 from pathlib import Path
-from sqlchorus.tools.duckdb_database import DuckDatabase
-from sqlchorus.tools.sql_errors import SqlError
+from sqlchorus.tools.engines.duckdb import DuckDatabase
+from sqlchorus.tools.sql.errors import SqlError
 db_path, sql_path, budget = sys.argv[1], sys.argv[2], float(sys.argv[3])
 sql = Path(sql_path).read_text(encoding="utf-8")
 with DuckDatabase(db_path, timeout_s=budget) as db:

@@ -11,8 +11,8 @@ import pytest
 duckdb = pytest.importorskip("duckdb")
 
 from sqlchorus import prompts
-from sqlchorus.tools.duckdb_database import DuckDatabase
-from sqlchorus.tools.sql_errors import ExecutionError
+from sqlchorus.tools.engines.duckdb import DuckDatabase
+from sqlchorus.tools.sql.errors import ExecutionError
 
 ADVISING = ("generate_divide_conquer", "nrep_system", "nrep_system_question")
 """The templates with advice on the engine's functions, which DuckDB's prompts replace."""

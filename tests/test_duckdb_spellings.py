@@ -22,9 +22,9 @@ import pytest
 
 duckdb = pytest.importorskip("duckdb")
 
-from sqlchorus.tools import duckdb_guard
-from sqlchorus.tools.duckdb_database import ALLOWED_FUNCTIONS, DuckDatabase
-from sqlchorus.tools.sql_errors import ForbiddenError, NotAQueryError, SqlError
+from sqlchorus.tools.engines import duckdb_guard
+from sqlchorus.tools.engines.duckdb import ALLOWED_FUNCTIONS, DuckDatabase
+from sqlchorus.tools.sql.errors import ForbiddenError, NotAQueryError, SqlError
 
 DATABASE = "spellings"
 

@@ -8,11 +8,11 @@ import pytest
 
 from conftest import spider_db, spider_loader
 from servers import postgres_of_a_test
-from sqlchorus.tools.duckdb_database import DuckDatabase
-from sqlchorus.tools.postgres_database import PostgresDatabase
-from sqlchorus.tools.schema import introspect
-from sqlchorus.tools.selection import tables_and_columns
-from sqlchorus.tools.verify import same_query, verify_sql
+from sqlchorus.tools.engines.duckdb import DuckDatabase
+from sqlchorus.tools.engines.postgres import PostgresDatabase
+from sqlchorus.tools.schema.introspect import introspect
+from sqlchorus.tools.candidates.selection import tables_and_columns
+from sqlchorus.tools.steps.verify import same_query, verify_sql
 
 JOINED = ('SELECT T1."Fname" FROM "Student" AS T1 JOIN "Has_Pet" AS T2 ON T1."StuID" = T2."StuID" '
           'JOIN "Pets" AS T3 ON T2."PetID" = T3."PetID" WHERE T3."PetType" = \'dog\'')
@@ -78,14 +78,14 @@ def test_same_query_and_schema_links_read_the_dialect():
 
 
 def _schema_of_students():
-    from sqlchorus.tools.schema import Column, DatabaseSchema, Table
+    from sqlchorus.tools.engines.catalog import Column, DatabaseSchema, Table
 
     return DatabaseSchema("pets", [Table("Student", [Column("StuID", "int"), Column("Fname", "text")])])
 
 
 def test_hardness_and_class_of_an_engines_sql():
-    from sqlchorus.tools.classify import classify_sql
-    from sqlchorus.tools.hardness import spider_hardness
+    from sqlchorus.tools.sql.classify import classify_sql
+    from sqlchorus.tools.sql.hardness import spider_hardness
 
     sql = """SELECT "Fname" FROM "Student" WHERE "Fname" ~ '^L' AND "Age" = ANY(ARRAY[18, 19])"""
     assert spider_hardness(sql, "postgres") == "medium"

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import repo_module, spider_examples, spider_loader
 from servers import postgres_of_a_test
-from sqlchorus.tools.compare import normalise_rows, spider_order_matters, spider_result_eq
+from sqlchorus.tools.sql.compare import normalise_rows, spider_order_matters, spider_result_eq
 
 ROOT = Path(__file__).resolve().parents[1]
 DATABASES = ("concert_singer", "pets_1")

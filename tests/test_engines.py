@@ -17,7 +17,7 @@ from sqlchorus.config.settings import Settings
 from sqlchorus.core.trace_file import read_spans
 from sqlchorus.runs.databases import database_ids
 from sqlchorus.testing import oracle_model
-from sqlchorus.tools.engines import database_key, display_name, duckdb_path, engine_of
+from sqlchorus.tools.engines.opening import database_key, display_name, duckdb_path, engine_of
 
 ROOT = Path(__file__).resolve().parents[1]
 QUESTION = "How many singers are from France?"

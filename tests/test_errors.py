@@ -56,7 +56,7 @@ def test_errors_of_a_standard_kind_are_still_caught_as_such():
     from sqlchorus.core.checkpoints import UnknownRunError
     from sqlchorus.core.models import ModelConfigError
     from sqlchorus.core.trace_file import TraceNotFoundError
-    from sqlchorus.tools.sql_errors import QueryTimeoutError
+    from sqlchorus.tools.sql.errors import QueryTimeoutError
 
     assert issubclass(ModelConfigError, ValueError) and issubclass(UnknownRunError, LookupError)
     assert issubclass(TraceNotFoundError, FileNotFoundError)

@@ -451,7 +451,7 @@ def test_an_evaluations_runs_are_one_session_named_for_it_with_gold_sql(evals):
     """Read from the runs' own trace files: every run of ``worse`` is an eval run in session
     ``worse``, and carries its question's gold SQL in its metadata."""
     from sqlchorus.evaluation.runs import read_records
-    from sqlchorus.tools import attributes as attrs
+    from sqlchorus.tools.tracing import attributes as attrs
 
     records = [r for r in read_records(evals["worse"] / "records.jsonl").values() if r.get("trace_path")]
     assert records

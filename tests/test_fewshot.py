@@ -9,9 +9,9 @@ import pytest
 from conftest import FIXTURES, REPO, data_dir
 from sqlchorus import prompts
 from sqlchorus.config.settings import Settings
-from sqlchorus.tools import fewshot
-from sqlchorus.tools.database import GuardedDatabase
-from sqlchorus.tools.schema import schema_only_database
+from sqlchorus.tools.examples import fewshot
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
+from sqlchorus.tools.schema.introspect import schema_only_database
 
 FEWSHOT = FIXTURES / "fewshot"
 OURS = ["din_classify", "din_easy", "din_medium", "din_hard"]

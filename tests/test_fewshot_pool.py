@@ -12,8 +12,9 @@ import sqlchorus
 from conftest import Recorder, data_dir, spider_examples
 from sqlchorus.config.settings import Settings
 from sqlchorus.testing import ScriptedChatModel, current_call, prompt_text
-from sqlchorus.tools import fewshot, sql_text
-from sqlchorus.tools.views import SCHEMA_FORMATS, render_view
+from sqlchorus.tools.examples import fewshot
+from sqlchorus.tools.sql import text as sql_text
+from sqlchorus.tools.schema.views import SCHEMA_FORMATS, render_view
 
 POOL = fewshot.pool()
 

@@ -18,11 +18,11 @@ from sqlchorus.config.settings import Settings
 from sqlchorus.core.budget import PROMPT_RESERVE
 from sqlchorus.nodes.fix_candidates import NODE, examples_text, result_text
 from sqlchorus.testing import ScriptedChatModel, role_of_call, sql_of
-from sqlchorus.tools.database import GuardedDatabase
-from sqlchorus.tools.parsing import extract_sql
-from sqlchorus.tools.results import check_sql
-from sqlchorus.tools.schema import introspect
-from sqlchorus.tools.tokens import APPROXIMATE
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
+from sqlchorus.tools.models.parsing import extract_sql
+from sqlchorus.tools.candidates.results import check_sql
+from sqlchorus.tools.schema.introspect import introspect
+from sqlchorus.tools.models.tokens import APPROXIMATE
 
 EXAMPLES = prompts.examples(NODE)
 QUESTION = "How many suppliers are there?"

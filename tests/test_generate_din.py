@@ -12,11 +12,11 @@ from conftest import FIXTURES, Recorder, run_generator, spider_examples
 from sqlchorus.config.settings import Settings
 from sqlchorus.nodes.generate_din import generate_din
 from sqlchorus.testing import ScriptedChatModel
-from sqlchorus.tools.classify import classify_sql
-from sqlchorus.tools.database import GuardedDatabase
-from sqlchorus.tools.parsing import parse_classification
-from sqlchorus.tools.schema import introspect
-from sqlchorus.tools.schema_links import schema_links_text
+from sqlchorus.tools.sql.classify import classify_sql
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
+from sqlchorus.tools.models.parsing import parse_classification
+from sqlchorus.tools.schema.introspect import introspect
+from sqlchorus.tools.schema.links import schema_links_text
 
 DIN = FIXTURES / "din"
 

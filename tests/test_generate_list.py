@@ -28,11 +28,11 @@ from sqlchorus.graph.list_graph import build_list_graph
 from sqlchorus.nodes.generate_list import generate_list
 from sqlchorus.nodes.list_plan import WHOLE_QUERY, examples_text
 from sqlchorus.testing import ScriptedChatModel, oracle_model, prompt_text, role_of_call
-from sqlchorus.tools.database import GuardedDatabase
-from sqlchorus.tools.list_decompose import decompose, describe_step
-from sqlchorus.tools.parsing import parse_plan
-from sqlchorus.tools.schema import introspect
-from sqlchorus.tools.verify import verify_sql
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
+from sqlchorus.tools.steps.decompose import decompose, describe_step
+from sqlchorus.tools.models.parsing import parse_plan
+from sqlchorus.tools.schema.introspect import introspect
+from sqlchorus.tools.steps.verify import verify_sql
 
 CASES = json.loads((FIXTURES / "list_verify" / "cases.json").read_text())
 
@@ -615,7 +615,7 @@ def run_sampled_search(answers: dict, cache_path, settings: Settings | None = No
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     from sqlchorus.runs.demo import demo_db_path
-    from sqlchorus.tools.cache import ResponseCache
+    from sqlchorus.tools.models.cache import ResponseCache
 
     script = Script(answers)
     sent = []

@@ -12,7 +12,7 @@ from conftest import FIXTURES, Recorder, spider_examples
 from sqlchorus.config.settings import NREP_VIEWS, Settings, linking_formats, parse_view
 from sqlchorus.graph.generators import GENERATORS
 from sqlchorus.testing import ScriptedChatModel, prompt_text, role_of_call
-from sqlchorus.tools.parsing import parse_links
+from sqlchorus.tools.models.parsing import parse_links
 
 NREP = FIXTURES / "nrep"
 

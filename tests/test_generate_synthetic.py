@@ -9,7 +9,7 @@ import pytest
 from conftest import FIXTURES, run_generator, spider_examples
 from sqlchorus.graph.generators import GENERATORS
 from sqlchorus.nodes.generate_synthetic import generate_synthetic
-from sqlchorus.tools.parsing import parse_examples
+from sqlchorus.tools.models.parsing import parse_examples
 
 model_calls = GENERATORS["synthetic"].calls
 from sqlchorus.config.settings import Settings

@@ -7,9 +7,10 @@ import json
 import pytest
 
 from conftest import FIXTURES, spider_db
-from sqlchorus.tools.database import GuardedDatabase
-from sqlchorus.tools.grammar import GrammarSyntaxError, matches, parse_grammar, schema_grammar
-from sqlchorus.tools.schema import Column, DatabaseSchema, Table, introspect
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
+from sqlchorus.tools.models.grammar import GrammarSyntaxError, matches, parse_grammar, schema_grammar
+from sqlchorus.tools.engines.catalog import Column, DatabaseSchema, Table
+from sqlchorus.tools.schema.introspect import introspect
 
 CASES = sorted((FIXTURES / "grammar").glob("*.json"))
 
@@ -77,7 +78,7 @@ def test_every_spider_schema_gives_grammars_the_local_runtime_accepts(spider):
 
     from sqlchorus.core.local_model import LocalModelError, local_runtime
     from sqlchorus.core.models import resolve_model
-    from sqlchorus.tools.grammar import scoped_grammar
+    from sqlchorus.tools.models.grammar import scoped_grammar
 
     if local_runtime() is None:
         pytest.skip("no local runtime is installed (pip install 'sqlchorus[local]')")
@@ -104,7 +105,7 @@ def test_every_spider_schema_gives_grammars_the_local_runtime_accepts(spider):
 
 def test_the_scoped_grammar_admits_only_columns_of_the_tables_in_from():
     from sqlchorus.runs.demo import demo_db_path
-    from sqlchorus.tools.grammar import scoped_grammar
+    from sqlchorus.tools.models.grammar import scoped_grammar
 
     with GuardedDatabase(demo_db_path()) as db:
         schema = introspect(db, sample_values=0)

@@ -35,7 +35,7 @@ def test_generators_come_from_settings():
 
 def test_demo_questions_end_to_end(demo_db):
     from sqlchorus.runs.demo import load_demo_questions
-    from sqlchorus.tools.database import GuardedDatabase
+    from sqlchorus.tools.engines.sqlite import GuardedDatabase
 
     questions = load_demo_questions()
     model, gold = gold_model(questions)
@@ -55,7 +55,7 @@ def test_spider_end_to_end(spider, db_id):
     path = spider(db_id)
     examples = spider_examples(db_id)[:8]
     model, gold = gold_model(examples)
-    from sqlchorus.tools.database import GuardedDatabase
+    from sqlchorus.tools.engines.sqlite import GuardedDatabase
 
     with GuardedDatabase(path) as db:
         for ex in examples:

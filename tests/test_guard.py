@@ -9,14 +9,14 @@ import time
 import pytest
 
 from conftest import FIXTURES, load_pairs, sha256
-from sqlchorus.tools.database import (
+from sqlchorus.tools.engines.sqlite import (
     DatabaseOpenError,
     GuardedDatabase,
     QueryTimeoutError,
     ResourceError,
     SqlError,
 )
-from sqlchorus.tools.sqlite_guard import GuardState, authorize, open_guarded
+from sqlchorus.tools.engines.sqlite_guard import GuardState, authorize, open_guarded
 
 REFUSED = load_pairs(FIXTURES / "guard" / "refused.sql")
 AUTHORIZER = load_pairs(FIXTURES / "guard" / "authorizer.sql")

@@ -26,7 +26,7 @@ GRACE_S = 20.0
 RUNNER = r"""
 import json, sys, time
 from pathlib import Path
-from sqlchorus.tools.database import GuardedDatabase, SqlError
+from sqlchorus.tools.engines.sqlite import GuardedDatabase, SqlError
 db_path, sql_path, budget = sys.argv[1], sys.argv[2], float(sys.argv[3])
 sql = Path(sql_path).read_text(encoding="utf-8")
 with GuardedDatabase(db_path, timeout_s=budget) as db:

@@ -7,8 +7,8 @@ import sqlite3
 
 import pytest
 
-from sqlchorus.tools.database import ForbiddenError, GuardedDatabase
-from sqlchorus.tools.sqlite_guard import ALLOWED_FUNCTIONS, REFUSED_FUNCTIONS, GuardState, authorize
+from sqlchorus.tools.engines.sqlite import ForbiddenError, GuardedDatabase
+from sqlchorus.tools.engines.sqlite_guard import ALLOWED_FUNCTIONS, REFUSED_FUNCTIONS, GuardState, authorize
 
 
 def offered() -> set[str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sqlchorus.evaluation.datasets import data_dir
-from sqlchorus.tools.hardness import (
+from sqlchorus.tools.sql.hardness import (
     classify_hardness,
     hardness_counts,
     hardness_counts_from_spider_sql,

@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, REPO, Pair, load_pairs, spider_examples
-from sqlchorus.tools.database import GuardedDatabase
-from sqlchorus.tools.list_decompose import (
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
+from sqlchorus.tools.steps.decompose import (
     DecomposeError,
     decompose,
     describe_step,

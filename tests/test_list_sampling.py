@@ -21,8 +21,8 @@ from sqlchorus.nodes import list_plan, list_reprompt, list_write_step
 from sqlchorus.nodes.generate_list import candidate_of, generate_list
 from sqlchorus.runs.demo import demo_db_path
 from sqlchorus.testing import prompt_text, role_of_call
-from sqlchorus.tools.database import GuardedDatabase
-from sqlchorus.tools.schema import introspect
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
+from sqlchorus.tools.schema.introspect import introspect
 
 QUESTION = "How many products in the Kitchen category cost more than 20?"
 PLAN = [

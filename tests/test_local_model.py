@@ -16,9 +16,9 @@ from sqlchorus.core.local_model import (
     local_model_path,
     local_runtime,
 )
-from sqlchorus.tools.database import GuardedDatabase, check_single_query
-from sqlchorus.tools.grammar import matches, schema_grammar
-from sqlchorus.tools.schema import introspect
+from sqlchorus.tools.engines.sqlite import GuardedDatabase, check_single_query
+from sqlchorus.tools.models.grammar import matches, schema_grammar
+from sqlchorus.tools.schema.introspect import introspect
 
 
 def _smollm2_or_skip():

@@ -120,8 +120,8 @@ def test_which_errors_are_transient(error, transient):
 
 def _context(demo_db, model, **settings):
     from sqlchorus.core.context import Context
-    from sqlchorus.tools.database import GuardedDatabase
-    from sqlchorus.tools.schema import introspect
+    from sqlchorus.tools.engines.sqlite import GuardedDatabase
+    from sqlchorus.tools.schema.introspect import introspect
 
     db = GuardedDatabase(demo_db)
     return Context(

@@ -21,7 +21,7 @@ from sqlchorus.config.settings import Settings
 from sqlchorus.core.trace_file import read_spans
 from sqlchorus.runs.databases import database_ids
 from sqlchorus.testing import oracle_model
-from sqlchorus.tools.engines import database_key, database_name, database_url, display_name, engine_of
+from sqlchorus.tools.engines.opening import database_key, database_name, database_url, display_name, engine_of
 
 BIN = Path(sys.executable).parent / "sqlchorus"
 QUESTION = "How many singers are from France?"

@@ -28,10 +28,10 @@ import pytest
 
 from conftest import FIXTURES, load_pairs, spider_db, wait_for
 from servers import free_port, load_sqlite_into_mariadb, mariadb_of_a_test
-from sqlchorus.tools import mysql_database as module
-from sqlchorus.tools.database import QueryResult
-from sqlchorus.tools.mysql_check import check_note, tokens
-from sqlchorus.tools.mysql_database import (
+from sqlchorus.tools.engines import mysql as module
+from sqlchorus.tools.engines.sqlite import QueryResult
+from sqlchorus.tools.engines.mysql_check import check_note, tokens
+from sqlchorus.tools.engines.mysql import (
     MySQLDatabase,
     _run,
     check_mysql_query,
@@ -39,7 +39,7 @@ from sqlchorus.tools.mysql_database import (
     readonly_user_sql,
     redact_url,
 )
-from sqlchorus.tools.sql_errors import (
+from sqlchorus.tools.sql.errors import (
     DatabaseOpenError,
     ExecutionError,
     ForbiddenError,
@@ -65,8 +65,8 @@ TABLES = frozenset({"stadium", "singer", "concert", "singer_in_concert", "perfor
 
 RUNNER = r"""
 import json, sys, time
-from sqlchorus.tools.mysql_database import MySQLDatabase
-from sqlchorus.tools.sql_errors import SqlError
+from sqlchorus.tools.engines.mysql import MySQLDatabase
+from sqlchorus.tools.sql.errors import SqlError
 url, sql_path, budget, max_bytes = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
 allow = sys.argv[5] == "allow"
 sql = open(sql_path, encoding="utf-8").read()

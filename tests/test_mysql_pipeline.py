@@ -18,15 +18,15 @@ from conftest import spider_db, spider_loader
 from servers import mariadb_of_a_test
 from sqlchorus import prompts
 from sqlchorus.runs.databases import database_ids
-from sqlchorus.tools.classify import classify_sql
-from sqlchorus.tools.grammar import matches, schema_grammar
-from sqlchorus.tools.hardness import spider_hardness
-from sqlchorus.tools.parsing import extract_sql
-from sqlchorus.tools.schema import Column, DatabaseSchema, ForeignKey, Table
-from sqlchorus.tools.selection import tables_and_columns
-from sqlchorus.tools.sql_errors import DatabaseOpenError
-from sqlchorus.tools.transpile import sqlite_names, transpile
-from sqlchorus.tools.verify import same_query
+from sqlchorus.tools.sql.classify import classify_sql
+from sqlchorus.tools.models.grammar import matches, schema_grammar
+from sqlchorus.tools.sql.hardness import spider_hardness
+from sqlchorus.tools.models.parsing import extract_sql
+from sqlchorus.tools.engines.catalog import Column, DatabaseSchema, ForeignKey, Table
+from sqlchorus.tools.candidates.selection import tables_and_columns
+from sqlchorus.tools.sql.errors import DatabaseOpenError
+from sqlchorus.tools.sql.transpile import sqlite_names, transpile
+from sqlchorus.tools.steps.verify import same_query
 
 BIN = Path(sys.executable).parent / "sqlchorus"
 QUESTION = "How many singers are from France?"
@@ -104,7 +104,7 @@ def test_sqlite_sql_is_carried_into_mysql_meaning_what_it_meant(spider):
 
 
 def test_an_example_plan_is_sqlites_plan_written_in_mysqls_sql():
-    from sqlchorus.tools.query_plan import plan_for_schema
+    from sqlchorus.tools.engines.query_plan import plan_for_schema
 
     ddl = "CREATE TABLE visit (visit_id INTEGER PRIMARY KEY, visit_date TEXT, fee REAL);"
     sql = "SELECT count(*) FROM visit WHERE strftime('%Y', visit_date) = '2021' AND fee > 100"
@@ -147,9 +147,9 @@ def _checksums(server, database: str) -> dict[str, object]:
 
 @pytest.mark.slow
 def test_list_verifies_step_by_step_on_mariadb(maria):
-    from sqlchorus.tools.mysql_database import MySQLDatabase
-    from sqlchorus.tools.schema import introspect
-    from sqlchorus.tools.verify import verify_sql
+    from sqlchorus.tools.engines.mysql import MySQLDatabase
+    from sqlchorus.tools.schema.introspect import introspect
+    from sqlchorus.tools.steps.verify import verify_sql
 
     url = f"mysql://{READER}2:{SECRET}@127.0.0.1:{maria.port}/pets_1"
     with MySQLDatabase(url) as db:

@@ -15,9 +15,9 @@ from sqlchorus.config.settings import Settings
 from sqlchorus.core.budget import NAMES, question_plan, schema_view
 from sqlchorus.core.context import Context
 from sqlchorus.testing import ScriptedChatModel, oracle_model
-from sqlchorus.tools.schema import Column, DatabaseSchema, ForeignKey, Table
-from sqlchorus.tools.schema_narrow import EVIDENCE
-from sqlchorus.tools.tokens import APPROXIMATE
+from sqlchorus.tools.engines.catalog import Column, DatabaseSchema, ForeignKey, Table
+from sqlchorus.tools.schema.narrow import EVIDENCE
+from sqlchorus.tools.models.tokens import APPROXIMATE
 
 FILLER = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
 

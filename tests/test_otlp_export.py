@@ -71,7 +71,7 @@ def test_spans_carry_what_langfuse_reads(collector, demo_db, monkeypatch, tmp_pa
 
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    from sqlchorus.tools import attributes as attrs
+    from sqlchorus.tools.tracing import attributes as attrs
 
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", str(WAIT_S))
     prices = tmp_path / "prices.json"

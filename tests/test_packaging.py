@@ -32,8 +32,8 @@ FLOORS = ("graph", "nodes", "tools", "prompts")
 
 NAMESPACE_CHECK = """
 import json, sys
-import sqlchorus.graph.build, sqlchorus.nodes.select_candidate, sqlchorus.prompts, sqlchorus.tools.database
-modules = (sqlchorus.graph.build, sqlchorus.nodes.select_candidate, sqlchorus.prompts, sqlchorus.tools.database)
+import sqlchorus.graph.build, sqlchorus.nodes.select_candidate, sqlchorus.prompts, sqlchorus.tools.engines.sqlite
+modules = (sqlchorus.graph.build, sqlchorus.nodes.select_candidate, sqlchorus.prompts, sqlchorus.tools.engines.sqlite)
 floors = sorted({name.split(".")[0] for name in sys.modules} & set(sys.argv[1:]))
 print(json.dumps({"names": [m.__name__ for m in modules], "top_level": floors}))
 """
@@ -48,5 +48,5 @@ def test_namespace_imports():
                          text=True, check=True)
     found = json.loads(out.stdout)
     assert found["names"] == ["sqlchorus.graph.build", "sqlchorus.nodes.select_candidate", "sqlchorus.prompts",
-                              "sqlchorus.tools.database"]
+                              "sqlchorus.tools.engines.sqlite"]
     assert found["top_level"] == []

@@ -7,12 +7,7 @@ import json
 import pytest
 
 from conftest import FIXTURES, Pair, load_pairs
-from sqlchorus.tools.parsing import (
-    extract_list,
-    extract_schema_links,
-    extract_sql,
-    schema_links_as_written,
-)
+from sqlchorus.tools.models.parsing import extract_list, extract_schema_links, extract_sql, schema_links_as_written
 
 # A case without an expected part expects None: the answer holds nothing to read.
 SQL = load_pairs(FIXTURES / "parsing" / "extract_sql.txt")

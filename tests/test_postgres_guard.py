@@ -36,15 +36,15 @@ from servers import (
     require_password,
     running_statements,
 )
-from sqlchorus.tools import postgres_database as module
-from sqlchorus.tools.database import QueryResult
-from sqlchorus.tools.postgres_database import (
+from sqlchorus.tools.engines import postgres as module
+from sqlchorus.tools.engines.sqlite import QueryResult
+from sqlchorus.tools.engines.postgres import (
     PostgresDatabase,
     _run,
     check_postgres_query,
     redact_url,
 )
-from sqlchorus.tools.sql_errors import (
+from sqlchorus.tools.sql.errors import (
     DatabaseOpenError,
     ExecutionError,
     ForbiddenError,
@@ -63,8 +63,8 @@ READER = "reader"
 
 RUNNER = r"""
 import json, sys, time
-from sqlchorus.tools.postgres_database import PostgresDatabase
-from sqlchorus.tools.sql_errors import SqlError
+from sqlchorus.tools.engines.postgres import PostgresDatabase
+from sqlchorus.tools.sql.errors import SqlError
 url, sql_path, budget, max_bytes = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
 allow = sys.argv[5] == "allow"
 sql = open(sql_path, encoding="utf-8").read()

@@ -18,9 +18,9 @@ import re
 
 import pytest
 
-from sqlchorus.tools.postgres_check import ALLOWED_FUNCTIONS, ALLOWED_TYPES, PLAN_TYPES, refusal
-from sqlchorus.tools.postgres_database import PostgresDatabase, check_postgres_query
-from sqlchorus.tools.sql_errors import ExecutionError, ForbiddenError, NotAQueryError, QueryTimeoutError
+from sqlchorus.tools.engines.postgres_check import ALLOWED_FUNCTIONS, ALLOWED_TYPES, PLAN_TYPES, refusal
+from sqlchorus.tools.engines.postgres import PostgresDatabase, check_postgres_query
+from sqlchorus.tools.sql.errors import ExecutionError, ForbiddenError, NotAQueryError, QueryTimeoutError
 from test_postgres_guard import concert, server  # noqa: F401  (module fixtures: the server, the database)
 
 pytestmark = pytest.mark.slow
@@ -190,7 +190,7 @@ def test_the_plan_check_alone_refuses_every_call_the_server_resolved(db, functio
     check of that plan alone refuses each call the plan shows."""
     import psycopg
 
-    from sqlchorus.tools.postgres_check import check_plan, plan_calls
+    from sqlchorus.tools.engines.postgres_check import check_plan, plan_calls
 
     refused, planned = 0, 0
     with psycopg.connect(concert["admin"], autocommit=True) as conn:

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from conftest import FIXTURES
 from sqlchorus.interfaces.cli import cli
 from sqlchorus.testing import oracle_model
-from sqlchorus.tools.pricing import (
+from sqlchorus.tools.models.pricing import (
     BUILTIN_PRICES,
     Price,
     PriceFileError,

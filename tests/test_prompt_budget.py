@@ -14,10 +14,10 @@ from conftest import area_tables
 from sqlchorus.config.errors import QuestionTooLongError
 from sqlchorus.interfaces.cli import cli
 from sqlchorus.testing import ScriptedChatModel, oracle_model
-from sqlchorus.tools.schema import Column, DatabaseSchema, ForeignKey, Table
-from sqlchorus.tools.schema_narrow import narrow_schema, rank_columns, subset
-from sqlchorus.tools.tokens import APPROXIMATE, approximate_tokens, tiktoken_counter
-from sqlchorus.tools.views import render_view
+from sqlchorus.tools.engines.catalog import Column, DatabaseSchema, ForeignKey, Table
+from sqlchorus.tools.schema.narrow import narrow_schema, rank_columns, subset
+from sqlchorus.tools.models.tokens import APPROXIMATE, approximate_tokens, tiktoken_counter
+from sqlchorus.tools.schema.views import render_view
 
 AREAS = ("sales", "billing", "fleet", "clinic", "school", "museum", "energy", "travel", "farm", "legal")
 NOUNS = ("customer", "invoice", "vehicle", "visit", "course", "ticket", "meter", "booking", "field",

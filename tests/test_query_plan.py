@@ -8,8 +8,8 @@ import sqlite3
 import pytest
 
 from conftest import FIXTURES, load_pairs, sha256
-from sqlchorus.tools.database import GuardedDatabase, SqlError
-from sqlchorus.tools.query_plan import explain, plan_for_schema, query_plan_text
+from sqlchorus.tools.engines.sqlite import GuardedDatabase, SqlError
+from sqlchorus.tools.engines.query_plan import explain, plan_for_schema, query_plan_text
 
 DATA = json.loads((FIXTURES / "query_plan" / "cases.json").read_text())
 REFUSED = load_pairs(FIXTURES / "query_plan" / "refused.txt")

@@ -34,9 +34,9 @@ from sqlchorus.core.rate_limits import (
 from sqlchorus.interfaces.cli import cli
 from sqlchorus.runs.demo import load_demo_questions
 from sqlchorus.testing import ScriptedChatModel, oracle_model
-from sqlchorus.tools import attributes as attrs
-from sqlchorus.tools.database import GuardedDatabase
-from sqlchorus.tools.schema import introspect
+from sqlchorus.tools.tracing import attributes as attrs
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
+from sqlchorus.tools.schema.introspect import introspect
 
 GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
 QUESTION = "How many customers do we have?"
@@ -255,7 +255,7 @@ def test_a_model_call_asks_the_limiter_and_its_span_shows_the_wait(demo_db):
 
 
 def test_a_model_object_made_from_a_name_is_limited_under_that_name():
-    from sqlchorus.tools.cache import made_from
+    from sqlchorus.tools.models.cache import made_from
 
     model = ScriptedChatModel(["SELECT 1"], name="oracle")
     assert limit_name(model, model) == "scripted:oracle"

@@ -24,7 +24,7 @@ from sqlchorus.runs.debugger import Debugger
 from sqlchorus.runs.demo import load_demo_questions
 from sqlchorus.runs.service import RunService
 from sqlchorus.testing import oracle_model
-from sqlchorus.tools.trace_content import TRUNCATION_MARK
+from sqlchorus.tools.tracing.content import TRUNCATION_MARK
 
 GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
 QUESTION = "How many customers do we have?"

@@ -18,14 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from sqlchorus.tools.database import GuardedDatabase
-from sqlchorus.tools.schema import (
-    DatabaseSchema,
-    introspect,
-    read_description_csv,
-    schema_only_database,
-    schema_only_ddl,
-)
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
+from sqlchorus.tools.engines.catalog import DatabaseSchema
+from sqlchorus.tools.schema.introspect import introspect, read_description_csv, schema_only_database, schema_only_ddl
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "views"
 DATABASES = FIXTURES / "databases"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sqlchorus.tools.database import GuardedDatabase
-from sqlchorus.tools.schema import introspect
-from sqlchorus.tools.schema_rank import rank_schema
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
+from sqlchorus.tools.schema.introspect import introspect
+from sqlchorus.tools.schema.rank import rank_schema
 
 
 @pytest.fixture(scope="module")

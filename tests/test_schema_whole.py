@@ -20,15 +20,11 @@ from sqlchorus.config.settings import Settings
 from sqlchorus.core.budget import PROMPT_RESERVE, schema_budget
 from sqlchorus.core.context import Context
 from sqlchorus.testing import ScriptedChatModel, oracle_model
-from sqlchorus.tools.database import GuardedDatabase
-from sqlchorus.tools.schema import (
-    introspect,
-    quote_identifier,
-    schema_only_database,
-    schema_only_ddl,
-)
-from sqlchorus.tools.tokens import APPROXIMATE
-from sqlchorus.tools.views import render_view
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
+from sqlchorus.tools.schema.introspect import introspect, schema_only_database, schema_only_ddl
+from sqlchorus.tools.engines.catalog import quote_identifier
+from sqlchorus.tools.models.tokens import APPROXIMATE
+from sqlchorus.tools.schema.views import render_view
 
 OLD_CAP = 5_000
 """The schema view's former bound, under which california_schools lost columns."""

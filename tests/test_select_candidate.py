@@ -14,8 +14,8 @@ from conftest import FIXTURES, load_pairs
 from sqlchorus.config.settings import Settings
 from sqlchorus.runs.standalone_selection import select
 from sqlchorus.testing import ScriptedChatModel, oracle_model
-from sqlchorus.tools import selection as sel
-from sqlchorus.tools.parsing import parse_verdict
+from sqlchorus.tools.candidates import selection as sel
+from sqlchorus.tools.models.parsing import parse_verdict
 
 CASES = json.loads((FIXTURES / "selection" / "select_cases.json").read_text())
 RULES = json.loads((FIXTURES / "selection" / "nrep_rules.json").read_text())["cases"]
@@ -101,8 +101,8 @@ def test_pairwise_scores_follow_algorithm_3():
 
 
 def test_schema_union(spider):
-    from sqlchorus.tools.database import GuardedDatabase
-    from sqlchorus.tools.schema import introspect
+    from sqlchorus.tools.engines.sqlite import GuardedDatabase
+    from sqlchorus.tools.schema.introspect import introspect
 
     with GuardedDatabase(spider("concert_singer")) as db:
         schema = introspect(db, sample_values=0)

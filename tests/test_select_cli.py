@@ -140,7 +140,7 @@ def test_select_over_duckdb_names_a_file_beside_the_lines_or_by_url(spider, tmp_
 
 def test_select_takes_an_open_database_of_any_engine(spider, tmp_path):
     from sqlchorus.runs.standalone_selection import select
-    from sqlchorus.tools.engines import open_database
+    from sqlchorus.tools.engines.opening import open_database
 
     db = _duckdb_of(spider, tmp_path)
     with open_database(db) as database:

@@ -14,7 +14,7 @@ from sqlchorus.config.settings import Settings
 from sqlchorus.graph.expected_calls import expected_calls, explain_preset
 from sqlchorus.runs.standalone_selection import select
 from sqlchorus.testing import oracle_model
-from sqlchorus.tools import selection as sel
+from sqlchorus.tools.candidates import selection as sel
 
 GOLD = "SELECT count(*) FROM singer"
 WRONG = [f"SELECT count(*) + {k} FROM singer" for k in range(1, 12)]

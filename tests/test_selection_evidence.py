@@ -12,8 +12,8 @@ import pytest
 from sqlchorus.core import vote_rules
 from sqlchorus.core.vote_rules import evidence
 from sqlchorus.runs.standalone_selection import RULES, check, decide, key_columns, select
-from sqlchorus.tools.database import GuardedDatabase
-from sqlchorus.tools.schema import introspect
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
+from sqlchorus.tools.schema.introspect import introspect
 
 CASES = json.loads((Path(__file__).parent / "fixtures" / "selection" / "evidence_cases.json").read_text())
 

@@ -17,7 +17,7 @@ from sqlchorus.config.settings import Settings
 from sqlchorus.core.selection import REASONING_PROMPT, selection_prompt
 from sqlchorus.runs.standalone_selection import select
 from sqlchorus.testing import ScriptedChatModel, prompt_text
-from sqlchorus.tools.selection import reasoned_verdict
+from sqlchorus.tools.candidates.selection import reasoned_verdict
 
 REASONED = load_pairs(FIXTURES / "selection" / "reasoned_verdicts.txt")  # no expected part: None
 

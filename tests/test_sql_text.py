@@ -6,22 +6,22 @@ from __future__ import annotations
 import pytest
 
 from conftest import FIXTURES, load_pairs
-from sqlchorus.tools import sql_text
-from sqlchorus.tools.classify import FALLBACK_CLASS, classify_sql
-from sqlchorus.tools.database import (
+from sqlchorus.tools.sql import text as sql_text
+from sqlchorus.tools.sql.classify import FALLBACK_CLASS, classify_sql
+from sqlchorus.tools.engines.sqlite import (
     GuardedDatabase,
     NotAQueryError,
     SqlTooDeepError,
     SqlTooLongError,
 )
-from sqlchorus.tools.fewshot import sql_links
-from sqlchorus.tools.hardness import hardness_counts
-from sqlchorus.tools.list_decompose import DecomposeError, decompose
-from sqlchorus.tools.parsing import extract_sql
-from sqlchorus.tools.results import check_sql
-from sqlchorus.tools.schema import introspect
-from sqlchorus.tools.selection import tables_and_columns
-from sqlchorus.tools.verify import verify_sql
+from sqlchorus.tools.examples.fewshot import sql_links
+from sqlchorus.tools.sql.hardness import hardness_counts
+from sqlchorus.tools.steps.decompose import DecomposeError, decompose
+from sqlchorus.tools.models.parsing import extract_sql
+from sqlchorus.tools.candidates.results import check_sql
+from sqlchorus.tools.schema.introspect import introspect
+from sqlchorus.tools.candidates.selection import tables_and_columns
+from sqlchorus.tools.steps.verify import verify_sql
 
 PARSING = [p for p in load_pairs(FIXTURES / "guard_corpus" / "parsing.sql") if p.expected != "ok"]
 TOO_LONG = "SELECT " + "+".join(["1"] * 50_000)
@@ -69,3 +69,13 @@ def test_every_path_that_parses_model_output_is_bounded(sql, kind, spider):
     assert classify_sql(sql) == FALLBACK_CLASS  # DIN's classes
     with pytest.raises(ValueError):  # hardness, for evaluation reports
         hardness_counts(sql)
+
+
+def test_the_guard_worker_and_the_parser_bound_sql_text_alike():
+    # The guard's worker runs as a script that imports nothing of the package, so it holds its own
+    # copy of the bound; the two must not drift apart.
+    from sqlchorus.tools.engines import sqlite_guard
+
+    assert sqlite_guard.MAX_SQL_CHARS == sql_text.MAX_SQL_CHARS
+    with pytest.raises(SqlTooLongError):
+        sql_text.check_bounds("SELECT 1" + " " * sqlite_guard.MAX_SQL_CHARS)

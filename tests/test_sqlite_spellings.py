@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from sqlchorus.tools.database import GuardedDatabase
-from sqlchorus.tools.sql_errors import ExecutionError, ForbiddenError, NotAQueryError, SqlError
-from sqlchorus.tools.sqlite_guard import ALLOWED_FUNCTIONS
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
+from sqlchorus.tools.sql.errors import ExecutionError, ForbiddenError, NotAQueryError, SqlError
+from sqlchorus.tools.engines.sqlite_guard import ALLOWED_FUNCTIONS
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ def test_a_run_studio_cannot_make_says_why(monkeypatch, tmp_path, factories_env)
     from langgraph_api.serde import default as server_serialises
 
     from sqlchorus.runs.integrations import HostedRunError, graph_for
-    from sqlchorus.tools.sql_errors import DatabaseOpenError
+    from sqlchorus.tools.sql.errors import DatabaseOpenError
 
     monkeypatch.syspath_prepend(str(tmp_path))
     graph = graph_for(model="python:scripted_factories:oracle", hosted_errors=True)

@@ -12,7 +12,7 @@ import sqlchorus
 from sqlchorus.interfaces.cli import cli
 from sqlchorus.runs.demo import load_demo_questions
 from sqlchorus.testing import ScriptedChatModel, oracle_model
-from sqlchorus.tools.trace_content import MAX_VALUE_CHARS, TRUNCATION_MARK, as_json, bounded
+from sqlchorus.tools.tracing.content import MAX_VALUE_CHARS, TRUNCATION_MARK, as_json, bounded
 
 GOLD = {q["question"]: q["sql"] for q in load_demo_questions()}
 QUESTION = "How many customers live in New York?"
@@ -220,7 +220,7 @@ class FakeSpan:
 
 
 def test_long_messages_stay_json_when_cut():
-    from sqlchorus.tools.trace_content import set_answer, set_messages
+    from sqlchorus.tools.tracing.content import set_answer, set_messages
 
     span = FakeSpan()
     escaped = 'a "quoted"\nline\t' * 2000  # escaping makes the JSON longer than the text

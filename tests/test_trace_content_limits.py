@@ -17,7 +17,7 @@ import sqlchorus
 from sqlchorus.core.tracing import RunTracer
 from sqlchorus.runs.demo import load_demo_questions
 from sqlchorus.testing import ScriptedChatModel, oracle_model
-from sqlchorus.tools.trace_content import (
+from sqlchorus.tools.tracing.content import (
     DEFAULT_CONTENT_LIMIT,
     MAX_VALUE_CHARS,
     PREVIEW_CHARS,
@@ -155,7 +155,7 @@ class FakeSpan:
 
 
 def test_the_cost_helper_takes_a_call_a_list_or_a_runs_cost_record():
-    from sqlchorus.tools.pricing import PriceTable, usage_cost
+    from sqlchorus.tools.models.pricing import PriceTable, usage_cost
 
     prices = PriceTable({"m": PRICE})
     call = {"node": "n", "model": "m", "input_tokens": 1000, "output_tokens": 100, "latency_ms": 1.0,
@@ -181,9 +181,9 @@ def test_the_cost_helper_takes_a_call_a_list_or_a_runs_cost_record():
 
 
 def test_a_cached_call_carries_the_replayed_tokens_marked_cached_at_no_cost(tmp_path, named, monkeypatch):
-    from sqlchorus.tools.pricing import Price
+    from sqlchorus.tools.models.pricing import Price
 
-    monkeypatch.setattr("sqlchorus.tools.pricing.BUILTIN_PRICES", {"oracle": Price(1.0, 1.0)})
+    monkeypatch.setattr("sqlchorus.tools.models.pricing.BUILTIN_PRICES", {"oracle": Price(1.0, 1.0)})
     model = oracle_model(GOLD.get, name="oracle")
     settings = {"model": named(model), "cache_path": str(tmp_path / "responses.sqlite")}
     first_spans, second_spans = InMemorySpanExporter(), InMemorySpanExporter()
@@ -340,8 +340,8 @@ def test_node_and_run_spans_add_up_their_calls_llm_cost():
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from sqlchorus.tools import attributes as attrs
-    from sqlchorus.tools.trace_content import add_llm_cost, set_llm_cost
+    from sqlchorus.tools.tracing import attributes as attrs
+    from sqlchorus.tools.tracing.content import add_llm_cost, set_llm_cost
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

@@ -17,9 +17,9 @@ from sqlchorus.config.settings import ROLES, Settings
 from sqlchorus.core.context import Context
 from sqlchorus.nodes import retrieve_values as node
 from sqlchorus.testing import ScriptedChatModel
-from sqlchorus.tools import value_index as vi
-from sqlchorus.tools.database import GuardedDatabase
-from sqlchorus.tools.schema import introspect
+from sqlchorus.tools import values as vi
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
+from sqlchorus.tools.schema.introspect import introspect
 
 CITIES = ["New York", "Newark", "York", "East York", "Yorkshire", "Boston", "Paris"]
 KEYWORD = "Newyork"

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from datasketch import MinHash, MinHashLSH
 
-from sqlchorus.tools import value_index as vi
-from sqlchorus.tools.database import GuardedDatabase
-from sqlchorus.tools.value_index.building import _write_index
-from sqlchorus.tools.value_index.hashing import _WORD
-from sqlchorus.tools.value_index.reading import _column_pages, _text_columns
-from sqlchorus.tools.value_index.storage import _index_path
+from sqlchorus.tools import values as vi
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
+from sqlchorus.tools.values.building import _write_index
+from sqlchorus.tools.values.hashing import _WORD
+from sqlchorus.tools.values.reading import _column_pages, _text_columns
+from sqlchorus.tools.values.storage import _index_path
 
 FIXTURES = Path(__file__).parent / "fixtures" / "value_index"
 CASES = json.loads((FIXTURES / "search_cases.json").read_text())
@@ -147,7 +147,7 @@ def test_cache_reuse_and_invalidation(tmp_path, monkeypatch):
     path = _make_db(tmp_path / "music.sqlite")
     cache = tmp_path / "cache"
     builds = []
-    monkeypatch.setattr("sqlchorus.tools.value_index.index._write_index",
+    monkeypatch.setattr("sqlchorus.tools.values.index._write_index",
                         lambda *a, **k: (builds.append(1), _write_index(*a, **k)))
 
     with GuardedDatabase(path) as db:
@@ -331,7 +331,7 @@ def test_typos_on_real_databases_need_the_one_edit_lookup(spider, tmp_path, monk
         return hits[0]["value"] if hits else None
 
     assert [first(d, k, c) for d, k, c, _ in cases] == [v for *_, v in cases]
-    monkeypatch.setattr("sqlchorus.tools.value_index.lookup.EDIT_CANDIDATES", 0)
+    monkeypatch.setattr("sqlchorus.tools.values.lookup.EDIT_CANDIDATES", 0)
     missed = [k for d, k, c, v in cases if first(d, k, c) != v]
     assert len(missed) >= 6, missed
     for built in indexes.values():
@@ -400,7 +400,7 @@ def test_spilled_build_equals_in_memory_build(db_path, tmp_path, monkeypatch):
     keywords = ["new yrok", "Frnce", "swift", "Beyonce", "york", "United States", "1999"]
     with GuardedDatabase(db_path) as db:
         in_memory = vi.ValueIndex.build(db, cache_dir=tmp_path / "a")
-        monkeypatch.setattr("sqlchorus.tools.value_index.building.SPILL_POSTINGS", 10)
+        monkeypatch.setattr("sqlchorus.tools.values.building.SPILL_POSTINGS", 10)
         spilled = vi.ValueIndex.build(db, cache_dir=tmp_path / "b")
     assert spilled.search(keywords) == in_memory.search(keywords)
     assert in_memory.search(keywords)["city.name"][0]["value"] == "York"
@@ -410,7 +410,7 @@ def test_spilled_build_equals_in_memory_build(db_path, tmp_path, monkeypatch):
 
 
 def test_postings_per_key_are_capped(db_path, tmp_path, monkeypatch):
-    monkeypatch.setattr("sqlchorus.tools.value_index.building.MAX_POSTINGS", 2)
+    monkeypatch.setattr("sqlchorus.tools.values.building.MAX_POSTINGS", 2)
     with GuardedDatabase(db_path) as db, vi.ValueIndex.build(db, cache_dir=tmp_path) as index:
         key = int(vi.string_keys(["extra"], _WORD)[0])
         assert len(index._postings({key})[key]) == 2  # 20 values hold the word "extra"
@@ -459,7 +459,7 @@ def test_an_old_format_file_in_the_cache_is_rebuilt(db_path, tmp_path):
 def test_the_format_version_is_part_of_the_cache_file_name(db_path, tmp_path, monkeypatch):
     with GuardedDatabase(db_path) as db:
         current, _ = _index_path(db, tmp_path)
-        monkeypatch.setattr("sqlchorus.tools.value_index.storage.FORMAT_VERSION",
+        monkeypatch.setattr("sqlchorus.tools.values.storage.FORMAT_VERSION",
                             vi.FORMAT_VERSION - 1)
         older, _ = _index_path(db, tmp_path)
     assert current != older
@@ -480,7 +480,7 @@ def test_module_import_stays_light():
     import subprocess
     import sys
 
-    code = ("import sys, sqlchorus.tools.value_index; "
+    code = ("import sys, sqlchorus.tools.values; "
             "print(sorted(m for m in ('datasketch', 'scipy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -25,9 +25,10 @@ from test_schema import (
     structure,
 )
 
-from sqlchorus.tools.database import GuardedDatabase
-from sqlchorus.tools.schema import DatabaseSchema, introspect, schema_only_database
-from sqlchorus.tools.views import LEVELS, SCHEMA_FORMATS, render_view, resolve_links
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
+from sqlchorus.tools.engines.catalog import DatabaseSchema
+from sqlchorus.tools.schema.introspect import introspect, schema_only_database
+from sqlchorus.tools.schema.views import LEVELS, SCHEMA_FORMATS, render_view, resolve_links
 
 LINKS = {
     "Concert": ["YEAR", "bogus"],

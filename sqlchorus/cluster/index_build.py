@@ -1,10 +1,10 @@
 """A database's value index built on a Ray cluster, column by column, byte for byte as locally.
 
-The build is the local one cut in two (:mod:`sqlchorus.tools.value_index.parts`): the command's
+The build is the local one cut in two (:mod:`sqlchorus.tools.values.parts`): the command's
 process (the driver) plans it (the columns and their ids, from the catalogue), the cluster's
 workers compute the columns' parts (reading each column's distinct values, normalising, keying:
 nearly all the time), and the driver merges the parts in column order into the file
-(:class:`~sqlchorus.tools.value_index.IndexWriter`), under the name a local build gives it, so
+(:class:`~sqlchorus.tools.values.IndexWriter`), under the name a local build gives it, so
 ``ask`` finds it. The file holds nothing that depends on where or in what order a part was made,
 so it is the local build's file, byte for byte.
 
@@ -50,9 +50,9 @@ from typing import Any
 
 from sqlchorus.cluster import staging
 from sqlchorus.cluster.connect import ClusterError, cluster, parse_address, ray_module
-from sqlchorus.tools.database import Database
-from sqlchorus.tools.engines import open_database
-from sqlchorus.tools.value_index import (
+from sqlchorus.tools.engines.sqlite import Database
+from sqlchorus.tools.engines.opening import open_database
+from sqlchorus.tools.values import (
     DEFAULT_MAX_VALUES,
     BuildPlan,
     ColumnPart,

@@ -44,7 +44,7 @@ from sqlchorus.config.errors import NO_MODEL_HELP
 from sqlchorus.config.settings import ROLES, Settings
 from sqlchorus.core.llm import ModelTimeoutError, TransientModelError, fixed_sampling, takes_top_p
 from sqlchorus.core.models import ModelConfigError, model_name, provider_name, rate_limiter, resolve_model
-from sqlchorus.tools.cache import made_from
+from sqlchorus.tools.models.cache import made_from
 from sqlchorus.tools.errors import EXIT_NO_ANSWER, SqlchorusError
 
 NAMESPACE = "sqlchorus"

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sqlchorus.tools.database_names import is_server_url, redact_url
+from sqlchorus.tools.engines.names import is_server_url, redact_url
 
 CHUNK = 1 << 20
 

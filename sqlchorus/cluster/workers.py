@@ -33,7 +33,7 @@ from sqlchorus.cluster.connect import ClusterError, ray_module, remote_class
 from sqlchorus.evaluation.runs import kept_where, run_question
 from sqlchorus.runs.session import Session
 from sqlchorus.runs.standalone_selection import OpenDatabases, check_line, select_line, selector
-from sqlchorus.tools.engines import open_database
+from sqlchorus.tools.engines.opening import open_database
 from sqlchorus.tools.errors import SqlchorusError
 
 WORKER_CPUS = 1.0

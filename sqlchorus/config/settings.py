@@ -23,7 +23,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from sqlchorus.config.presets import PRESET_NAMES, preset
 from sqlchorus.tools.errors import SqlchorusError
 from sqlchorus.tools.json_values import json_value
-from sqlchorus.tools.trace_content import DEFAULT_CONTENT_LIMIT, TRACE_CONTENTS, TRACE_CONVENTIONS
+from sqlchorus.tools.tracing.content import DEFAULT_CONTENT_LIMIT, TRACE_CONTENTS, TRACE_CONVENTIONS
 
 MAX_SAMPLES = 64
 """Samples one generator may draw in a run: CHASE-SQL's pool draws 7 from each of three; a
@@ -506,7 +506,7 @@ class Settings(BaseSettings):
         "Keep model responses in a persistent SQLite cache, so that the same request to the same "
         "named model is paid for once (a model object passed in is the caller's to cache).",
         negate=("--no-cache", False, "Neither read nor write the persistent model response cache."),
-        env=None,  # SQLCHORUS_CACHE names the cache folder (sqlchorus.tools.cache)
+        env=None,  # SQLCHORUS_CACHE names the cache folder (sqlchorus.tools.models.cache)
     )
     cache_path: str | None = _field(
         None,

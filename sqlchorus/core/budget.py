@@ -3,7 +3,7 @@
 A call's budget (:func:`prompt_budget`) is ``Settings.max_prompt_tokens``, lowered to the model's
 own context window when the model says what it is (LangChain's ``model.profile``,
 ``max_input_tokens``). Tokens are counted by the model's provider's tokenizer where one is
-installed, otherwise by a stated approximation (:mod:`sqlchorus.tools.tokens`).
+installed, otherwise by a stated approximation (:mod:`sqlchorus.tools.models.tokens`).
 
 A schema view (:func:`schema_view`) may take what the smallest prompt budget of the run's roles
 leaves beside :data:`PROMPT_RESERVE` and the question and hint (a quarter of it at least), and
@@ -20,7 +20,7 @@ takes its share, and the calls that show only the linked part are not cut. Whole
 is thus decided once per question, by what the whole run would cost, not by one call alone.
 
 A view that would be larger than its budget is rendered from a narrowed schema
-(:mod:`sqlchorus.tools.schema_narrow`) in two tiers: the details (types, descriptions, sample
+(:mod:`sqlchorus.tools.schema.narrow`) in two tiers: the details (types, descriptions, sample
 values) of the columns ranked first for the question (by its words and the hint's, the
 retrieved values, readable names and descriptions, foreign-key neighbourhoods and bridges, with
 the linked columns kept first), then the names alone of as many other columns as the rest of
@@ -42,18 +42,18 @@ from sqlchorus.config import catalog
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.context import Context
 from sqlchorus.core.models import model_name
-from sqlchorus.tools import attributes as attrs
+from sqlchorus.tools.tracing import attributes as attrs
 from sqlchorus.tools.errors import SqlchorusError
-from sqlchorus.tools.schema import DatabaseSchema
-from sqlchorus.tools.schema_narrow import (
+from sqlchorus.tools.engines.catalog import DatabaseSchema
+from sqlchorus.tools.schema.narrow import (
     EVIDENCE,
     Narrowing,
     names_listing,
     narrow_schema,
     rank_columns,
 )
-from sqlchorus.tools.tokens import APPROXIMATE, TokenCounter, tiktoken_counter
-from sqlchorus.tools.views import render_view, resolve_links
+from sqlchorus.tools.models.tokens import APPROXIMATE, TokenCounter, tiktoken_counter
+from sqlchorus.tools.schema.views import render_view, resolve_links
 
 _OPENAI_CLASSES = frozenset({"ChatOpenAI", "AzureChatOpenAI"})
 
@@ -111,7 +111,7 @@ NAMES_SHARE = 0.5
 
 NAMES = "names"
 """The names-only tier of a narrowed view, as a source of evidence :func:`schema_view` can leave
-out besides :data:`~sqlchorus.tools.schema_narrow.EVIDENCE`."""
+out besides :data:`~sqlchorus.tools.schema.narrow.EVIDENCE`."""
 
 
 def question_plan(settings: Settings) -> tuple[int, int]:
@@ -199,12 +199,12 @@ def schema_view(
     sample_values: int | None = None,
     evidence: Collection[str] | None = None,
 ) -> str:
-    """:func:`~sqlchorus.tools.views.render_view` of the run's schema, narrowed to the schema
+    """:func:`~sqlchorus.tools.schema.views.render_view` of the run's schema, narrowed to the schema
     budget when it would not fit (see the module docstring).
 
     ``state`` gives the question, hint, retrieved values and schema links the narrowing ranks by;
     ``links`` are the view's own (for the ``tables`` and ``columns`` levels), kept first when
-    narrowing. ``evidence`` names what a narrowing may use (:data:`~sqlchorus.tools.schema_narrow.EVIDENCE`
+    narrowing. ``evidence`` names what a narrowing may use (:data:`~sqlchorus.tools.schema.narrow.EVIDENCE`
     and :data:`NAMES`; all of it by default).
     """
     evidence = (*EVIDENCE, NAMES) if evidence is None else tuple(evidence)

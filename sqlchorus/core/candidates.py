@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlchorus.core.state import Candidate
-from sqlchorus.tools.verify import same_query
+from sqlchorus.tools.steps.verify import same_query
 
 NO_SQL = "The model's answer contained no SQL query."
 

@@ -79,7 +79,7 @@ whether there is an answer), ended by a fault, or cancelled."""
 FINISHED = frozenset({"done", "failed", "cancelled"})
 TAUGHT_COLUMNS = ("id", "database", "kind", "question", "sql", "hint", "author", "created", "run_id", "source",
                   "skeleton", "features")
-"""The columns of a taught example or glossary entry (see :mod:`sqlchorus.tools.taught`)."""
+"""The columns of a taught example or glossary entry (see :mod:`sqlchorus.tools.examples.taught`)."""
 
 
 def is_database_url(target: str | Path | None) -> bool:

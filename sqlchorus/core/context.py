@@ -16,10 +16,10 @@ from langchain_core.language_models import BaseChatModel
 from opentelemetry import trace
 
 from sqlchorus.config.settings import Settings
-from sqlchorus.tools.cache import ResponseCache
-from sqlchorus.tools.database import GuardedDatabase
-from sqlchorus.tools.pricing import PriceTable
-from sqlchorus.tools.schema import DatabaseSchema
+from sqlchorus.tools.models.cache import ResponseCache
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
+from sqlchorus.tools.models.pricing import PriceTable
+from sqlchorus.tools.engines.catalog import DatabaseSchema
 
 
 @dataclass

@@ -28,14 +28,15 @@ from sqlchorus.config.settings import ROLES, Settings
 from sqlchorus.core.context import Context
 from sqlchorus.core.models import ModelConfigError, rate_limiter, resolve_roles
 from sqlchorus.core.rate_limits import LocalModelLimiter, ModelLimiter, model_limits
-from sqlchorus.tools import attributes as attrs
-from sqlchorus.tools.cache import ResponseCache
-from sqlchorus.tools.database import Database, DatabaseOpenError, SqlError
-from sqlchorus.tools.engines import database_key as engine_key
-from sqlchorus.tools.engines import file_of, open_database
-from sqlchorus.tools.pricing import PriceFileError, PriceTable
-from sqlchorus.tools.schema import DatabaseSchema, introspect
-from sqlchorus.tools.value_index import ValueIndex, content_fingerprint
+from sqlchorus.tools.tracing import attributes as attrs
+from sqlchorus.tools.models.cache import ResponseCache
+from sqlchorus.tools.engines.sqlite import Database, DatabaseOpenError, SqlError
+from sqlchorus.tools.engines.opening import database_key as engine_key
+from sqlchorus.tools.engines.opening import file_of, open_database
+from sqlchorus.tools.models.pricing import PriceFileError, PriceTable
+from sqlchorus.tools.engines.catalog import DatabaseSchema
+from sqlchorus.tools.schema.introspect import introspect
+from sqlchorus.tools.values import ValueIndex, content_fingerprint
 
 
 @dataclass
@@ -97,7 +98,7 @@ class Dependencies:
         """The context of one run on ``resources``' database, traced with ``tracer``, telling
         ``progress`` as nodes start and end. The run's statements count as ``client``'s (a
         server passes the remote address or the token of the request; see
-        :meth:`~sqlchorus.tools.database.GuardedDatabase.for_client`), so one client's runs hold
+        :meth:`~sqlchorus.tools.engines.sqlite.GuardedDatabase.for_client`), so one client's runs hold
         at most their share of the database's statement workers; None counts them as nobody's.
 
         The first traced run after ``resources`` built their value index records that build in
@@ -135,7 +136,7 @@ def open_with(db: str | os.PathLike[str], settings: Settings) -> Database:
     open (``allow_writable_role``; refused even then when ``require_readonly_role`` was given).
 
     Raises:
-        sqlchorus.tools.database.DatabaseOpenError: the database cannot be opened.
+        sqlchorus.tools.engines.sqlite.DatabaseOpenError: the database cannot be opened.
     """
     return open_database(db, timeout_s=settings.sql_timeout_s, max_rows=settings.max_rows,
                          max_bytes=settings.max_bytes, workers=settings.statement_workers,
@@ -167,7 +168,7 @@ class DatabaseResources:
     owns_index: bool = False
     index_build: dict[str, Any] | None = None
     fingerprint: str = ""
-    """The content's key when opened (:func:`~sqlchorus.tools.value_index.content_fingerprint`),
+    """The content's key when opened (:func:`~sqlchorus.tools.values.content_fingerprint`),
     kept with each run; worked out once, since on a server it reads the catalogue."""
     _build_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -178,7 +179,7 @@ class DatabaseResources:
         """Open ``db`` (unless it is open already), introspect it, load or build its value index.
 
         Raises:
-            sqlchorus.tools.database.DatabaseOpenError: the file is missing or not SQLite.
+            sqlchorus.tools.engines.sqlite.DatabaseOpenError: the file is missing or not SQLite.
         """
         owned = not isinstance(db, Database)
         database = db if isinstance(db, Database) else open_with(db, settings)

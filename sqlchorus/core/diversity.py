@@ -15,7 +15,7 @@ from typing_extensions import TypedDict
 from sqlchorus.core.budget import schema_view
 from sqlchorus.core.context import Context
 from sqlchorus.core.state import GeneratorInput
-from sqlchorus.tools.values import values_by_column
+from sqlchorus.tools.values.shown import values_by_column
 
 
 def sample_temperature(context: Context, generator: str, sample: int) -> float:

@@ -18,8 +18,8 @@ from sqlchorus.core.diversity import generation_meta, sample_temperature, sample
 from sqlchorus.core.llm import ModelCallError, call_model, model_error
 from sqlchorus.core.state import GeneratorInput
 from sqlchorus.core.updates import GeneratorUpdate, ModelCallUpdate
-from sqlchorus.tools.parsing import extract_sql
-from sqlchorus.tools.values import values_text
+from sqlchorus.tools.models.parsing import extract_sql
+from sqlchorus.tools.values.shown import values_text
 
 
 def model_error_update(node: str, error: ModelCallError) -> ModelCallUpdate:

@@ -25,8 +25,8 @@ from typing_extensions import TypedDict
 
 from sqlchorus.core.diversity import Sampling, retry_sampling
 from sqlchorus.core.state import ErrorRecord, UsageRecord
-from sqlchorus.tools.values import values_text
-from sqlchorus.tools.verify import same_query
+from sqlchorus.tools.values.shown import values_text
+from sqlchorus.tools.steps.verify import same_query
 
 GENERATOR = "list"
 NOTHING_VERIFIED = "-- nothing is verified yet: this step starts the query"

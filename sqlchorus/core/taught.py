@@ -3,8 +3,8 @@
 A run's context holds its database's taught entries (:class:`Taught`), loaded from the examples
 store and indexed once per store version. A generator that takes few-shot examples asks
 :func:`taught_shots` for the taught examples most similar to the question; they go ahead of its
-shipped examples, at most :data:`~sqlchorus.tools.taught.TAUGHT_SHOTS` and
-:data:`~sqlchorus.tools.taught.TAUGHT_TOKENS` of them, and the node's span says which (their ids,
+shipped examples, at most :data:`~sqlchorus.tools.examples.taught.TAUGHT_SHOTS` and
+:data:`~sqlchorus.tools.examples.taught.TAUGHT_TOKENS` of them, and the node's span says which (their ids,
 the runs they were taught from, their scores). The glossary entries a question names are added to
 its hint before the run starts (:func:`glossary_for`), the run's span naming them.
 """
@@ -18,8 +18,8 @@ from typing import Any
 
 from opentelemetry import trace
 
-from sqlchorus.tools import attributes as attrs
-from sqlchorus.tools.taught import (
+from sqlchorus.tools.tracing import attributes as attrs
+from sqlchorus.tools.examples.taught import (
     TAUGHT_SHOTS,
     TAUGHT_TOKENS,
     TaughtIndex,
@@ -27,7 +27,7 @@ from sqlchorus.tools.taught import (
     glossary_matches,
     provenance,
 )
-from sqlchorus.tools.tokens import approximate_tokens
+from sqlchorus.tools.models.tokens import approximate_tokens
 
 
 @dataclass
@@ -35,7 +35,7 @@ class Taught:
     """The taught entries of one database, as a run uses them.
 
     Attributes:
-        database: the database's name in the store (:func:`~sqlchorus.tools.engines.database_name`).
+        database: the database's name in the store (:func:`~sqlchorus.tools.engines.opening.database_name`).
         index: its examples, indexed for retrieval.
         terms: its glossary entries.
         store: where they are kept, for messages.
@@ -61,7 +61,7 @@ class Taught:
 
 def taught_shots(context: Any, state: Mapping[str, Any], k: int = TAUGHT_SHOTS) -> list[dict[str, Any]]:
     """The taught examples of the run's database most similar to the question, best first, that
-    fit in :data:`~sqlchorus.tools.taught.TAUGHT_TOKENS`; none when nothing is taught.
+    fit in :data:`~sqlchorus.tools.examples.taught.TAUGHT_TOKENS`; none when nothing is taught.
 
     The current span (the node's) gets ``sqlchorus.taught_examples``: each shown example's id,
     the run it was taught from and its score, as JSON.

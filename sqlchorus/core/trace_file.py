@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlchorus.tools import attributes as attrs
+from sqlchorus.tools.tracing import attributes as attrs
 from sqlchorus.tools.errors import SqlchorusError
 
 

@@ -11,7 +11,7 @@ are child spans of the node that made them.
 Every span carries ``session.id`` (the run's thread, shared by its replays and debugging
 sessions) and, as ``Settings.trace_content`` allows, the content a dashboard shows: OpenInference's
 ``input.value`` / ``output.value``, a model call's messages, a retriever's documents (see
-:mod:`sqlchorus.tools.trace_content`). Without an explicit endpoint, the standard
+:mod:`sqlchorus.tools.tracing.content`). Without an explicit endpoint, the standard
 ``OTEL_EXPORTER_OTLP_*`` variables and ``OTEL_SERVICE_NAME`` are honoured.
 """
 
@@ -45,9 +45,9 @@ from opentelemetry.sdk.trace.export import (
 )
 
 from sqlchorus.config.install import install_hint
-from sqlchorus.tools import attributes as attrs
+from sqlchorus.tools.tracing import attributes as attrs
 from sqlchorus.tools.json_values import json_value
-from sqlchorus.tools.trace_content import (
+from sqlchorus.tools.tracing.content import (
     ALL,
     NONE,
     TRUNCATION_MARK,

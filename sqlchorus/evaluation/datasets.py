@@ -9,7 +9,7 @@ relative to the repository root):
     same as dev.json's), else from dev.json. ``question_id`` is the position in the file.
     Difficulty is Spider hardness of the gold SQL: from the query's parse that ``dev.json``
     carries (its ``sql`` dictionary, what the official scorer computes hardness from) when the
-    gold text is that entry's ``query``, else from the text (:mod:`sqlchorus.tools.hardness`).
+    gold text is that entry's ``query``, else from the text (:mod:`sqlchorus.tools.sql.hardness`).
     Database: ``spider/database/<db>/<db>.sqlite``.
 ``bird-dev``
     ``bird/dev.json`` (1534 questions) with its ``difficulty`` (simple / moderate /
@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlchorus.tools.hardness_rules import hardness_from_spider_sql
+from sqlchorus.tools.sql.hardness_rules import hardness_from_spider_sql
 
 __all__ = ["Example", "Dataset", "BUILTIN_DATASETS", "data_dir", "load_dataset"]
 
@@ -167,7 +167,7 @@ def _existing(path: Path) -> Path | None:
 
 def _hardness_or_unknown(sql: str) -> str:
     # Parsing SQL text needs sqlglot, imported only when a dataset has queries without a parse.
-    from sqlchorus.tools.hardness import spider_hardness
+    from sqlchorus.tools.sql.hardness import spider_hardness
 
     try:
         return spider_hardness(sql)

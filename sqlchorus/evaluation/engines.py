@@ -4,13 +4,13 @@ Spider and BIRD ship SQLite files; ``scripts/load_spider_engines.py`` loads them
 PostgreSQL or a MySQL/MariaDB server (one database per ``db_id``) and into DuckDB files
 (``<db_id>.duckdb`` in one folder). :func:`on_engine` points a :class:`~sqlchorus.evaluation.datasets.Dataset` at those
 copies: each question's database becomes the engine's, and its gold SQL, written for SQLite, is
-transpiled to the engine's dialect with the rewrites of :mod:`sqlchorus.tools.transpile` (names
+transpiled to the engine's dialect with the rewrites of :mod:`sqlchorus.tools.sql.transpile` (names
 spelled as the schema does, SQLite's comparison rules made explicit), using the SQLite file's
 names when it is there. A gold query that cannot be transpiled keeps its text, and is reported
 as a gold error when scored.
 
 Scoring then runs gold and predicted SQL on the engine, under its guard, and compares results
-normalised as SQLite would hold them (:func:`~sqlchorus.tools.compare.normalise_rows`).
+normalised as SQLite would hold them (:func:`~sqlchorus.tools.sql.compare.normalise_rows`).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from pathlib import Path
 from sqlglot.errors import SqlglotError
 
 from sqlchorus.evaluation.datasets import Dataset, Example
-from sqlchorus.tools.database import DatabaseOpenError
-from sqlchorus.tools.engines import ENGINES, database_url, display_name, engine_of, is_server_url, open_database
+from sqlchorus.tools.engines.sqlite import DatabaseOpenError
+from sqlchorus.tools.engines.opening import ENGINES, database_url, display_name, engine_of, is_server_url, open_database
 from sqlchorus.tools.errors import SqlchorusError
-from sqlchorus.tools.transpile import Names, sqlite_names, transpile
+from sqlchorus.tools.sql.transpile import Names, sqlite_names, transpile
 
 __all__ = ["EngineTargetError", "on_engine", "transpile_predictions"]
 

@@ -13,7 +13,7 @@ alone; cost, tokens and latency per question as histograms. Each plot is as wide
 need, so none is cut.
 
 Words are the ones every command and page uses: a question's verdict reads as
-:func:`verdict_text` gives it, a cost as :func:`~sqlchorus.tools.pricing.cost_text` does
+:func:`verdict_text` gives it, a cost as :func:`~sqlchorus.tools.models.pricing.cost_text` does
 (``unpriced`` where a model has no price, never ``$0``). Tables of SQL wrap only between tokens,
 never inside a name, and the questions table scrolls sideways rather than squeeze its columns.
 """
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from sqlchorus.tools.pricing import cost_text
+from sqlchorus.tools.models.pricing import cost_text
 
 __all__ = ["build_summary", "render_html", "verdict_text", "write_html", "write_report"]
 

@@ -75,7 +75,7 @@ from sqlchorus.evaluation.scoring import (
     write_predictions,
 )
 from sqlchorus.evaluation.ves import ITERATIONS
-from sqlchorus.tools.database_names import is_server_url, redact_url
+from sqlchorus.tools.engines.names import is_server_url, redact_url
 from sqlchorus.tools.errors import SqlchorusError
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ BIRD (the ``predict_*.json`` of the BIRD dev and mini-dev ``evaluation_ex.py``)
     official reader always does. The two agree for files whose keys are in order.
 
 Per question, every statement executed in this process on the guard's read-only connection
-(:mod:`sqlchorus.tools.sqlite_guard`, one connection per database reused for the whole file; see
+(:mod:`sqlchorus.tools.engines.sqlite_guard`, one connection per database reused for the whole file; see
 :class:`_Reader`):
 
 Spider test-suite semantics (``evaluation.py`` + ``exec_eval.py``, default flags)
@@ -29,7 +29,7 @@ Spider test-suite semantics (``evaluation.py`` + ``exec_eval.py``, default flags
     before execution. The gold query runs first, then the prediction, on the question's database
     and on every other ``*.sqlite`` file in its folder (the test-suite layout; with the plain
     Spider databases there is one), and the results must match on each by
-    :func:`~sqlchorus.tools.compare.spider_result_eq`. Time limit: 60 s per query (the
+    :func:`~sqlchorus.tools.sql.compare.spider_result_eq`. Time limit: 60 s per query (the
     official constant). Value plug-in (``--plug_value``) is not offered.
 BIRD semantics (``evaluation_ex.py``)
     The prediction runs, then the gold; the verdict is ``set(pred_rows) == set(gold_rows)``.
@@ -87,7 +87,7 @@ from sqlchorus.evaluation import soft_f1 as f1_metric
 from sqlchorus.evaluation import ves
 from sqlchorus.evaluation.datasets import Dataset, Example
 from sqlchorus.evaluation.progress import ExProgress
-from sqlchorus.tools.compare import (
+from sqlchorus.tools.sql.compare import (
     bird_result_eq,
     normalise_rows,
     spider_order_matters,
@@ -97,17 +97,17 @@ from sqlchorus.tools.compare import (
     spider_result_eq,
 )
 from sqlchorus.tools.errors import SqlchorusError
-from sqlchorus.tools.hardness_rules import HARDNESS_LEVELS
-from sqlchorus.tools.sql_errors import (
+from sqlchorus.tools.sql.hardness_rules import HARDNESS_LEVELS
+from sqlchorus.tools.sql.errors import (
     NotAQueryError,
     QueryTimeoutError,
     ResourceError,
     SqlError,
     sqlite_error,
 )
-from sqlchorus.tools.sqlite_guard import MAX_SQL_CHARS, GuardState
-from sqlchorus.tools.sqlite_guard import run as guarded_run
-from sqlchorus.tools.sqlite_open import open_checked
+from sqlchorus.tools.engines.sqlite_guard import MAX_SQL_CHARS, GuardState
+from sqlchorus.tools.engines.sqlite_guard import run as guarded_run
+from sqlchorus.tools.engines.sqlite_open import open_checked
 
 __all__ = [
     "Verdict",
@@ -331,12 +331,12 @@ _local = threading.local()
 
 
 class _Reader:
-    """One database's guarded connection in this process (:mod:`sqlchorus.tools.sqlite_guard`):
+    """One database's guarded connection in this process (:mod:`sqlchorus.tools.engines.sqlite_guard`):
     opened read-only, under the guard's authorizer and limits (no value over 8 MB), each
     statement stopped at its time limit by the progress handler, results capped in rows and
     bytes. Scoring runs the benchmark's statements and a prediction file's in-process, one
     connection per database for the whole file, rather than through
-    :class:`~sqlchorus.tools.database.GuardedDatabase`'s worker process; what that adds, a kill
+    :class:`~sqlchorus.tools.engines.sqlite.GuardedDatabase`'s worker process; what that adds, a kill
     from outside for one SQLite call that outruns the limit, matters little with every value
     capped at 8 MB. The statement check needs no SQL parser: SQLite refuses several statements
     in one text, and the text must begin with SELECT or WITH (after comments and parentheses).
@@ -414,13 +414,13 @@ def _check_query(sql: str) -> None:
 
 class _EngineReader:
     """A PostgreSQL or DuckDB database under its engine's guard
-    (:func:`~sqlchorus.tools.engines.open_database`: read-only, time-bounded, capped), one
+    (:func:`~sqlchorus.tools.engines.opening.open_database`: read-only, time-bounded, capped), one
     connection or worker for the whole file; rows normalised as SQLite would hold them, so that
     results compare as the official scorers compare SQLite's."""
 
     def __init__(self, name: str):
         # Imported here: the engines' guards parse SQL, and scoring SQLite files needs no parser.
-        from sqlchorus.tools.engines import open_database
+        from sqlchorus.tools.engines.opening import open_database
 
         self.db = open_database(name, workers=1, max_rows=SCORING_MAX_ROWS, max_bytes=SCORING_MAX_BYTES)
 

@@ -24,8 +24,8 @@ from sqlchorus.config.settings import Settings
 from sqlchorus.evaluation.datasets import Dataset, Example
 from sqlchorus.evaluation.runs import EvalRun, debug_command, run_eval, wrong_questions
 from sqlchorus.runs.teach import Teacher, UnknownTaughtError
-from sqlchorus.tools.engines import engine_of, is_server_url
-from sqlchorus.tools.taught import EXAMPLE
+from sqlchorus.tools.engines.opening import engine_of, is_server_url
+from sqlchorus.tools.examples.taught import EXAMPLE
 
 CHECK_BENCHMARK = "bird"
 """Whose comparison a check uses: BIRD's, the same rows in any order, which asks nothing of the

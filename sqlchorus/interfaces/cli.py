@@ -343,7 +343,7 @@ def _refuse_early(question: str, evidence: str | None, db: str | None, limit: in
     """
     from sqlchorus.config.errors import NO_MODEL_HELP, ModelConfigError
     from sqlchorus.config.question import checked_question
-    from sqlchorus.tools.database_names import file_of, require_file
+    from sqlchorus.tools.engines.names import file_of, require_file
 
     checked_question(question, evidence or "", limit)
     path = file_of(db) if db else None
@@ -412,7 +412,7 @@ def _print_result(result: Any, *, max_rows: int = 20) -> None:
     from rich.table import Table
 
     from sqlchorus.core.candidates import fix_record
-    from sqlchorus.tools.pricing import cost_text
+    from sqlchorus.tools.models.pricing import cost_text
 
     out = Console(highlight=False)
     if result.sql:
@@ -720,8 +720,8 @@ def index(db: str, max_values: int | None, rebuild: bool, as_json: bool, ray_add
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from sqlchorus.tools.engines import open_database
-    from sqlchorus.tools.value_index import DEFAULT_MAX_VALUES, ValueIndex
+    from sqlchorus.tools.engines.opening import open_database
+    from sqlchorus.tools.values import DEFAULT_MAX_VALUES, ValueIndex
 
     with _reported():
         # The folder typed, else the environment's, where `ask` looks for the index too.
@@ -1366,7 +1366,7 @@ def _print_eval(run: Any) -> None:
         out.print(gens)
         cost = s["cost"]
         out.print(f"upper bound with perfect selection: {_pct(s['upper_bound'])}")
-        from sqlchorus.tools.pricing import cost_text
+        from sqlchorus.tools.models.pricing import cost_text
 
         cached = f" ({cost['cached_calls']} from cache)" if cost.get("cached_calls") else ""
         out.print(f"cost: {cost_text(cost['cost_usd'], cost.get('unpriced_calls') or cost.get('unpriced_models'))}, "

@@ -35,9 +35,9 @@ from sqlchorus.runs.databases import EXECUTE_ROWS
 from sqlchorus.runs.integrations import TOOL_ROWS
 from sqlchorus.runs.service import RunService, ServiceError, TaughtEntry
 from sqlchorus.tools.json_values import json_value
-from sqlchorus.tools.schema import DatabaseSchema
-from sqlchorus.tools.schema_search import search
-from sqlchorus.tools.views import render_view
+from sqlchorus.tools.engines.catalog import DatabaseSchema
+from sqlchorus.tools.schema.search import search
+from sqlchorus.tools.schema.views import render_view
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 """Every tool but ``teach`` only reads: nothing it does changes a database."""

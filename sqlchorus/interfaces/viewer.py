@@ -64,12 +64,12 @@ from sqlchorus.runs.run_index import (
 )
 from sqlchorus.runs.service import RunService
 from sqlchorus.runs.teach import TaughtError, Teacher
-from sqlchorus.tools import attributes as attrs
-from sqlchorus.tools.database import GuardedDatabase
+from sqlchorus.tools.tracing import attributes as attrs
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
 from sqlchorus.tools.errors import SqlchorusError
 from sqlchorus.tools.json_values import json_value
-from sqlchorus.tools.pricing import usage_cost
-from sqlchorus.tools.taught import without_glossary
+from sqlchorus.tools.models.pricing import usage_cost
+from sqlchorus.tools.examples.taught import without_glossary
 
 ASSETS = Path(__file__).parent / "ui"
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "

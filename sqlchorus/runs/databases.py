@@ -10,12 +10,12 @@ from urllib.parse import unquote, urlsplit
 
 from sqlchorus.config.errors import ServiceError, UnknownDatabaseError, UnknownTableError
 from sqlchorus.runs.session import Session
-from sqlchorus.tools.database import Database
-from sqlchorus.tools.engines import display_name, duckdb_path, engine_of, is_server_url
+from sqlchorus.tools.engines.sqlite import Database
+from sqlchorus.tools.engines.opening import display_name, duckdb_path, engine_of, is_server_url
 from sqlchorus.tools.json_values import json_value
-from sqlchorus.tools.mysql_database import connection_parameters
-from sqlchorus.tools.schema import DatabaseSchema
-from sqlchorus.tools.schema_search import close_tables, table_detail
+from sqlchorus.tools.engines.mysql import connection_parameters
+from sqlchorus.tools.engines.catalog import DatabaseSchema
+from sqlchorus.tools.schema.search import close_tables, table_detail
 
 
 def database_ids(paths: Sequence[str | Path]) -> dict[str, str | Path]:
@@ -62,7 +62,7 @@ class Databases:
     before a request or a tool call is.
 
     Raises:
-        sqlchorus.tools.database.DatabaseOpenError: a file is missing or not SQLite.
+        sqlchorus.tools.engines.sqlite.DatabaseOpenError: a file is missing or not SQLite.
     """
 
     def __init__(self, paths: Mapping[str, str | Path], session: Session):
@@ -106,7 +106,7 @@ class Databases:
     # -- what the tools of the MCP server and the LangChain toolkit do -----------------------
 
     def describe(self, table: str, database: str | None = None) -> dict[str, Any]:
-        """Everything about one table (:func:`~sqlchorus.tools.schema_search.table_detail`, full).
+        """Everything about one table (:func:`~sqlchorus.tools.schema.search.table_detail`, full).
 
         Raises:
             UnknownTableError: no such table (the closest names are said).
@@ -127,7 +127,7 @@ class Databases:
         database's statement workers.
 
         Raises:
-            sqlchorus.tools.sql_errors.SqlError: the guard refused the query, or it failed.
+            sqlchorus.tools.sql.errors.SqlError: the guard refused the query, or it failed.
         """
         result = self.guarded(database).execute(sql, max_rows=max(1, min(int(max_rows), MAX_EXECUTE_ROWS)),
                                                 client=client)
@@ -139,6 +139,6 @@ class Databases:
         """The engine's plan of one read query, a step a line, without running it.
 
         Raises:
-            sqlchorus.tools.sql_errors.SqlError: the query would not run.
+            sqlchorus.tools.sql.errors.SqlError: the query would not run.
         """
         return [str(row[-1]) for row in self.guarded(database).explain_query_plan(sql).rows]

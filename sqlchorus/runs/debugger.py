@@ -47,7 +47,7 @@ from sqlchorus.runs.result import Result, result_from_state
 from sqlchorus.runs.scripted_models import ScriptedChatModel
 from sqlchorus.runs.session import OpenRun, Session
 from sqlchorus.runs.teach import Teacher
-from sqlchorus.tools import attributes as attrs
+from sqlchorus.tools.tracing import attributes as attrs
 
 MAX_EXPRESSION_CHARS = 2_000
 """The longest condition or display expression taken."""

@@ -27,7 +27,7 @@ from sqlchorus.core.models import ModelConfigError
 from sqlchorus.core.state import Answer, ErrorRecord, Selection
 from sqlchorus.runs.result import Result
 from sqlchorus.runs.session import Session, ask
-from sqlchorus.tools.engines import display_name, file_of
+from sqlchorus.tools.engines.opening import display_name, file_of
 from sqlchorus.tools.json_values import json_value
 
 TOOL_ROWS = 50
@@ -165,7 +165,7 @@ def graph_for(db: str | Path | None = None, *, model: Any = None, settings: Sett
 
     Raises (from ``invoke``):
         EmptyQuestionError, QuestionTooLongError: the question cannot be asked.
-        sqlchorus.tools.database.DatabaseOpenError: the database is missing or cannot be opened.
+        sqlchorus.tools.engines.sqlite.DatabaseOpenError: the database is missing or cannot be opened.
         HostedRunError: any of these, with ``hosted_errors``, for a LangGraph server to show its
             client (the cause is its ``__cause__``).
     """

@@ -82,7 +82,7 @@ def replay_exported(data: str | Path, tmp_dir: str | Path) -> Result:
     Raises:
         FileNotFoundError: ``data`` is missing.
         ModelAskedError: the replay asked a model (a request changed since the export).
-        sqlchorus.tools.database.DatabaseOpenError: the run's database is missing.
+        sqlchorus.tools.engines.sqlite.DatabaseOpenError: the run's database is missing.
     """
     data = Path(data)
     if not data.is_file():

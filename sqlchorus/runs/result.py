@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlchorus.core.candidates import fix_record
 from sqlchorus.tools.json_values import json_value
-from sqlchorus.tools.pricing import usage_cost
+from sqlchorus.tools.models.pricing import usage_cost
 
 
 @dataclass
@@ -51,7 +51,7 @@ class Result:
     @property
     def cost(self) -> dict[str, Any]:
         """Model calls, tokens, dollars and seconds, in total and per node
-        (:func:`sqlchorus.tools.pricing.usage_cost`)."""
+        (:func:`sqlchorus.tools.models.pricing.usage_cost`)."""
         return usage_cost(self.usage, self.seconds)
 
     def to_dict(self) -> dict[str, Any]:

@@ -21,8 +21,8 @@ from typing import Any
 from sqlchorus.core.trace_file import is_run_span, read_spans, span_time
 from sqlchorus.core.tracing import valid_run_id
 from sqlchorus.runs.run_stores import EVAL_CHECKPOINTS, RECORDS_FILE, RunStore
-from sqlchorus.tools import attributes as attrs
-from sqlchorus.tools.pricing import usage_cost
+from sqlchorus.tools.tracing import attributes as attrs
+from sqlchorus.tools.models.pricing import usage_cost
 
 MAX_SPANS = 20_000
 """Spans of one run the viewer reads at most."""

@@ -31,9 +31,9 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from sqlchorus.core.llm import NODE_KEY, PROMPT_KEY, ROLE_KEY
 from sqlchorus.graph.generators import GENERATORS
-from sqlchorus.tools import sql_text
-from sqlchorus.tools.classify import classify_sql
-from sqlchorus.tools.list_decompose import DecomposeError, decompose, describe_step
+from sqlchorus.tools.sql import text as sql_text
+from sqlchorus.tools.sql.classify import classify_sql
+from sqlchorus.tools.steps.decompose import DecomposeError, decompose, describe_step
 
 Responder = Callable[[list[BaseMessage]], str]
 

@@ -67,9 +67,9 @@ from sqlchorus.runs.teach import (
     UnknownTaughtError,
     exported,
 )
-from sqlchorus.tools.engines import database_key as engine_key
-from sqlchorus.tools.engines import database_name
-from sqlchorus.tools.taught import entry_id
+from sqlchorus.tools.engines.opening import database_key as engine_key
+from sqlchorus.tools.engines.opening import database_name
+from sqlchorus.tools.examples.taught import entry_id
 
 DEFAULT_WORKERS = 8
 """Runs one server answers at once; more wait (``queued``) for a worker."""

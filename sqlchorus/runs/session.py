@@ -44,13 +44,13 @@ from sqlchorus.core.tracing import NodeEvent, RunTracer, new_run_id, run_labels
 from sqlchorus.graph.build import build_graph
 from sqlchorus.runs.demo import demo_db_path
 from sqlchorus.runs.result import Result, failure_kind, result_from_state
-from sqlchorus.tools import attributes as attrs
-from sqlchorus.tools.database import Database
-from sqlchorus.tools.engines import database_name, file_of
-from sqlchorus.tools.fewshot import embedder
-from sqlchorus.tools.sql_errors import DatabaseOpenError
-from sqlchorus.tools.trace_content import ALL, NONE, rows_preview, set_llm_cost, set_value
-from sqlchorus.tools.value_index import database_fingerprint
+from sqlchorus.tools.tracing import attributes as attrs
+from sqlchorus.tools.engines.sqlite import Database
+from sqlchorus.tools.engines.opening import database_name, file_of
+from sqlchorus.tools.examples.fewshot import embedder
+from sqlchorus.tools.sql.errors import DatabaseOpenError
+from sqlchorus.tools.tracing.content import ALL, NONE, rows_preview, set_llm_cost, set_value
+from sqlchorus.tools.values import database_fingerprint
 
 _log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ class Session:
         databases go on.
 
         Raises:
-            sqlchorus.tools.database.DatabaseOpenError: the file is missing or not SQLite.
+            sqlchorus.tools.engines.sqlite.DatabaseOpenError: the file is missing or not SQLite.
         """
         settings = settings or self.settings
         if db is not None and not isinstance(db, (str, Path, Database)):
@@ -276,7 +276,7 @@ class Session:
         Raises:
             EmptyQuestionError: the question is empty.
             QuestionTooLongError: the question or hint is over ``Settings.max_question_chars``.
-            sqlchorus.tools.database.DatabaseOpenError: the database is missing or not SQLite.
+            sqlchorus.tools.engines.sqlite.DatabaseOpenError: the database is missing or not SQLite.
             CheckpointFileError: ``needs_checkpoints`` and the store is off or cannot be used.
             ValueError: ``origin`` is not a short lowercase word; TypeError: ``run_metadata`` is
                 not a dict.
@@ -433,7 +433,7 @@ class Session:
         Args:
             question: the question in plain language.
             db: a database name (a SQLite path, a ``postgresql://`` URL, a DuckDB file; see
-                :mod:`sqlchorus.tools.engines`), or an open :class:`Database`.
+                :mod:`sqlchorus.tools.engines.opening`), or an open :class:`Database`.
             evidence: a hint that defines terms of the question (BIRD's "evidence").
             settings: this run's settings, when not the session's (generators, fixing,
                 selection, tracing); the models, cache and prices stay the session's.
@@ -462,7 +462,7 @@ class Session:
         Raises:
             EmptyQuestionError: the question is empty.
             QuestionTooLongError: the question or hint is over ``Settings.max_question_chars``.
-            sqlchorus.tools.database.DatabaseOpenError: the database is missing or not SQLite.
+            sqlchorus.tools.engines.sqlite.DatabaseOpenError: the database is missing or not SQLite.
             sqlchorus.core.models.ModelConfigError: a provider refused the credentials.
         """
         return self.run(question, db, evidence=evidence, settings=settings, exporters=exporters,
@@ -588,7 +588,7 @@ def ask(
     Raises:
         EmptyQuestionError: the question is empty.
         QuestionTooLongError: the question or hint is over ``Settings.max_question_chars``.
-        sqlchorus.tools.database.DatabaseOpenError: the database is missing or not SQLite.
+        sqlchorus.tools.engines.sqlite.DatabaseOpenError: the database is missing or not SQLite.
         sqlchorus.core.models.ModelConfigError: no usable model is configured.
     """
     # Checked before a model is set up: a question refused costs nothing.

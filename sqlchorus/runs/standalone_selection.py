@@ -61,9 +61,10 @@ from sqlchorus.core.vote_rules import BASE, NAMES
 from sqlchorus.core.vote_rules import decide as _decide
 from sqlchorus.core.vote_rules import evidence as result_evidence
 from sqlchorus.core.vote_rules import weights as _weights
-from sqlchorus.tools.database import Database, SqlError
-from sqlchorus.tools.results import fingerprint, preview
-from sqlchorus.tools.schema import DatabaseSchema, introspect
+from sqlchorus.tools.engines.sqlite import Database, SqlError
+from sqlchorus.tools.candidates.results import fingerprint, preview
+from sqlchorus.tools.engines.catalog import DatabaseSchema
+from sqlchorus.tools.schema.introspect import introspect
 
 SELECT_NODE = "select"
 RULES = frozenset(NAMES)
@@ -172,7 +173,7 @@ def select(
 
     Args:
         db: a database's name (a SQLite or DuckDB file, a PostgreSQL URL: see
-            :mod:`sqlchorus.tools.engines`) or an open :class:`~sqlchorus.tools.database.Database`.
+            :mod:`sqlchorus.tools.engines.opening`) or an open :class:`~sqlchorus.tools.engines.sqlite.Database`.
         question, evidence: what the candidates answer.
         candidates: SQL queries, in a meaningful order (ties go to the earlier one).
         model: the selection model (a ``provider:model`` name or a ``BaseChatModel``); None uses

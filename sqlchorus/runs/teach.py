@@ -31,13 +31,13 @@ from sqlchorus.core.checkpoints import CheckpointFileError, RunRecords
 from sqlchorus.core.checkpoints_postgres import open_checkpoints
 from sqlchorus.core.dependencies import open_with
 from sqlchorus.runs.session import Session
-from sqlchorus.tools import sql_text
-from sqlchorus.tools.database import Database
-from sqlchorus.tools.engines import database_name
+from sqlchorus.tools.sql import text as sql_text
+from sqlchorus.tools.engines.sqlite import Database
+from sqlchorus.tools.engines.opening import database_name
 from sqlchorus.tools.errors import SqlchorusError
-from sqlchorus.tools.fewshot import sql_features
-from sqlchorus.tools.schema import introspect
-from sqlchorus.tools.taught import EXAMPLE, KINDS, TERM, DuplicateTaughtError, TaughtError, entry_id, sql_skeleton, without_glossary
+from sqlchorus.tools.examples.fewshot import sql_features
+from sqlchorus.tools.schema.introspect import introspect
+from sqlchorus.tools.examples.taught import EXAMPLE, KINDS, TERM, DuplicateTaughtError, TaughtError, entry_id, sql_skeleton, without_glossary
 
 __all__ = ["EXAMPLE", "KINDS", "TERM", "DuplicateTaughtError", "NoExamplesStoreError", "TaughtError", "TeachReport", "Teacher",
            "UnknownTaughtError", "read_pairs"]
@@ -169,7 +169,7 @@ class Teacher:
 
         Raises:
             TaughtError: the question or SQL is refused, or the SQL returns no rows.
-            sqlchorus.tools.sql_errors.DatabaseOpenError: the database cannot be opened.
+            sqlchorus.tools.sql.errors.DatabaseOpenError: the database cannot be opened.
         """
         question, hint = _checked(question, hint, self.settings.max_question_chars)
         sql = _checked_sql(sql)

@@ -31,7 +31,7 @@ from sqlchorus.runs.demo import demo_db_path
 from sqlchorus.runs.integrations import TOOL_ROWS, ask_tool
 from sqlchorus.runs.service import Teaching
 from sqlchorus.runs.session import Session
-from sqlchorus.tools.schema_search import search
+from sqlchorus.tools.schema.search import search
 
 
 class _DatabaseArg(BaseModel):
@@ -97,7 +97,7 @@ def _tool(func: Callable[..., Any], name: str, args: type[BaseModel], descriptio
 
 def as_tools(*dbs: str | Path, model: Any = None, settings: Settings | None = None,
              max_rows: int = TOOL_ROWS, teach: bool = False) -> list[BaseTool]:
-    """Six typed LangChain tools over ``dbs`` (any database name, :mod:`sqlchorus.tools.engines`; the demo database when none):
+    """Six typed LangChain tools over ``dbs`` (any database name, :mod:`sqlchorus.tools.engines.opening`; the demo database when none):
     ``list_databases``, ``search_schema``, ``describe_table``, ``execute_sql``, ``validate_sql``
     and ``ask_database`` (the pipeline; needs ``model``, or the settings' model). Nothing they
     run can change a database. A failed call raises ``ToolException`` with its cause, which the
@@ -108,7 +108,7 @@ def as_tools(*dbs: str | Path, model: Any = None, settings: Settings | None = No
     checkpoint store by default), said to be verified by the login name, from ``toolkit``.
 
     Raises:
-        sqlchorus.tools.sql_errors.DatabaseOpenError: a database is missing or cannot be opened.
+        sqlchorus.tools.sql.errors.DatabaseOpenError: a database is missing or cannot be opened.
         ServiceError: two files would have the same id (the same file name).
     """
     session = Session(settings, model=model)

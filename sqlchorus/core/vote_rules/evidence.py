@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from sqlchorus.tools.results import normalise_value
+from sqlchorus.tools.candidates.results import normalise_value
 
 
 def describe(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> dict[str, Any]:

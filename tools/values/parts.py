@@ -1,0 +1,264 @@
+"""The expensive half of a build, column by column, wherever the database can be read.
+
+A build is two halves. This module is the first: for one column, read its distinct text values
+through the guarded database (:mod:`.reading`), normalise them and compute every key of each
+(:mod:`.hashing`). That is nearly all of a build's time, and it depends on nothing but the
+database's content and the column, so it can run in this process or in another one, on another
+machine that opens the same database (:mod:`sqlchorus.cluster.index_build`), for any subset of
+the columns and in any order. Its result, a :class:`ColumnPart`, is plain picklable data: the
+values as one string and their lengths, and the postings as one numpy array.
+
+The second half, :mod:`.building`, merges the parts in column order and writes the file. Value
+ids are given there, by position: a value's id is the number of values of the columns before its
+own plus its place in its column, which only the merge knows. So a part's postings hold ids
+counted from its column's first value, and the merge adds the column's offset; a key depends only
+on the value's text, so a part is the same whoever computes it.
+
+What is read is decided once, by :func:`plan_build` on the machine that writes the file: the
+columns, their ids (their place in the plan, from 1) and the settings every reader must share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sqlchorus.tools.engines.sqlite import Database, SqlError
+from sqlchorus.tools.values.hashing import (
+    _EXACT,
+    _U64,
+    _WORD,
+    band_keys,
+    half_keys,
+    normalize,
+    signatures,
+    string_keys,
+)
+from sqlchorus.tools.values.parameters import (
+    BANDS,
+    DEFAULT_MAX_VALUES,
+    HASH_BATCH,
+    STOPWORDS,
+)
+from sqlchorus.tools.values.reading import (
+    ColumnPlan,
+    _column_pages,
+    _count_beyond,
+    _text_columns,
+)
+from sqlchorus.tools.values.storage import _pack
+
+
+@dataclass
+class ValueBlock:
+    """Some consecutive values of one column (a page of its reading), with their postings.
+
+    Attributes:
+        first: the place of the block's first value in its column (0 for the column's first).
+        text: the values, concatenated (the ``vals`` table stores them so).
+        lengths: each value's length in characters (``int32``).
+        postings: every key of every value, packed with the value's place in its column
+            (:func:`~sqlchorus.tools.values.storage._pack`), sorted (``uint64``).
+    """
+
+    first: int
+    text: str
+    lengths: np.ndarray
+    postings: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+
+BlockSink = Callable[[ValueBlock], None]
+"""Where a column's blocks go as they are made, when they are not kept in its part (the local
+build writes them at once, so that memory stays flat whatever the column's size)."""
+
+
+@dataclass
+class ColumnPart:
+    """One column's share of an index: what :mod:`.building` needs to write it, as plain data.
+
+    Attributes:
+        col_id: the column's id in the file: its place in the plan, from 1.
+        table, column: its name.
+        text, lengths, postings: its values and their postings, as in :class:`ValueBlock`
+            (empty when they went to a sink instead).
+        n_values: how many values were kept (those that are not empty once normalised).
+        indexed: the column is listed in the file (it has values and they were all read).
+        truncated: more distinct values than ``max_values_per_column``: the first are indexed.
+        reason: the line listed in ``skipped`` for it (skipped, truncated, unreadable), or None.
+
+    A column whose reading failed half-way (``unreadable``) keeps the values read before the
+    failure: they have ids and postings like any other, but no listed column names them, so a
+    search never returns them. A build that streams values to the file as they are read (the
+    local one) cannot take them back, and a part must make the same file as that build.
+    """
+
+    col_id: int
+    table: str
+    column: str
+    text: str = ""
+    lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
+    postings: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=_U64))
+    n_values: int = 0
+    indexed: bool = False
+    truncated: bool = False
+    reason: str | None = None
+
+    @property
+    def block(self) -> ValueBlock:
+        """The part's values as one block (from the column's first value)."""
+        return ValueBlock(0, self.text, self.lengths, self.postings)
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    """What a build reads, decided once where the file is written, the same for every reader.
+
+    Attributes:
+        columns: the columns to read, in order; the column at place ``i`` has id ``i + 1``.
+        skipped: columns left out before any value is read (BLOB columns, virtual tables), each
+            ``{"table", "column", "reason"}``; listed first in the file's ``skipped``.
+        max_values_per_column: distinct values read per column at most.
+        timeout_s: time budget of each read statement.
+    """
+
+    columns: tuple[ColumnPlan, ...]
+    skipped: tuple[dict[str, str], ...] = ()
+    max_values_per_column: int = DEFAULT_MAX_VALUES
+    timeout_s: float = 300.0
+
+    @property
+    def col_ids(self) -> range:
+        """Every column's id, in order."""
+        return range(1, len(self.columns) + 1)
+
+    def part(self, db: Database, col_id: int, sink: BlockSink | None = None) -> ColumnPart:
+        """The part of column ``col_id``, read from ``db`` (this plan's database, or a copy).
+
+        Args:
+            sink: receives the column's blocks as they are made, instead of the part keeping
+                them (the part then holds only the column's outcome).
+
+        Raises:
+            IndexError: no column has that id.
+        """
+        if not 1 <= col_id <= len(self.columns):
+            raise IndexError(f"no column {col_id} in a plan of {len(self.columns)} columns")
+        return column_part(db, self.columns[col_id - 1], col_id, self.max_values_per_column,
+                           self.timeout_s, sink)
+
+    def parts(self, db: Database, col_ids: Iterable[int]) -> list[ColumnPart]:
+        """The parts of the columns ``col_ids``, read from ``db``: one worker's share."""
+        return [self.part(db, col_id) for col_id in col_ids]
+
+
+def plan_build(db: Database, *, max_values_per_column: int = DEFAULT_MAX_VALUES,
+               timeout_s: float = 300.0) -> BuildPlan:
+    """The plan of a build of ``db``'s index: its text columns, from its catalogue.
+
+    Raises:
+        SqlError: the catalogue cannot be read.
+    """
+    columns, skipped = _text_columns(db)
+    return BuildPlan(tuple(columns), tuple(skipped), max_values_per_column, timeout_s)
+
+
+def column_part(db: Database, plan: ColumnPlan, col_id: int, max_values_per_column: int,
+                timeout_s: float, sink: BlockSink | None = None) -> ColumnPart:
+    """Read, normalise and key one column's distinct text values (see :class:`ColumnPart`).
+
+    A statement that fails (:class:`SqlError`: a timeout, a value too large) makes the column
+    ``unreadable``, not the build: the other columns are still indexed.
+    """
+    part = ColumnPart(col_id, plan.table, plan.column)
+    blocks: list[ValueBlock] = []
+    keep = blocks.append if sink is None else sink
+    try:
+        reason, pages = _column_pages(db, plan, max_values_per_column, timeout_s)
+        if reason:
+            part.reason = reason
+            return part
+        for page in pages:
+            block = value_block(page, part.n_values)
+            if len(block):
+                part.n_values += len(block)
+                keep(block)
+        if part.n_values == 0:
+            return part
+        part.truncated = part.n_values >= max_values_per_column and _count_beyond(
+            db, plan, max_values_per_column, timeout_s)
+        part.indexed = True
+        if part.truncated:
+            part.reason = (f"truncated: more than {max_values_per_column} distinct values; "
+                           f"the first {max_values_per_column} in key order are indexed")
+    except SqlError as e:
+        part.indexed, part.truncated = False, False
+        part.reason = f"unreadable: {e.message}"
+    finally:
+        if blocks:
+            part.text = "".join(b.text for b in blocks)
+            part.lengths = np.concatenate([b.lengths for b in blocks])
+            part.postings = np.sort(np.concatenate([b.postings for b in blocks]), kind="stable")
+    return part
+
+
+def value_block(page: list[str], first: int) -> ValueBlock:
+    """The block of a page of one column's values, the first being value ``first`` of its
+    column: the values not empty once normalised, and all their postings.
+
+    >>> block = value_block(["New York", "!!", "Paris"], 10)
+    >>> block.text, block.lengths.tolist(), block.first
+    ('New YorkParis', [8, 5], 10)
+    >>> sorted(set((block.postings & 0x7FFFFFFF).tolist()))  # the values' places in the column
+    [10, 11]
+    >>> bool((block.postings[1:] >= block.postings[:-1]).all())
+    True
+    """
+    norms = list(map(normalize, page))
+    if not all(norms):
+        page = [v for v, n in zip(page, norms) if n]
+        norms = [n for n in norms if n]
+    postings = [_pack(*_keys_of(first + at, norms[at:at + HASH_BATCH]))
+                for at in range(0, len(norms), HASH_BATCH)]
+    return ValueBlock(
+        first, "".join(page),
+        np.fromiter(map(len, page), dtype=np.int32, count=len(page)),
+        # Sorted where the block is made (in parallel, on a cluster): the merge only merges.
+        np.sort(np.concatenate(postings)) if postings else np.zeros(0, dtype=_U64),
+    )
+
+
+def _keys_of(first: int, norms: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Every key of values ``first, first + 1, ...`` (normalised as ``norms``), with the value
+    id of each.
+
+    Computed :data:`HASH_BATCH` values at a time by the caller: numpy's working arrays (one row
+    per permutation and shingle) stay in cache, and the result does not depend on the cut.
+    """
+    words: list[str] = []
+    word_ids: list[int] = []
+    tokens: list[str] = []
+    token_ids: list[int] = []
+    for vid, norm in enumerate(norms, start=first):
+        if len(norm) > 1:
+            tokens.append(norm)
+            token_ids.append(vid)
+        if " " in norm:
+            for word in set(norm.split(" ")):
+                if word not in STOPWORDS:
+                    words.append(word)
+                    word_ids.append(vid)
+                    if len(word) > 1:
+                        tokens.append(word)
+                        token_ids.append(vid)
+    ids = np.arange(first, first + len(norms), dtype=np.int32)
+    keys = np.concatenate((string_keys(norms, _EXACT), string_keys(words, _WORD),
+                           half_keys(tokens).ravel(), band_keys(signatures(norms)).ravel()))
+    vids = np.concatenate((ids, np.asarray(word_ids, dtype=np.int32),
+                           np.repeat(np.asarray(token_ids, dtype=np.int32), 2),
+                           np.repeat(ids, BANDS)))
+    return keys, vids
