@@ -331,12 +331,13 @@ def _offline(settings: Settings) -> Settings:
 
 
 def _refuse_early(question: str, evidence: str | None, db: str | None, limit: int,
-                  models: list[Any] | None = None) -> None:
+                  models: list[Any] | None = None) -> tuple[str, str]:
     """Refuse what is wrong with a run's input before anything is built (the graph, the models,
     the database's schema and index take seconds to import and open): an empty or over-long
     question (over ``limit`` characters) or hint, a database file that is not there, and, when
     ``models`` (the settings' model and role models) is given, no model at all or a name that is
-    not ``provider:model`` of a known provider.
+    not ``provider:model`` of a known provider. Returns the question and hint as checked, which
+    the run takes without checking them again.
 
     Raises:
         EmptyQuestionError, QuestionTooLongError, DatabaseOpenError, ModelConfigError.
@@ -345,7 +346,7 @@ def _refuse_early(question: str, evidence: str | None, db: str | None, limit: in
     from sqlchorus.config.question import checked_question
     from sqlchorus.tools.engines.names import file_of, require_file
 
-    checked_question(question, evidence or "", limit)
+    checked = checked_question(question, evidence or "", limit)
     path = file_of(db) if db else None
     if path is not None:
         require_file(path)
@@ -354,6 +355,7 @@ def _refuse_early(question: str, evidence: str | None, db: str | None, limit: in
         if not named:
             raise ModelConfigError(NO_MODEL_HELP)
         _check_model_names(named)
+    return checked
 
 
 def _check_model_names(models: list[Any]) -> None:
@@ -378,7 +380,8 @@ def _ask(question: str, options: dict[str, Any], *, offline: bool = False) -> No
         named = [settings.model, *settings.models.values()]
         # The demo with no model named runs the offline one; a model it is given is checked.
         models = None if offline and not any(named) else named
-        _refuse_early(question, evidence, db, settings.max_question_chars, models)
+        question, evidence = _refuse_early(question, evidence, db, settings.max_question_chars, models)
+    from sqlchorus.runs.result import answer_json
     from sqlchorus.runs.session import ask as run_ask
 
     with _reported():
@@ -387,7 +390,7 @@ def _ask(question: str, options: dict[str, Any], *, offline: bool = False) -> No
         with _progress_display(verbose, quiet=as_json) as progress:
             result = run_ask(question, db=db, evidence=evidence, settings=settings, progress=progress)
     if as_json:
-        click.echo(json.dumps(result.to_dict(), ensure_ascii=False))
+        click.echo(json.dumps(answer_json(result), ensure_ascii=False))
     else:
         _print_result(result)
     if not result.ok:

@@ -27,14 +27,14 @@ from typing import Any, Literal
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from sqlchorus.config.errors import SqlchorusError, UnknownTableError
 from sqlchorus.interfaces.http_guard import Guard
 from sqlchorus.runs.databases import EXECUTE_ROWS
 from sqlchorus.runs.integrations import TOOL_ROWS
+from sqlchorus.runs.result import tool_answer
 from sqlchorus.runs.service import RunService, ServiceError, TaughtEntry
-from sqlchorus.tools.json_values import json_value
 from sqlchorus.tools.engines.catalog import DatabaseSchema
 from sqlchorus.tools.schema.search import search
 from sqlchorus.tools.schema.views import render_view
@@ -47,6 +47,12 @@ second call with the same question is refused, not repeated."""
 
 
 class AskOutput(BaseModel):
+    """``ask``'s structured output: :data:`~sqlchorus.runs.result.TOOL_FIELDS` of the run's answer
+    (:func:`~sqlchorus.runs.result.tool_answer`), the LangChain tool's fields. Validated from that
+    dict, which may hold no other field."""
+
+    model_config = ConfigDict(extra="forbid")
+
     sql: str | None = Field(description="The chosen query, or null when none answered.")
     columns: list[str] = Field(default_factory=list)
     rows: list[list[Any]] = Field(default_factory=list, description=f"At most {TOOL_ROWS} rows.")
@@ -125,12 +131,8 @@ def build_server(service: RunService, *, host: str = "127.0.0.1") -> MCPServer:
                 live.cancel.set()
         record = await service.wait(live)
         result = record.get("result") or {}
-        output = AskOutput(
-            sql=result.get("sql"), columns=result.get("columns") or [],
-            rows=[[json_value(v) for v in row] for row in (result.get("rows") or [])[:TOOL_ROWS]],
-            truncated=bool(result.get("truncated")) or len(result.get("rows") or []) > TOOL_ROWS,
-            confidence=result.get("confidence"), run_id=live.run_id, error=result.get("error"),
-        )
+        # A run that failed before it had an answer has its error only: no SQL, and the live run's id.
+        output = AskOutput.model_validate({"sql": None, "run_id": live.run_id, **tool_answer(result, TOOL_ROWS)})
         if record["status"] != "done" or result.get("kind") == "model_failed":
             kind = result.get("kind") or record["status"]
             return _failed(output, kind, result.get("error") or f"The run {record['status']}.")

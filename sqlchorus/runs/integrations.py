@@ -25,10 +25,9 @@ from sqlchorus.config.errors import SqlchorusError
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.models import ModelConfigError
 from sqlchorus.core.state import Answer, ErrorRecord, Selection
-from sqlchorus.runs.result import Result
+from sqlchorus.runs.result import Result, answer_json, tool_answer
 from sqlchorus.runs.session import Session, ask
 from sqlchorus.tools.engines.opening import display_name, file_of
-from sqlchorus.tools.json_values import json_value
 
 TOOL_ROWS = 50
 """Rows a tool's result carries at most; ``truncated`` says when there were more."""
@@ -47,18 +46,11 @@ class AskInput(BaseModel):
 
 
 def tool_result(result: Result, max_rows: int = TOOL_ROWS) -> dict[str, Any]:
-    """What the tool returns: the SQL, its result (``max_rows`` rows at most), whether rows were
-    cut, the selection's confidence, the run's id and why there is no answer, if there is none."""
-    rows = [[json_value(v) for v in row] for row in result.rows[:max_rows]]
-    return {
-        "sql": result.sql,
-        "columns": list(result.columns),
-        "rows": rows,
-        "truncated": bool(result.truncated or len(result.rows) > max_rows),
-        "confidence": result.selection.get("confidence"),
-        "run_id": result.run_id,
-        "error": result.error,
-    }
+    """What the tool returns: :data:`~sqlchorus.runs.result.TOOL_FIELDS` of the run's answer
+    (:func:`~sqlchorus.runs.result.answer_json`), the SQL, its result (``max_rows`` rows at
+    most), whether rows were cut, the selection's confidence, the run's id and why there is no
+    answer, if there is none."""
+    return tool_answer(answer_json(result), max_rows)
 
 
 def failure_text(result: Result) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlchorus.core.candidates import fix_record
@@ -26,6 +26,10 @@ class Result:
         run_id, trace_path: where the trace of this run is.
         checkpoint_path: the file of this run's checkpoints (its thread id is ``run_id``), or None.
         seconds: wall time of the run.
+        database: the name of the database it was asked over (a file's name without its
+            extension, a server database's name), or None when not known.
+
+    :func:`answer_json` gives it as JSON, as every interface returns it.
     """
 
     question: str
@@ -42,6 +46,7 @@ class Result:
     trace_path: str | None = None
     checkpoint_path: str | None = None
     seconds: float = 0.0
+    database: str | None = None
     state: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -55,13 +60,67 @@ class Result:
         return usage_cost(self.usage, self.seconds)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe dict (:func:`sqlchorus.tools.json_values.json_value`): a blob becomes
-        ``<blob N bytes>``."""
-        data = asdict(self)
-        data.pop("state", None)
-        data["cost"] = self.cost
-        data["ok"] = self.ok
-        return json_value(data)
+        """The answer as JSON: :func:`answer_json` of this result."""
+        return answer_json(self)
+
+
+LOCAL_FIELDS = ("trace_path", "checkpoint_path")
+"""The fields of :func:`answer_json` that name files on the machine that ran the run: a server
+leaves them out of what it returns (its clients read a run's trace and history through it)."""
+TOOL_FIELDS = ("sql", "columns", "rows", "truncated", "confidence", "run_id", "error")
+"""The fields of :func:`answer_json` an agent's tool returns (the LangChain tools, MCP's ``ask``):
+what an agent goes on with, in few tokens."""
+
+
+def answer_json(result: Result, database: str | None = None) -> dict[str, Any]:
+    """A run's answer as JSON: the one shape every interface returns it in.
+
+    ``ask --json`` prints all of it; the REST API returns it without :data:`LOCAL_FIELDS` (and,
+    when the model failed, with ``kind``); a tool returns :data:`TOOL_FIELDS` of it
+    (:func:`tool_answer`). Every value is JSON-safe
+    (:func:`sqlchorus.tools.json_values.json_value`): a blob becomes ``<blob N bytes>``.
+
+    Fields: ``question``; ``database`` (``database`` when given, a server's id for it, else
+    :attr:`Result.database`); ``ok``; ``sql``, ``columns``, ``rows`` and ``truncated`` (the
+    answer, at most ``Settings.answer_rows`` rows); ``confidence`` (the selection's, 0 to 1);
+    ``error`` (why there is no answer, or null); ``candidates`` and ``selection`` (how it was
+    found and chosen); ``errors`` (problems met on the way); ``usage`` (one record per model
+    call) and ``cost`` (:attr:`Result.cost`); ``seconds``; ``run_id``; ``trace_path`` and
+    ``checkpoint_path``.
+    """
+    data = {
+        "question": result.question,
+        "database": database if database is not None else result.database,
+        "ok": result.ok,
+        "sql": result.sql,
+        "columns": list(result.columns),
+        "rows": result.rows,
+        "truncated": bool(result.truncated),
+        "confidence": result.selection.get("confidence"),
+        "error": result.error,
+        "candidates": result.candidates,
+        "selection": result.selection,
+        "errors": result.errors,
+        "usage": result.usage,
+        "cost": result.cost,
+        "seconds": round(result.seconds, 4),
+        "run_id": result.run_id,
+        "trace_path": result.trace_path,
+        "checkpoint_path": result.checkpoint_path,
+    }
+    return json_value(data)
+
+
+def tool_answer(answer: dict[str, Any], max_rows: int) -> dict[str, Any]:
+    """:data:`TOOL_FIELDS` of ``answer`` (:func:`answer_json`'s, or what a server kept of it),
+    its rows cut to ``max_rows`` (``truncated`` says when there were more). A field the answer
+    lacks (a run that failed before it had one) is left out."""
+    brief = {k: answer[k] for k in TOOL_FIELDS if k in answer}
+    rows = answer.get("rows")
+    if isinstance(rows, list):
+        brief["rows"] = rows[:max_rows]
+        brief["truncated"] = bool(answer.get("truncated")) or len(rows) > max_rows
+    return brief
 
 
 FAILURE_KINDS = ("cancelled", "step_limit", "model", "no_sql", "timeout", "fixer_gave_up", "execution_error",

@@ -53,8 +53,7 @@ from sqlchorus.core.checkpoints import FINISHED, CheckpointDamagedError, Checkpo
 from sqlchorus.core.tracing import NodeEvent, new_run_id, valid_run_id
 from sqlchorus.runs.databases import Databases, database_ids
 from sqlchorus.runs.demo import demo_db_path
-from sqlchorus.runs.integrations import tool_result
-from sqlchorus.runs.result import Result
+from sqlchorus.runs.result import LOCAL_FIELDS, Result, answer_json
 from sqlchorus.runs.retention import Retention
 from sqlchorus.runs.session import Session, checked_question
 from sqlchorus.runs.teach import (
@@ -78,7 +77,8 @@ KEPT_RUNS = 1000
 __all__ = ["AlreadyResumedError", "AlreadyTaughtError", "ControlCharacterError", "ExamplesOffError", "LiveRun",
            "NoAnswerError", "NoCheckpointsError", "QueueFullError", "RunFinishedError", "RunService", "ServiceError",
            "StoreUnavailableError", "TeachRefusedError", "Teaching", "TraceNotWrittenError", "UnknownDatabaseError",
-           "UnknownExampleError", "UnknownRunIdError", "answer_json", "model_failed", "model_failure"]
+           "UnknownExampleError", "UnknownRunIdError", "answer_json", "model_failed", "model_failure",
+           "served_answer"]
 
 MISSED_HEARTBEATS = 3
 """Heartbeats a run's server may miss before the run's lease runs out (``settings.run_heartbeat_s``
@@ -248,25 +248,13 @@ class LiveRun:
                 "database": self.database, "kind": self.kind, "parent": self.parent, "result": self.result}
 
 
-def answer_json(result: Result, database: str, max_rows: int | None = None) -> dict[str, Any]:
-    """A run's answer as JSON: what the tool gives (SQL, columns, rows, truncated, confidence, run
-    id, error) and the candidates, cost, problems met and seconds."""
-    rows = max_rows if max_rows is not None else max(len(result.rows), 1)
-    data = tool_result(result, rows)
-    data.update({
-        "question": result.question,
-        "database": database,
-        "ok": result.ok,
-        "candidates": [
-            {k: c.get(k) for k in ("id", "generator", "sql", "status", "error", "error_kind", "row_count",
-                                    "fix_attempts")}
-            for c in result.candidates
-        ],
-        "selection": {k: v for k, v in result.selection.items() if k in ("method", "confidence", "reason", "winner")},
-        "errors": [dict(e) for e in result.errors],
-        "cost": result.cost,
-        "seconds": round(result.seconds, 4),
-    })
+def served_answer(result: Result, database: str) -> dict[str, Any]:
+    """A run's answer as a server returns it: :func:`~sqlchorus.runs.result.answer_json` with the
+    server's id of its database, without the files it names on the server's machine
+    (:data:`~sqlchorus.runs.result.LOCAL_FIELDS`)."""
+    data = answer_json(result, database)
+    for key in LOCAL_FIELDS:
+        data.pop(key, None)
     return data
 
 
@@ -696,10 +684,11 @@ class RunService(Databases):
         db_id, path = self.resolve(database)
         self._store_ready()
         run_id = new_run_id()
-        live = LiveRun(run_id, question, db_id, thread=run_id)
+        live = LiveRun(run_id, str(question), db_id, thread=run_id)
         self._begin(live)
 
         def work() -> Result:
+            # The checked question and hint: the run does not check them again.
             return self.session.run(question, path, evidence=evidence, run_id=live.run_id,
                                     progress=self._progress(live), updates=self._updates(live),
                                     cancelled=self._cancelled(live), client=client, origin=origin or self.origin)
@@ -1107,7 +1096,7 @@ class RunService(Databases):
             live.emit("error", kind="internal", message=message)
             self._finish(live, "failed", {"error": message, "kind": "internal"}, None)
             return
-        data = self._public_result(answer_json(result, live.database), live.run_id)
+        data = self._public_result(served_answer(result, live.database), live.run_id)
         # A trace folder was named, yet the run has no trace file: say why, from what its
         # tracer met (a full disk, a folder that cannot be written).
         trace_error = None

@@ -24,7 +24,7 @@ from langgraph.config import get_config
 from langgraph.errors import GraphBubbleUp, GraphRecursionError
 
 from sqlchorus.config.errors import RunCancelledError
-from sqlchorus.config.question import checked_question
+from sqlchorus.config.question import checked_question, is_checked
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.checkpoints import (
     CallLog,
@@ -253,10 +253,11 @@ class Session:
         """Prepare one run: every entry point (``ask``, replay, the debugger, the servers, the
         graph a host embeds) starts its runs here, so none can skip a step.
 
-        The question is checked; the database opened (progress hears :data:`PREPARE`); the run
-        traced (its root span open until :meth:`OpenRun.close`); the checkpoint store opened and
-        told what the run asks; its model calls logged (and, for a replay, served from the log);
-        the context and the graph's config made.
+        The question is checked, once (a question an entry point checked already is taken as it
+        is, :func:`~sqlchorus.config.question.is_checked`); the database opened (progress hears
+        :data:`PREPARE`); the run traced (its root span open until :meth:`OpenRun.close`); the
+        checkpoint store opened and told what the run asks; its model calls logged (and, for a
+        replay, served from the log); the context and the graph's config made.
 
         Args:
             question, db, evidence, settings, run_id, exporters, value_index, progress,
@@ -282,7 +283,10 @@ class Session:
                 not a dict.
         """
         settings = settings or self.settings
-        question, evidence = checked_question(question, evidence, settings.max_question_chars)
+        if not is_checked(question, evidence, settings.max_question_chars):
+            question, evidence = checked_question(question, evidence, settings.max_question_chars)
+        # Plain text from here: the run's state, store and spans keep the question, not its check.
+        question, evidence = str(question), str(evidence)
         start = time.perf_counter()
         progress = _cancellable(progress, cancelled)
         if progress is not None:
@@ -591,8 +595,11 @@ def ask(
         sqlchorus.tools.engines.sqlite.DatabaseOpenError: the database is missing or not SQLite.
         sqlchorus.core.models.ModelConfigError: no usable model is configured.
     """
-    # Checked before a model is set up: a question refused costs nothing.
-    checked_question(question, evidence, (settings or Settings()).max_question_chars)
+    # Checked before a model is set up: a question refused costs nothing. The run takes the
+    # checked text as it is.
+    limit = (settings or Settings()).max_question_chars
+    if not is_checked(question, evidence, limit):
+        question, evidence = checked_question(question, evidence, limit)
     with Session(settings, model=model) as session:
         return session.ask(question, db, evidence=evidence, exporters=exporters, value_index=value_index,
                            progress=progress, origin=origin, run_metadata=run_metadata)
@@ -667,6 +674,7 @@ class OpenRun:
         outcome is put on the run's span."""
         result = result_from_state(self.question, state, error)
         result.run_id = self.run_id
+        result.database = self.resources.db.name
         result.errors.extend(self.notes)
         if self.store is not None and self.store.failed:
             result.errors.append({"node": "checkpoints", "kind": "checkpoints", "message": self.store.failed + "."})
