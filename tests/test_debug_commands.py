@@ -453,7 +453,7 @@ def test_ctrl_c_keeps_the_steps_that_finished(tmp_path, demo_db):
     def linking_interrupted(question):
         raise KeyboardInterrupt  # as Ctrl-C would, during link_schema's model call
 
-    from sqlchorus.runs.scripted_models import role_of_call
+    from sqlchorus.testing import role_of_call
 
     def answer_for(question):
         if role_of_call() == "linking":

@@ -8,7 +8,7 @@ the paper it implements and where it departs from it, how the scripted oracle mo
 prompts, and which presets run it with how many samples. Everything that lists generators reads
 these descriptions: the registry and the graph assembly (:mod:`sqlchorus.graph.generators`), the
 cost explanation (:mod:`sqlchorus.graph.expected_calls`), the scripted models
-(:mod:`sqlchorus.runs.scripted_models`) and the presets (:mod:`sqlchorus.config.presets`, through
+(:mod:`sqlchorus.testing.scripted_models`) and the presets (:mod:`sqlchorus.config.presets`, through
 the discovery of :mod:`sqlchorus.config.catalog`).
 
 The class sits on the core floor, below the nodes that declare it and above the settings its
@@ -65,7 +65,7 @@ class Generator:
             then the query after ``**Final Optimized SQL Query:**``), ``"generation:direct"``
             (the bare query), ``"synthesis:<name>"`` (examples over the prompt's schema), and
             DIN-SQL's, N-rep's and LIST's own roles (``"din:classification"``,
-            ``"nrep:linking"``, ``"list:plan"``, ...); see :mod:`sqlchorus.runs.scripted_models`.
+            ``"nrep:linking"``, ``"list:plan"``, ...); see :mod:`sqlchorus.testing.scripted_models`.
         presets: the presets that run it, with the samples each draws (``{"full": 1}``).
         order: where it comes among generators (in presets and in the registry); ties go
             by key.

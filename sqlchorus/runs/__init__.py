@@ -1,3 +1,3 @@
 """Runs of the graph for the product: a session and its results, runs for servers, the
 debugger, the index of kept runs, standalone selection, integrations with agent frameworks,
-the demo database and scripted models for tests."""
+and the demo database."""

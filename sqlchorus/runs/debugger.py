@@ -37,6 +37,7 @@ from sqlchorus.core.checkpoint_history import checkpoint_history
 from sqlchorus.core.checkpoints import UnknownRunError
 from sqlchorus.core.list_search import ListState
 from sqlchorus.core.models import model_name
+from sqlchorus.core.replay_model import ReplayChatModel
 from sqlchorus.core.state import SqlchorusState
 from sqlchorus.graph import routing
 from sqlchorus.graph.build import NODES, ROUTED
@@ -44,7 +45,6 @@ from sqlchorus.graph.generators import GENERATORS
 from sqlchorus.graph.list_graph import NODES as SEARCH_NODES
 from sqlchorus.runs import regression_test
 from sqlchorus.runs.result import Result, result_from_state
-from sqlchorus.runs.scripted_models import ScriptedChatModel
 from sqlchorus.runs.session import OpenRun, Session
 from sqlchorus.runs.teach import Teacher
 from sqlchorus.tools.tracing import attributes as attrs
@@ -70,14 +70,12 @@ KEPT_ANSWERS_ONLY = "kept-answers-only"
 """The name of the model a run opened without one gets (:func:`kept_answers_model`)."""
 
 
-def kept_answers_model() -> Any:
+def kept_answers_model() -> ReplayChatModel:
     """The model of a run opened without one: its calls are served from their kept answers, and
     a call the run did not make (after an edit) says what is missing."""
-    def missing(messages: Any) -> str:
-        raise RuntimeError("No model is configured, and this call is not among the run's kept answers: "
-                           "give --model (or SQLCHORUS_MODEL) to make calls the run did not make")
-
-    return ScriptedChatModel(missing, name=KEPT_ANSWERS_ONLY)
+    return ReplayChatModel(name=KEPT_ANSWERS_ONLY, refusal=(
+        "No model is configured, and this call is not among the run's kept answers: "
+        "give --model (or SQLCHORUS_MODEL) to make calls the run did not make"))
 
 
 def _declared(key: str) -> Any:

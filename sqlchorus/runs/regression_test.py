@@ -34,8 +34,8 @@ from sqlchorus.config.errors import DebugError, SqlchorusError
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.checkpoint_history import checkpoint_history
 from sqlchorus.core.checkpoints import RunCheckpoints
+from sqlchorus.core.replay_model import ReplayChatModel, current_call
 from sqlchorus.runs.result import Result
-from sqlchorus.runs.scripted_models import ScriptedChatModel, current_call
 from sqlchorus.runs.session import Session
 
 DATA_SUFFIX = ".sqlchorus.sqlite"
@@ -100,7 +100,7 @@ def replay_exported(data: str | Path, tmp_dir: str | Path) -> Result:
         raise ModelAskedError("not among the exported answers")
 
     # Only a model object (never cached), no trace, no retries: the replay touches nothing but the copy.
-    settings = Settings(model=ScriptedChatModel(refuse, name=_NO_MODEL), models={}, checkpoints=str(work),
+    settings = Settings(model=ReplayChatModel(refuse, name=_NO_MODEL), models={}, checkpoints=str(work),
                         trace_dir=None, cache=False, model_retries=0)
     with Session(settings) as session:
         result = session.replay(meta["run_id"], meta["checkpoint_id"])

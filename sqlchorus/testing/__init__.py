@@ -1,11 +1,14 @@
-"""Scripted chat models for tests: the public names of :mod:`sqlchorus.runs.scripted_models`.
+"""Scripted chat models for tests, ours and our users' (:mod:`sqlchorus.testing.scripted_models`).
 
     from sqlchorus.testing import ScriptedChatModel, oracle_model
+
+The floors below the interfaces never import this package: the product's own model that answers
+only from answers it is given is :class:`sqlchorus.core.replay_model.ReplayChatModel`.
 """
 
 from __future__ import annotations
 
-from sqlchorus.runs.scripted_models import (
+from sqlchorus.testing.scripted_models import (
     ScriptedChatModel,
     count_tokens,
     current_call,

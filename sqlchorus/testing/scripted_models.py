@@ -3,7 +3,8 @@
 ``ScriptedChatModel(responses)`` answers from a list of strings (in turn, cycling) or from a
 callable that takes the list of messages and returns a string. It supports ``bind_tools`` (so
 ``with_structured_output`` and agent frameworks accept it) and reports token usage, so cost
-accounting and traces can be tested without a provider.
+accounting and traces can be tested without a provider. It is the product's replay model
+(:class:`sqlchorus.core.replay_model.ReplayChatModel`) with a script that never runs out.
 
 A responder learns which prompt it is answering from :func:`current_call`: sqlchorus tags every
 model call with its prompt template's name, role and node (run metadata, see
@@ -17,19 +18,16 @@ without an edit here.
 
 from __future__ import annotations
 
-import contextvars
 import hashlib
 import json
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
-from pydantic import ConfigDict, Field, PrivateAttr
+from pydantic import Field
 
-from sqlchorus.core.llm import NODE_KEY, PROMPT_KEY, ROLE_KEY
+from sqlchorus.core.replay_model import ReplayChatModel, count_tokens, current_call
 from sqlchorus.graph.generators import GENERATORS
 from sqlchorus.tools.sql import text as sql_text
 from sqlchorus.tools.sql.classify import classify_sql
@@ -37,18 +35,10 @@ from sqlchorus.tools.steps.decompose import DecomposeError, decompose, describe_
 
 Responder = Callable[[list[BaseMessage]], str]
 
-_CALL: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("sqlchorus_scripted_call", default={})
-
-
-def current_call() -> dict[str, Any]:
-    """What the call a responder is answering is for: ``{"prompt", "role", "node"}`` (each None
-    when the caller did not say), read from the call's run metadata."""
-    return dict(_CALL.get())
-
-
-def count_tokens(text: str) -> int:
-    """A rough token count (about four characters a token) for scripted usage reports."""
-    return max(1, (len(text) + 3) // 4) if text else 0
+__all__ = [
+    "ScriptedChatModel", "count_tokens", "current_call", "oracle_model", "prompt_text", "question_of",
+    "role_of_call", "sql_of",
+]
 
 
 def _script(responses: Any) -> str:
@@ -62,8 +52,9 @@ def _script(responses: Any) -> str:
     return "responses:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-class ScriptedChatModel(GenericFakeChatModel):
-    """A chat model that answers from a script.
+class ScriptedChatModel(ReplayChatModel, GenericFakeChatModel):
+    """A chat model that answers from a script (a LangChain ``GenericFakeChatModel`` too, which
+    streams an answer word by word).
 
     Args:
         responses: a list of strings, used in turn and cycling after the last, or a callable
@@ -72,69 +63,39 @@ class ScriptedChatModel(GenericFakeChatModel):
         name: the model name reported in usage records and traces.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    responses: Any = None
     messages: Any = Field(default=None, exclude=True)
+    """``GenericFakeChatModel``'s own script, unused: the responses are the script."""
     model_name: str = "scripted"
     script: str = ""
     """Which script answers (the responder's code location, or a hash of the responses), part of
     the response cache's key: two scripts of one name do not answer for each other."""
-    calls: int = 0
-    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
-    _index: int = PrivateAttr(default=0)
 
     def __init__(self, responses: Sequence[str] | Responder, *, name: str = "scripted", **kw: Any):
         if not callable(responses):
             responses = list(responses)
             if not responses:
                 raise ValueError("ScriptedChatModel needs at least one response.")
-        super().__init__(responses=responses, model_name=name, messages=iter(()), script=_script(responses), **kw)
+        super().__init__(responses, name=name, script=_script(responses), **kw)
+
+    @property
+    def responses(self) -> Any:
+        """The script: the list of responses, or the responder."""
+        return self.answers
 
     @property
     def _llm_type(self) -> str:
         return "scripted"
 
-    def _next_text(self, messages: list[BaseMessage]) -> str:
-        if callable(self.responses):
-            text = self.responses(messages)
+    def _answer(self, messages: list[BaseMessage]) -> str | AIMessage:
+        if callable(self.answers):
+            text = self.answers(messages)
         else:
             with self._lock:
-                text = self.responses[self._index % len(self.responses)]
+                text = self.answers[self._index % len(self.answers)]
                 self._index += 1
         if not isinstance(text, (str, AIMessage)):
             raise TypeError(f"A scripted response must be a string or AIMessage, got {type(text).__name__}.")
         return text
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: Any = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        with self._lock:
-            self.calls += 1
-        meta = getattr(run_manager, "metadata", None) or {}
-        token = _CALL.set({"prompt": meta.get(PROMPT_KEY), "role": meta.get(ROLE_KEY), "node": meta.get(NODE_KEY)})
-        try:
-            reply = self._next_text(messages)
-        finally:
-            _CALL.reset(token)
-        text = reply if isinstance(reply, str) else str(reply.content)
-        prompt = "".join(str(m.content) for m in messages)
-        usage = {
-            "input_tokens": count_tokens(prompt),
-            "output_tokens": count_tokens(text),
-            "total_tokens": count_tokens(prompt) + count_tokens(text),
-        }
-        message = AIMessage(
-            content=text,
-            tool_calls=[] if isinstance(reply, str) else reply.tool_calls,
-            usage_metadata=usage,
-            response_metadata={"model_name": self.model_name},
-        )
-        return ChatResult(generations=[ChatGeneration(message=message)])
 
     def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChatModel:
         return self
