@@ -19,6 +19,7 @@ import pytest
 from conftest import WAIT_S, sha256, wait_for
 from sqlchorus.config.settings import Settings
 from sqlchorus.core.dependencies import DatabaseResources, Dependencies
+from sqlchorus.tools.engines import base
 from sqlchorus.tools.engines import sqlite as database
 from sqlchorus.tools.engines.sqlite import (
     ExecutionError,
@@ -175,7 +176,7 @@ def test_an_overrunning_worker_is_killed_and_replaced(concert, monkeypatch):
         # it with a statement that certainly outruns it, this statement's kill comes half a second
         # after its start while SQLite's own stop would come at its budget, 100 s later.
         with monkeypatch.context() as patch:
-            patch.setattr(database, "KILL_GRACE_S", -99.5)
+            patch.setattr(base, "KILL_GRACE_S", -99.5)
             with pytest.raises(QueryTimeoutError, match="ran longer than its 100 s budget"):
                 db.execute(ENDLESS, timeout_s=100.0)
         status = db.worker_status()

@@ -36,6 +36,7 @@ from servers import (
     require_password,
     running_statements,
 )
+from sqlchorus.tools.engines import base
 from sqlchorus.tools.engines import postgres as module
 from sqlchorus.tools.engines.sqlite import QueryResult
 from sqlchorus.tools.engines.postgres import (
@@ -576,7 +577,7 @@ def test_a_statement_the_server_would_not_stop_is_cancelled_from_outside(concert
         seconds = time.monotonic() - start
         # The cancel is a timer set at the budget plus the grace, which never fires early, over a
         # statement far longer than both; the upper bound is room for a busy machine.
-        assert 1 + module.KILL_GRACE_S <= seconds <= 1 + GRACE_S
+        assert 1 + base.KILL_GRACE_S <= seconds <= 1 + GRACE_S
         assert db.worker_status()["replaced"] == 1
         monkeypatch.undo()
         assert db.execute("SELECT count(*) FROM singer").rows == [(6,)]
@@ -697,14 +698,14 @@ def test_a_call_the_server_does_not_interrupt_is_ended_within_budget_and_grace(c
         pid = conn.info.backend_pid
         budget = 1.0
         start = time.monotonic()
-        with pytest.raises(module._Stopped):
+        with pytest.raises(base.Stopped):
             _run(conn, "SELECT length(format('%1000000000s', 'x')) FROM generate_series(1, 1000)", (), budget, 10,
                  10_000, terminate=db._connect.terminate, reset=db._connect.reset)
         seconds = time.monotonic() - start
         # Both steps are timers, which never fire early, over a statement of a thousand
         # billion-character paddings (seconds each here): far longer than both on any machine;
         # the upper bound is room for a busy one.
-        assert budget + module.KILL_GRACE_S + module.TERMINATE_AFTER_S <= seconds <= budget + GRACE_S
+        assert budget + base.KILL_GRACE_S + base.TERMINATE_AFTER_S <= seconds <= budget + GRACE_S
         assert conn.broken or conn.closed
         conn.close()
 

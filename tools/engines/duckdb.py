@@ -22,7 +22,7 @@ and no layer has to be perfect:
    its configuration locked so that no statement can change any of it;
 3. a time budget per statement: a timer interrupts it at the budget, and since one call can run
    on past an interrupt, each statement runs in a worker process that is killed at the budget
-   plus :data:`~sqlchorus.tools.engines.sqlite.KILL_GRACE_S` and replaced, as the SQLite guard's are.
+   plus :data:`~sqlchorus.tools.engines.base.KILL_GRACE_S` and replaced, as the SQLite guard's are.
    The worker's address space is limited too, so a function that builds a value of gigabytes
    fails with a typed error instead of exhausting the machine. DuckDB would allow threads too
    (cursors of one connection run side by side in threads, as several read-only processes
@@ -44,27 +44,15 @@ module imports without it.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import threading
-import weakref
-from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
 from sqlglot import exp
+from typing_extensions import Unpack
 
-from sqlchorus.tools.engines.sqlite import (
-    DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_ROWS,
-    DEFAULT_TIMEOUT_S,
-    DEFAULT_WORKERS,
-    Database,
-    QueryResult,
-    _Pool,
-    _Worker,
-    check_single_query,
-)
+from sqlchorus.tools.engines import base
 from sqlchorus.tools.engines.duckdb_guard import (
     MEMORY_LIMIT_BYTES,
     THREADS,
@@ -78,8 +66,6 @@ from sqlchorus.tools.sql.errors import (
     DatabaseOpenError,
     ExecutionError,
     ForbiddenError,
-    NotAQueryError,
-    QueryTimeoutError,
     ResourceError,
     SqlError,
     refusal_reason,
@@ -270,13 +256,8 @@ ALLOWED_TYPES: frozenset[exp.DType] = frozenset(  # exp.DataType.Type is exp.DTy
 one of DuckDB's internal types, is refused). sqlglot reads DuckDB's ``TIMESTAMP`` as
 ``TIMESTAMPNTZ`` (a timestamp without a time zone), which is why both are here."""
 
-_WRITING_NODES: tuple[type[exp.Expr], ...] = tuple(
-    getattr(exp, n) for n in
-    "Insert Update Delete Merge Create Drop Alter Command Copy Set Transaction Commit Rollback "
-    "TruncateTable Pragma Use Grant Revoke Analyze Declare Lock Into LoadData Refresh Cache Uncache "
-    "Kill Describe Show Summarize Attach Detach Install Export".split()
-    if hasattr(exp, n)
-)
+_WRITING_NODES = base.WRITING_NODES + tuple(
+    getattr(exp, n) for n in "Summarize Attach Detach Install Export".split() if hasattr(exp, n))
 
 _VALUE_NAMES = frozenset({
     "current_catalog", "current_date", "current_role", "current_schema", "current_time", "current_timestamp",
@@ -428,12 +409,9 @@ def check_duckdb_query(
     Raises:
         NotAQueryError (SqlTooLongError, SqlTooDeepError), ForbiddenError.
     """
-    tree = check_single_query(sql, dialect="duckdb")
+    tree = base.check_single_query(sql, dialect="duckdb")
     for node in tree.walk():
-        if isinstance(node, _WRITING_NODES):
-            what = "SELECT INTO" if isinstance(node, exp.Into) else type(node).__name__.upper()
-            raise ForbiddenError(f"The query contains {what}, which the guard does not allow: only reading may "
-                                 "run; it was refused.", sql=sql)
+        base.refuse_writing(node, sql, nodes=_WRITING_NODES)
     _check_tables(tree, sql, tables, database)
     if functions:
         _check_functions(tree, sql, columns)
@@ -458,7 +436,7 @@ def _classify(kind: str, text: str, sql: str, budget: float) -> SqlError:
     first = _first_line(text) or kind
     low = first.lower()
     if kind in _TIMEOUT_KINDS or "interrupted" in low:
-        return QueryTimeoutError(f"The query ran longer than its {budget:g} s budget and was stopped.", sql=sql)
+        return base.budget_spent(budget, sql)
     if kind in _FORBIDDEN_KINDS or "read-only mode" in low or "configuration has been locked" in low or (
             "disabled by configuration" in low):
         return ForbiddenError(f"DuckDB refused the query ({first}); only reading the database may run.", sql=sql)
@@ -467,7 +445,7 @@ def _classify(kind: str, text: str, sql: str, budget: float) -> SqlError:
     if kind in _RESOURCE_KINDS and ("too large" in low or "too big" in low):
         return ResourceError(f"The query needs more than the guard allows: {first}", sql=sql)
     if kind == "ParserException" and "multiple statements" in low:
-        return NotAQueryError("Expected exactly one statement, found several.", sql=sql)
+        return base.several_statements(sql)
     return ExecutionError((text or kind).strip(), sql=sql)
 
 
@@ -482,12 +460,8 @@ def duckdb_error(exc: BaseException, sql: str, budget: float) -> SqlError:
 # -- opening -------------------------------------------------------------------------------------
 
 
-def _duckdb():
-    try:
-        import duckdb
-    except ImportError:
-        raise DatabaseOpenError(f"DuckDB is not installed; install it with: {INSTALL_HINT}") from None
-    return duckdb
+def _duckdb() -> Any:
+    return base.driver("duckdb", f"DuckDB is not installed; install it with: {INSTALL_HINT}")
 
 
 def _packages_folder() -> str:
@@ -528,49 +502,7 @@ def _open_error(exc: BaseException, path: Path) -> DatabaseOpenError:
     return DatabaseOpenError(f"Cannot open {path} as a DuckDB database: {text}")
 
 
-class _DuckWorker(_Worker):
-    """:class:`~sqlchorus.tools.engines.sqlite._Worker`'s start, deadline, kill and replacement, for a
-    process running :mod:`sqlchorus.tools.engines.duckdb_guard`."""
-
-    def __init__(self, path: Path, memory_limit: int, threads: int):
-        super().__init__(path, 0)
-        self.memory_limit = memory_limit
-        self.threads = threads
-
-    def prestart(self) -> None:
-        with self._guard:
-            if self.process is None and not self._stopping:
-                self.process = subprocess.Popen(
-                    worker_command(str(self.path), self.memory_limit, self.threads, _packages_folder()),
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True,
-                )
-                self._ready = False
-
-
-class _DuckPool(_Pool):
-    """:class:`~sqlchorus.tools.engines.sqlite._Pool`'s order of arrival, per-client cap and closing,
-    over DuckDB worker processes: every slot exists from the start, and each starts its process
-    when a statement first needs it."""
-
-    def __init__(self, path: Path, memory_limit: int, threads: int, size: int, client_cap: int):
-        super().__init__(path, 0, size, client_cap)
-        self._all = [_DuckWorker(path, memory_limit, threads) for _ in range(size)]
-        self._idle = list(self._all)
-
-    def prestart(self) -> None:
-        with self._lock:
-            worker = self._idle[-1] if self._idle and not self._closed else None
-        if worker is not None:
-            worker.prestart()
-
-    def status(self) -> dict[str, Any]:
-        status = super().status()
-        status["started"] = sum(1 for w in self._all if w.process is not None)
-        return status
-
-
-class DuckDatabase(Database):
+class DuckDatabase(base.WorkerDatabase):
     """A guarded, read-only, time- and size-bounded DuckDB database (see the module's text).
 
     Args:
@@ -594,23 +526,10 @@ class DuckDatabase(Database):
 
     engine = "duckdb"
     dialect = "duckdb"
-    _pool: _DuckPool
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        max_rows: int = DEFAULT_MAX_ROWS,
-        max_bytes: int = DEFAULT_MAX_BYTES,
-        tracer: Any = None,
-        workers: int = DEFAULT_WORKERS,
-        client_workers: int | None = None,
-        prestart: bool = True,
-        memory_limit: int = MEMORY_LIMIT_BYTES,
-        threads: int = THREADS,
-    ):
-        client_workers = self._configure(timeout_s, max_rows, max_bytes, tracer, workers, client_workers)
+    def __init__(self, path: str | os.PathLike[str], *, memory_limit: int = MEMORY_LIMIT_BYTES,
+                 threads: int = THREADS, **options: Unpack[base.GuardOptions]):
+        pooling = self._configure(**options)
         duckdb = _duckdb()
         self.path = _resolve(path)
         self.name = self.path.stem
@@ -633,11 +552,8 @@ class DuckDatabase(Database):
             self._conn.close()
             raise DatabaseOpenError(f"{self.path} has no tables or views in its main schema; there is nothing to "
                                     "ask about.")
-        self._pool = _DuckPool(self.path, self.memory_limit, self.threads, workers, client_workers)
-        # A database dropped without close() still ends its workers (and its views share them).
-        weakref.finalize(self, _close_all, self._pool, self._conn)
-        if prestart:
-            self._pool.prestart()
+        file, command = self.path, worker_command(str(self.path), self.memory_limit, self.threads, _packages_folder())
+        self._hold(pooling, lambda: base.Worker(file, command), [self._conn], base.close_quietly)
 
     # -- the catalogue -----------------------------------------------------------------------
 
@@ -706,56 +622,25 @@ class DuckDatabase(Database):
         """
         return check_duckdb_query(sql, tables=self._tables, database=self._catalog, columns=self._columns)
 
-    def _execute(
-        self,
-        sql: str,
-        tree: exp.Expr,
-        timeout_s: float | None,
-        max_rows: int | None,
-        max_bytes: int | None,
-        parameters: tuple[Any, ...] | dict[str, Any],
-        client: Hashable | None = None,
-    ) -> QueryResult:
-        budget, row_cap, byte_cap = self._limits(timeout_s, max_rows, max_bytes)
-        params = dict(parameters) if isinstance(parameters, dict) else tuple(parameters or ())
-        reply = self._in_worker(sql, params, row_cap, byte_cap, budget, client)
-        if reply[0] == "ok":
-            _, columns, rows, truncated, elapsed = reply
-            return QueryResult(sql=sql, columns=list(columns), rows=[tuple(r) for r in rows], truncated=truncated,
-                               elapsed_ms=elapsed)
-        _, message, kind = reply
-        raise _classify(kind or "", message, sql, budget)
+    def _worker_error(self, message: str, detail: str | None, sql: str, tree: exp.Expr, budget: float) -> SqlError:
+        """The typed error of DuckDB's ``message``, ``detail`` being its error's class name."""
+        return _classify(detail or "", message, sql, budget)
 
-    def lookup(
-        self,
-        sql: str,
-        *,
-        timeout_s: float | None = None,
-        max_rows: int | None = None,
-        max_bytes: int | None = None,
-        parameters: tuple[Any, ...] | dict[str, Any] = (),
-    ) -> QueryResult:
-        """Run one read query that sqlchorus wrote itself (a count, sample values) on this
-        process's connection, under the same connection settings, time budget and caps; its
-        functions are not checked against the list (the rest of the check still holds). Such a
-        query calls no function over values large enough to outrun an interrupt, so it needs no
-        worker; a query from a model or a user always goes through :meth:`execute`.
-
-        Raises:
-            the same errors as :meth:`execute`.
-        """
+    def _lookup(self, sql: str, parameters: base.Parameters, limits: base.Limits) -> base.QueryResult:
+        """sqlchorus's own read, on this process's connection under the same connection settings,
+        time budget and caps; its functions are not checked against the list (the rest of the
+        check still holds)."""
         check_duckdb_query(sql, tables=self._tables, database=self._catalog, functions=False)
-        budget, row_cap, byte_cap = self._limits(timeout_s, max_rows, max_bytes)
         params = dict(parameters) if isinstance(parameters, dict) else tuple(parameters or ())
         duckdb = _duckdb()
         with self._lock:
             try:
-                columns, rows, truncated, elapsed = run(self._conn, sql, params, budget, row_cap, byte_cap)
+                columns, rows, truncated, elapsed = run(self._conn, sql, params, *limits)
             except (duckdb.Error, MemoryError) as e:
-                raise duckdb_error(e, sql, budget) from None
-        return QueryResult(sql=sql, columns=columns, rows=rows, truncated=truncated, elapsed_ms=elapsed)
+                raise duckdb_error(e, sql, limits.budget) from None
+        return base.QueryResult(sql=sql, columns=columns, rows=rows, truncated=truncated, elapsed_ms=elapsed)
 
-    def explain_query_plan(self, sql: str, *, timeout_s: float | None = None) -> QueryResult:
+    def explain_query_plan(self, sql: str, *, timeout_s: float | None = None) -> base.QueryResult:
         """DuckDB's ``EXPLAIN`` of one read query: the physical plan, never a run (no ANALYZE).
 
         ``EXPLAIN`` is not a query to the parse check, so the check runs on ``sql`` itself and only
@@ -767,22 +652,7 @@ class DuckDatabase(Database):
         """
         tree = self.check(sql)
         text = "EXPLAIN " + sql.strip()
-        result = self._traced(text, tree, timeout_s, None, None, ())
+        result = self._traced(text, tree, self._limits(timeout_s, None, None), ())
         lines = [line for row in result.rows for line in str(row[-1] or "").splitlines() if line.strip()]
-        return QueryResult(sql=text, columns=["id", "detail"], rows=list(enumerate(lines)),
-                           elapsed_ms=result.elapsed_ms)
+        return base.plan_result(text, lines, result.elapsed_ms)
 
-    def close(self) -> None:
-        """End the workers (a statement still running fails) and the connection."""
-        _close_all(self._pool, self._conn)
-
-    def __repr__(self) -> str:
-        return f"DuckDatabase({str(self.path)!r})"
-
-
-def _close_all(pool: _DuckPool, conn) -> None:
-    pool.close()
-    try:
-        conn.close()
-    except Exception:
-        pass

@@ -34,7 +34,7 @@ import uuid
 from typing import Any, BinaryIO
 
 if __package__:
-    from sqlchorus.tools.engines.sqlite_guard import capped_rows, receive, send
+    from sqlchorus.tools.engines.sqlite_guard import answer, capped_rows, send
 else:  # run as a worker script, in isolated mode: the same helpers from the file beside this one
     import importlib.util
 
@@ -43,7 +43,7 @@ else:  # run as a worker script, in isolated mode: the same helpers from the fil
     assert _spec is not None and _spec.loader is not None  # a .py file's spec, with its loader
     _shared = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(_shared)
-    capped_rows, receive, send = _shared.capped_rows, _shared.receive, _shared.send
+    answer, capped_rows, send = _shared.answer, _shared.capped_rows, _shared.send
 
 MEMORY_LIMIT_BYTES = 512 * 1024 * 1024
 """DuckDB's memory per connection at most (its buffer manager's ``memory_limit``)."""
@@ -188,20 +188,16 @@ def serve(path: str, memory_limit: int, threads: int, stdin: BinaryIO, stdout: B
     except Exception as e:
         send(stdout, ("error", str(e), error_kind(e)))
         return
-    send(stdout, ("ready",))
-    while True:
-        request = receive(stdin)
-        if request is None:
-            return
-        _, sql, parameters, budget, row_cap, byte_cap = request
+
+    def reply(sql: str, parameters: Any, budget: float, row_cap: int, byte_cap: int) -> tuple:
         try:
-            columns, rows, truncated, elapsed = run(conn, sql, parameters, budget, row_cap, byte_cap)
-            reply = ("ok", columns, rows, truncated, elapsed)
-            send(stdout, reply)
+            return ("ok", *run(conn, sql, parameters, budget, row_cap, byte_cap))
         except MemoryError:
-            send(stdout, ("error", "out of memory", "OutOfMemoryException"))
+            raise  # answered as out of memory
         except Exception as e:
-            send(stdout, ("error", str(e), error_kind(e)))
+            return ("error", str(e), error_kind(e))
+
+    answer(stdin, stdout, reply, "OutOfMemoryException")
 
 
 def worker_command(path: str, memory_limit: int = MEMORY_LIMIT_BYTES, threads: int = THREADS,

@@ -33,9 +33,9 @@ none of which has to be perfect:
    no guard can stop;
 6. a time limit the server enforces per statement (``SET STATEMENT max_statement_time = s FOR``
    on MariaDB, ``max_execution_time`` on MySQL); at the budget plus
-   :data:`~sqlchorus.tools.engines.sqlite.KILL_GRACE_S`, ``KILL QUERY`` from a second connection; if
-   the statement still runs :data:`TERMINATE_AFTER_S` later, ``KILL CONNECTION`` and the socket
-   shut, the connection replaced;
+   :data:`~sqlchorus.tools.engines.base.KILL_GRACE_S`, ``KILL QUERY`` from a second connection; if
+   the statement still runs :data:`~sqlchorus.tools.engines.base.TERMINATE_AFTER_S` later,
+   ``KILL CONNECTION`` and the socket shut, the connection replaced;
 7. rows are read unbuffered (the server streams them) and capped in rows and bytes as they come;
    a capped result's connection is dropped rather than read to its end.
 
@@ -58,31 +58,18 @@ import configparser
 import os
 import re
 import socket
-import threading
 import time
-import weakref
-from collections.abc import Hashable
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from sqlglot import exp
+from typing_extensions import Unpack
 
 from sqlchorus.tools.sql import text as sql_text
-from sqlchorus.tools.engines.sqlite import (
-    DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_ROWS,
-    DEFAULT_TIMEOUT_S,
-    DEFAULT_WORKERS,
-    KILL_GRACE_S,
-    Database,
-    QueryResult,
-    _BasePool,
-    _Closed,
-    check_single_query,
-)
+from sqlchorus.tools.engines import base
 from sqlchorus.tools.engines.duckdb_guard import plain
 from sqlchorus.tools.engines.names import redact_url
-from sqlchorus.tools.errors import SqlchorusError
 from sqlchorus.tools.engines.mysql_check import (
     ALLOWED_FUNCTIONS,
     REFUSED_FUNCTIONS,
@@ -97,8 +84,6 @@ from sqlchorus.tools.sql.errors import (
     ExecutionError,
     ForbiddenError,
     NotAQueryError,
-    QueryTimeoutError,
-    ResourceError,
     SqlError,
 )
 from sqlchorus.tools.engines.sqlite_guard import capped_rows
@@ -113,9 +98,6 @@ MYSQL_SCHEMES = ("mysql://", "mariadb://")
 
 CONNECT_TIMEOUT_S = 10
 """How long opening a connection may take (an unreachable host otherwise waits minutes)."""
-TERMINATE_AFTER_S = 1.0
-"""How long after ``KILL QUERY`` a statement may go on before its connection is killed and its
-socket shut (the server checks for a kill between steps, not inside every one)."""
 FETCH_BATCH = 256
 MAX_RECURSION = 1000
 """Iterations a recursive common table expression may make (MySQL's own default for
@@ -237,15 +219,6 @@ def connection_parameters(url: str) -> dict[str, Any]:
 
 # -- what a query may do -------------------------------------------------------------------------
 
-_WRITING_NODES: tuple[type[exp.Expr], ...] = tuple(
-    getattr(exp, n) for n in
-    "Insert Update Delete Merge Create Drop Alter Command Copy Set Transaction Commit Rollback "
-    "TruncateTable Pragma Use Grant Revoke Analyze Declare Lock Into LoadData Refresh Cache "
-    "Uncache Kill Describe Show".split()
-    if hasattr(exp, n)
-)
-
-
 def check_mysql_query(sql: str, *, database: str | None = None, tables: frozenset[str] | None = None) -> exp.Expr:
     """The parsed statement (sqlglot's tree) if it is one MySQL query the guard lets run.
 
@@ -258,12 +231,9 @@ def check_mysql_query(sql: str, *, database: str | None = None, tables: frozense
     Raises:
         NotAQueryError (SqlTooLongError, SqlTooDeepError), ForbiddenError.
     """
-    text = (sql or "").strip()
-    if not text:
-        raise NotAQueryError("The SQL text is empty.", sql=sql)
-    sql_text.check_bounds(text)  # before either reading
+    text = base.bounded_text(sql)  # before either reading
     try:
-        tree = check_single_query(text.rstrip(";").rstrip() or text, dialect="mysql")
+        tree = base.check_single_query(text.rstrip(";").rstrip() or text, dialect="mysql")
     except NotAQueryError as e:
         if e.message.startswith("The SQL does not parse"):
             # sqlglot reads no INTO OUTFILE or LOAD DATA; a clause the reading of the text
@@ -279,10 +249,7 @@ def check_mysql_query(sql: str, *, database: str | None = None, tables: frozense
         if isinstance(node, exp.Lock):
             raise ForbiddenError("The query locks rows (FOR UPDATE, FOR SHARE), which the guard does not allow; it "
                                  "was refused.", sql=sql)
-        if isinstance(node, _WRITING_NODES):
-            what = "INTO" if isinstance(node, exp.Into) else type(node).__name__.upper()
-            raise ForbiddenError(f"The query contains {what}, which the guard does not allow: only reading may run; "
-                                 "it was refused.", sql=sql)
+        base.refuse_writing(node, sql, into="INTO")
         if isinstance(node, (exp.Parameter, exp.SessionParameter)):
             raise ForbiddenError("The query uses a variable, which the guard does not allow; it was refused.", sql=sql)
     known = {t.lower() for t in tables} if tables is not None else set()
@@ -338,20 +305,14 @@ def mysql_error(exc: BaseException, sql: str, budget: float, product: str = "MyS
     """The typed error of a statement the server refused or failed (``exc``, a PyMySQL error or a
     socket error), for a ``budget``-second budget."""
     code, message = _code_message(exc)
-    if code in _TIMEOUT_CODES:
-        return QueryTimeoutError(f"The query ran longer than its {budget:g} s budget and was stopped.", sql=sql)
-    if code in _FORBIDDEN_CODES:
-        return ForbiddenError(f"The server refused the query ({message}); only reading may run.", sql=sql)
-    if code in _RESOURCE_CODES:
-        return ResourceError(f"The query needs more than the guard allows: {message}.", sql=sql)
     if code == 1345:
         return ExecutionError(f"The server will not explain a query over a view without SHOW VIEW ({message}), "
                               "and the guard runs none it has not seen explained: grant the user SHOW VIEW on the "
                               "database (GRANT SELECT, SHOW VIEW ON `db`.* TO ...).", sql=sql)
-    if code in _GONE_CODES or isinstance(exc, OSError) or (code == 0 and "InterfaceError" in type(exc).__name__):
-        return ExecutionError(f"The {product} server went away during the query ({message}); it was not completed.",
-                              sql=sql)
-    return ExecutionError(message, sql=sql)
+    gone = code in _GONE_CODES or isinstance(exc, OSError) or (code == 0 and "InterfaceError" in type(exc).__name__)
+    kind = ("timeout" if code in _TIMEOUT_CODES else "forbidden" if code in _FORBIDDEN_CODES
+            else "resource" if code in _RESOURCE_CODES else "gone" if gone else "")
+    return base.server_error(kind, message, sql, budget, product)
 
 
 def _open_error(exc: BaseException, location: str, password: str | None, product: str) -> DatabaseOpenError:
@@ -360,17 +321,11 @@ def _open_error(exc: BaseException, location: str, password: str | None, product
     if code == 2003:
         message = re.sub(r"\s*\(\[Errno \d+\]\s*", " (", message)
         message += ". Is the server running on that host and accepting TCP/IP connections on that port?"
-    if password:
-        message = message.replace(password, "***")
-    return DatabaseOpenError(f"Cannot open the {product} database {location}: {message}")
+    return base.open_failed(product, location, message, password)
 
 
-def _pymysql():
-    try:
-        import pymysql
-    except ImportError:
-        raise DatabaseOpenError(f"MySQL and MariaDB support is not installed: {INSTALL_HINT}") from None
-    return pymysql
+def _pymysql() -> Any:
+    return base.driver("pymysql", f"MySQL and MariaDB support is not installed: {INSTALL_HINT}")
 
 
 # -- connections ---------------------------------------------------------------------------------
@@ -403,148 +358,27 @@ def _shut_socket(conn) -> None:
         pass
 
 
-class _Session:
-    """One connection of a database's pool, standing where a SQLite worker process stands: opened
-    on first use (or ahead), used by one statement at a time, replaced after a kill or an error
-    that broke it. Only :meth:`interrupt` is called from another thread."""
+def _watch(conn, after: float, opener: _Opener) -> base.Watch:
+    """The stop from outside of the statement of ``conn``: at ``after`` seconds ``KILL QUERY``
+    from a connection of its own; if the statement still runs, ``KILL CONNECTION`` and the socket
+    shut."""
+    try:
+        thread = conn.thread_id()
+    except Exception:
+        thread = None
 
-    def __init__(self, connect):
-        self._connect = connect
-        self.conn = None
-        self.replaced = 0
-        self._stopping = False
-        self._guard = threading.Lock()
-
-    def connection(self):
-        conn = self.conn
-        if conn is not None and not conn.open:
-            self.discard(replace=True)
-            conn = None
-        if conn is None:
-            if self._stopping:
-                raise _Closed()
-            conn = self._connect()
-            with self._guard:
-                if self._stopping:
-                    _close_quietly(conn)
-                    raise _Closed()
-                self.conn = conn
-        return conn
-
-    def discard(self, replace: bool = False) -> None:
-        with self._guard:
-            conn, self.conn = self.conn, None
-        if conn is not None:
-            if replace:
-                self.replaced += 1
-            _close_quietly(conn)
-
-    def interrupt(self) -> None:
-        """Stop the statement running on it (the database is closing); no connection follows."""
-        with self._guard:
-            self._stopping = True
-            conn = self.conn
-        if conn is not None:
-            _shut_socket(conn)
-
-    def close(self) -> None:
-        with self._guard:
-            self._stopping = True
-        self.discard()
-
-    @property
-    def pid(self) -> int | None:
-        conn = self.conn
-        try:
-            return conn.thread_id() if conn is not None and conn.open else None
-        except Exception:
-            return None
-
-
-class _SessionPool(_BasePool[_Session]):
-    """:class:`~sqlchorus.tools.engines.sqlite._BasePool`'s order of arrival, per-client cap and closing,
-    over ``size`` connections instead of worker processes, each connecting when first needed."""
-
-    def __init__(self, connect, size: int, client_cap: int):
-        super().__init__(size, client_cap)
-        self._all = [_Session(connect) for _ in range(size)]
-        self._idle = list(self._all)
-
-    def prestart(self) -> None:
-        with self._lock:
-            session = self._idle[-1] if self._idle and not self._closed else None
-        if session is not None and session.conn is None:
+    def kill(connection: bool) -> None:
+        if thread is not None:
             try:
-                session.connection()
-            except (SqlError, _Closed):
-                pass  # the first statement reports it
-
-    def status(self) -> dict[str, Any]:
-        status = super().status()
-        status["started"] = sum(1 for s in self._all if s.conn is not None)
-        return status
-
-
-class _Watch:
-    """Stops the statement of ``conn`` from outside, unless stopped first (a kill that lands after
-    the statement ended must not hit the next one): at ``after`` seconds ``KILL QUERY`` from a
-    connection of its own; if the statement is still running :data:`TERMINATE_AFTER_S` later,
-    ``KILL CONNECTION`` and the socket shut, so that the waiting client returns at once and the
-    connection is replaced."""
-
-    def __init__(self, conn, after: float, opener: _Opener):
-        self.conn = conn
-        self.fired = False
-        self.terminated = False
-        self._opener = opener
-        try:
-            self._thread = conn.thread_id()
-        except Exception:
-            self._thread = None
-        self._lock = threading.Lock()
-        self._done = False
-        self._timer = threading.Timer(after, self._fire)
-        self._timer.daemon = True
-        self._second: threading.Timer | None = None
-        self._timer.start()
-
-    def _fire(self) -> None:
-        with self._lock:
-            if self._done:
-                return
-            self.fired = True
-            self._second = threading.Timer(TERMINATE_AFTER_S, self._terminate)
-            self._second.daemon = True
-            self._second.start()
-        if self._thread is not None:
-            try:
-                self._opener.kill(self._thread, connection=False)
+                opener.kill(thread, connection=connection)
             except Exception:
                 pass  # the server may be gone: the second step shuts the socket
 
-    def _terminate(self) -> None:
-        with self._lock:
-            if self._done:
-                return
-            self.terminated = True
-        if self._thread is not None:
-            try:
-                self._opener.kill(self._thread, connection=True)
-            except Exception:
-                pass
-        _shut_socket(self.conn)
+    def end() -> None:
+        kill(True)
+        _shut_socket(conn)
 
-    def stop(self) -> None:
-        self._timer.cancel()
-        with self._lock:
-            self._done = True
-            if self._second is not None:
-                self._second.cancel()
-
-
-class _Stopped(SqlchorusError):
-    """The statement was stopped from outside (its connection killed); raised within this module
-    only, where it becomes a :class:`QueryTimeoutError`."""
+    return base.Watch(after, lambda: kill(False), end, hold_cancel=False)
 
 
 def _run(conn, sql: str, budget: float, row_cap: int, byte_cap: int, *, opener: _Opener, verify=None,
@@ -559,13 +393,13 @@ def _run(conn, sql: str, budget: float, row_cap: int, byte_cap: int, *, opener: 
 
     Raises:
         pymysql.err.Error, OSError: what the server or the connection raised.
-        _Stopped: the statement was stopped from outside (its connection is not to be reused).
+        Stopped: the statement was stopped from outside (its connection is not to be reused).
         SqlError: what ``verify`` raised.
     """
     pymysql = _pymysql()
     start = time.monotonic()
     deadline = start + budget
-    watch = _Watch(conn, budget + KILL_GRACE_S, opener)
+    watch = _watch(conn, budget + base.KILL_GRACE_S, opener)
     left = lambda: max(deadline - time.monotonic(), 0.001)  # noqa: E731
     truncated = False
     try:
@@ -588,7 +422,7 @@ def _run(conn, sql: str, budget: float, row_cap: int, byte_cap: int, *, opener: 
     except Exception as e:
         watch.stop()
         if watch.terminated or (watch.fired and not conn.open):
-            raise _Stopped() from e
+            raise base.Stopped() from e
         gone = isinstance(e, OSError) or (isinstance(e, pymysql.err.Error) and _code_message(e)[0] in _GONE_CODES)
         if conn.open and not gone:
             try:
@@ -604,10 +438,9 @@ def _run(conn, sql: str, budget: float, row_cap: int, byte_cap: int, *, opener: 
     return columns, rows, truncated, (time.monotonic() - start) * 1000.0, replace
 
 
-class _Opener:
+class _Opener(base.Connector):
     """Opens guarded sessions for one database: read-only by default, SQL mode pinned, recursion
-    bounded. Holds no reference to the database, so that a database dropped without close() is
-    still collected and its connections closed."""
+    bounded."""
 
     def __init__(self, params: dict[str, Any], location: str, product: str):
         self.params = params
@@ -690,6 +523,27 @@ class _Opener:
         finally:
             _close_quietly(conn)
 
+    def usable(self, conn) -> bool:
+        return conn.open
+
+    def close(self, conn) -> None:
+        _close_quietly(conn)
+
+    def interrupt(self, conn) -> None:
+        _shut_socket(conn)
+
+    def backend(self, conn) -> int | None:
+        return conn.thread_id() if conn.open else None
+
+    def errors(self) -> tuple[type[BaseException], ...]:
+        return (_pymysql().err.Error, OSError)
+
+    def error(self, exc: BaseException, sql: str, budget: float) -> SqlError:
+        return mysql_error(exc, sql, budget, self.product)
+
+    def broken(self, conn, exc: BaseException) -> bool:
+        return not conn.open
+
 
 def _grant_parts(line: str) -> tuple[list[str], str, bool] | None:
     """The privileges, the target and whether the grant option comes with them, of one line of
@@ -741,7 +595,7 @@ def _split_target(target: str) -> tuple[str, str, str]:
     return kind, db, obj
 
 
-class MySQLDatabase(Database):
+class MySQLDatabase(base.ServerDatabase):
     """A guarded, read-only, time- and size-bounded MySQL or MariaDB database (see the module's text).
 
     Args:
@@ -769,111 +623,48 @@ class MySQLDatabase(Database):
 
     engine = "mysql"
     dialect = "mysql"
-    _pool: _SessionPool
-    path = None
+    _who = "user"
+    _harm = ("a user with FILE can read and write the server's files, one with SUPER can end other sessions and "
+             "change the server's settings")
+    _connect: _Opener
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        max_rows: int = DEFAULT_MAX_ROWS,
-        max_bytes: int = DEFAULT_MAX_BYTES,
-        tracer: Any = None,
-        workers: int = DEFAULT_WORKERS,
-        client_workers: int | None = None,
-        require_readonly_role: bool = False,
-        allow_writable_role: bool = False,
-        prestart: bool = True,
-    ):
-        client_workers = self._configure(timeout_s, max_rows, max_bytes, tracer, workers, client_workers)
+    def __init__(self, url: str, *, require_readonly_role: bool = False, allow_writable_role: bool = False,
+                 **options: Unpack[base.GuardOptions]):
+        pooling = self._configure(**options)
         self._location = redact_url(url)
         self.write_warnings: list[str] = []
         self.limit_warnings: list[str] = []
         params = connection_parameters(url)
         _pymysql()
         self.name = params["database"]
-        self._user = params["user"]
-        self._lock = threading.RLock()
-        self._ctes: dict[str, frozenset[str]] = {}
-        self._connect = _Opener(params, self._location, _product(url))
-        # This process's connection, for the catalogue and lookups: in a list shared with the
-        # database's views, so that one opened again after a drop serves them all.
-        self._own_conn = [self._connect()]
-        self.server = self._connect.product
-        self.version = self._connect.version
-        try:
-            self._tables = self._table_names()
-            self.write_warnings = self.user_write_reasons()
-        except BaseException:
-            _close_quietly(self._own_conn[0])
-            raise
-        if self.write_warnings and (require_readonly_role or not allow_writable_role):
-            _close_quietly(self._own_conn[0])
-            raise DatabaseOpenError(
-                f"The user {self._user} could change or reach past {self._location} "
-                f"({'; '.join(self.write_warnings)}), so it is refused; connect as a read-only user, made with: "
-                + " ".join(readonly_user_sql(self.name).splitlines())
-                + " (or pass --allow-writable-role to go on as this user)"
-            )
-        self._pool = _SessionPool(self._connect, workers, client_workers)
-        weakref.finalize(self, _close_all, self._pool, self._own_conn)
-        if prestart:
-            self._pool.prestart()
+        self._login = params["user"]
+        self._start(_Opener(params, self._location, _product(url)), pooling,
+                    require_readonly_role or not allow_writable_role, readonly_user_sql(self.name))
 
     # -- opening -----------------------------------------------------------------------------
 
-    @property
-    def location(self) -> str:
-        return self._location
+    def _learn(self) -> None:
+        self.server = self._connect.product
+        self.version = self._connect.version
+        self._tables = self._table_names()
+        self.write_warnings = self.user_write_reasons()
 
-    @property
-    def warnings(self) -> list[str]:
-        """One line saying what the user could do (when it was let open with such a user)."""
-        return ([self.run_warning] if self.run_warning else []) + self.limit_warnings
-
-    @property
-    def run_warning(self) -> str | None:
-        """What every run on this database is warned of when the user could write or reach past
-        it (``allow_writable_role``): None for a read-only user."""
-        if not self.write_warnings:
-            return None
-        return (f"the user {self._user} could change or reach past {self._location} "
-                f"({'; '.join(self.write_warnings)}); sqlchorus runs only checked reads in read-only "
-                "transactions, but no guard can stop what the user itself may do if a statement gets "
-                "past the checks (a user with FILE can read and write the server's files, one with SUPER "
-                "can end other sessions and change the server's settings); connect as a read-only user instead")
-
-    def _product(self) -> str:
-        return self._connect.product
-
-    def _own(self):
-        """This process's connection, opened again if the server dropped it."""
-        conn = self._own_conn[0]
-        if not conn.open:
-            conn = self._own_conn[0] = self._connect()
-        return conn
-
-    def _catalogue(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
-        """sqlchorus's own read of the catalogue, on this process's connection, in a read-only
-        transaction under the database's time limit (never a statement from a model or a user)."""
+    def _read_catalogue(self, conn, sql: str, params: Any) -> list[tuple[Any, ...]]:
         pymysql = _pymysql()
-        with self._lock:
-            conn = self._own()
-            try:
-                with conn.cursor() as cur:
-                    cur.execute("START TRANSACTION READ ONLY")
-                    cur.execute(self._connect.limited(cur, sql, self.timeout_s), params)
-                    rows = list(cur.fetchall())
-                    cur.execute("COMMIT")
-                    return rows
-            except (pymysql.err.Error, OSError) as e:
-                if conn.open:
-                    try:
-                        conn.rollback()
-                    except Exception:
-                        _close_quietly(conn)
-                raise mysql_error(e, sql, self.timeout_s, self._product()) from None
+        try:
+            with conn.cursor() as cur:
+                cur.execute("START TRANSACTION READ ONLY")
+                cur.execute(self._connect.limited(cur, sql, self.timeout_s), params)
+                rows = list(cur.fetchall())
+                cur.execute("COMMIT")
+                return rows
+        except (pymysql.err.Error, OSError):
+            if conn.open:
+                try:
+                    conn.rollback()
+                except Exception:
+                    _close_quietly(conn)
+            raise
 
     def _table_names(self) -> frozenset[str]:
         rows = self._catalogue("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s",
@@ -890,7 +681,7 @@ class MySQLDatabase(Database):
                     cur.execute(sql)
                     return [str(r[0]) for r in cur.fetchall()]
             except (pymysql.err.Error, OSError) as e:
-                raise mysql_error(e, sql, self.timeout_s, self._product()) from None
+                raise mysql_error(e, sql, self.timeout_s, self._connect.product) from None
 
     def user_write_reasons(self) -> list[str]:
         """What the connected user could do past reading the database, each as a phrase; empty for
@@ -1005,16 +796,12 @@ class MySQLDatabase(Database):
             NotAQueryError (SqlTooLongError, SqlTooDeepError), ForbiddenError.
         """
         tree = check_mysql_query(sql, database=self.name, tables=self._tables)
-        with self._lock:
-            # What the check of the server's reading needs of this one, so that it is parsed once.
-            self._ctes[sql] = frozenset(c.alias_or_name for c in tree.find_all(exp.CTE))
-            while len(self._ctes) > 256:
-                self._ctes.pop(next(iter(self._ctes)))
+        # What the check of the server's reading needs of this one, so that it is parsed once.
+        self._remember(sql, frozenset(c.alias_or_name for c in tree.find_all(exp.CTE)))
         return tree
 
-    def _verifier(self, sql: str):
-        with self._lock:
-            ctes = self._ctes.pop(sql, None)
+    def _verifier(self, sql: str) -> Callable[[Any], None]:
+        ctes = self._recall(sql)
         if ctes is None:  # not checked by this database first: its common table expressions from sqlglot
             try:
                 ctes = frozenset(c.alias_or_name for t in sql_text.parse(sql.strip(), dialect="mysql") if t
@@ -1033,109 +820,30 @@ class MySQLDatabase(Database):
 
         return verify
 
-    def execute(self, sql: str, *, timeout_s: float | None = None, max_rows: int | None = None,
-                max_bytes: int | None = None, parameters: tuple[Any, ...] | dict[str, Any] = (),
-                client: Hashable | None = None) -> QueryResult:
-        """Run one read query under the guard and return its (capped) rows. ``parameters`` fill
-        ``%s`` placeholders, escaped before the check, so that the text checked is the text run.
+    def _bind(self, sql: str, parameters: base.Parameters) -> tuple[str, base.Parameters]:
+        """``parameters`` fill ``%s`` placeholders, escaped into the text before the check, so
+        that the text checked is the text run."""
+        return (_bind(sql, parameters) if parameters else sql), ()
 
-        Raises:
-            NotAQueryError (SqlTooLongError, SqlTooDeepError), ForbiddenError, QueryTimeoutError,
-            ResourceError, ExecutionError.
-        """
-        if parameters:
-            sql = _bind(sql, parameters)
-        return super().execute(sql, timeout_s=timeout_s, max_rows=max_rows, max_bytes=max_bytes, client=client)
+    def _run_statement(self, conn, sql: str, parameters: base.Parameters, limits: base.Limits,
+                       verify: Callable[[Any], None] | None) -> base.StatementRun:
+        return _run(conn, sql.strip().rstrip(";").rstrip(), *limits, opener=self._connect, verify=verify)
 
-    def _execute(
-        self,
-        sql: str,
-        tree: exp.Expr,
-        timeout_s: float | None,
-        max_rows: int | None,
-        max_bytes: int | None,
-        parameters: tuple[Any, ...] | dict[str, Any],
-        client: Hashable | None = None,
-    ) -> QueryResult:
-        budget, row_cap, byte_cap = self._limits(timeout_s, max_rows, max_bytes)
-        client = self.client if client is None else client
-        start = time.monotonic()
-        session = self._pool.acquire_within(client, budget, sql, what="connection", units="connections")
-        try:
-            conn = session.connection()
-            left = max(budget - (time.monotonic() - start), 0.001)
-            return self._run_on(session, conn, sql, left, budget, row_cap, byte_cap, self._verifier(sql))
-        except _Closed:
-            raise ExecutionError("The database was closed; the query did not complete.", sql=sql) from None
-        finally:
-            self._pool.release(session)
-
-    def _run_on(self, session, conn, sql, left, budget, row_cap, byte_cap, verify) -> QueryResult:
-        pymysql = _pymysql()
-        text = sql.strip().rstrip(";").rstrip()
-        try:
-            columns, rows, truncated, elapsed, replace = _run(conn, text, left, row_cap, byte_cap,
-                                                              opener=self._connect, verify=verify)
-        except _Stopped:
-            session.discard(replace=True)
-            raise QueryTimeoutError(f"The query ran longer than its {budget:g} s budget and was stopped.",
-                                    sql=sql) from None
-        except (pymysql.err.Error, OSError) as e:
-            if self._pool.closed:
-                raise ExecutionError("The database was closed; the query did not complete.", sql=sql) from None
-            if not conn.open:
-                session.discard(replace=True)  # broken: the next statement gets a fresh one
-            raise mysql_error(e, sql, budget, self._product()) from None
-        if replace:
-            session.discard(replace=True)
-        return QueryResult(sql=sql, columns=columns, rows=rows, truncated=truncated, elapsed_ms=elapsed)
-
-    def lookup(
-        self,
-        sql: str,
-        *,
-        timeout_s: float | None = None,
-        max_rows: int | None = None,
-        max_bytes: int | None = None,
-        parameters: tuple[Any, ...] | dict[str, Any] = (),
-    ) -> QueryResult:
-        """Run one read query that sqlchorus wrote itself (a count, sample values) on this
-        process's connection, under the same read-only transaction, time limit, caps and check.
-
-        sqlchorus's own reads are written in standard SQL, names in double quotes as every other
+    def _checked_own(self, sql: str) -> str:
+        """sqlchorus's own reads are written in standard SQL, names in double quotes as every other
         engine reads them; they are carried into MySQL's (backquoted names, ``CAST(x AS CHAR)``,
-        ``CHAR_LENGTH``) before the check.
-
-        Raises:
-            the same errors as :meth:`execute`.
-        """
+        ``CHAR_LENGTH``) and then checked, and run under the same read-only transaction, time
+        limit and caps."""
         import sqlglot
 
-        if parameters:
-            sql = _bind(sql, parameters)
         try:
             text = sqlglot.transpile(sql, read=None, write="mysql")[0]
         except sqlglot.errors.SqlglotError:
             raise NotAQueryError("The SQL text does not parse.", sql=sql) from None
         check_mysql_query(text, database=self.name, tables=self._tables)
-        budget, row_cap, byte_cap = self._limits(timeout_s, max_rows, max_bytes)
-        pymysql = _pymysql()
-        with self._lock:
-            conn = self._own()
-            try:
-                columns, rows, truncated, elapsed, replace = _run(conn, text, budget, row_cap, byte_cap,
-                                                                  opener=self._connect)
-            except _Stopped:
-                _close_quietly(conn)  # opened again for the next lookup
-                raise QueryTimeoutError(f"The query ran longer than its {budget:g} s budget and was stopped.",
-                                        sql=text) from None
-            except (pymysql.err.Error, OSError) as e:
-                raise mysql_error(e, text, budget, self._product()) from None
-            if replace:
-                _close_quietly(conn)  # a capped or stopped result: opened again for the next lookup
-        return QueryResult(sql=text, columns=columns, rows=rows, truncated=truncated, elapsed_ms=elapsed)
+        return text
 
-    def explain_query_plan(self, sql: str, *, timeout_s: float | None = None) -> QueryResult:
+    def explain_query_plan(self, sql: str, *, timeout_s: float | None = None) -> base.QueryResult:
         """The server's ``EXPLAIN FORMAT=JSON`` of one read query: the plan, never a run. The
         statement is checked first like one to run (its reading by the server included), then
         explained in a read-only transaction under the time limit.
@@ -1151,7 +859,7 @@ class MySQLDatabase(Database):
         start = time.monotonic()
         with self._lock:
             conn = self._own()
-            watch = _Watch(conn, budget + KILL_GRACE_S, self._connect)
+            watch = _watch(conn, budget + base.KILL_GRACE_S, self._connect)
             try:
                 with conn.cursor() as cur:
                     cur.execute("START TRANSACTION READ ONLY")
@@ -1176,23 +884,8 @@ class MySQLDatabase(Database):
                     raise
                 if watch.fired:
                     _close_quietly(conn)
-                    raise QueryTimeoutError(f"The query ran longer than its {budget:g} s budget and was stopped.",
-                                            sql=text) from None
-                raise mysql_error(e, text, budget, self._product()) from None
+                    raise base.budget_spent(budget, text) from None
+                raise mysql_error(e, text, budget, self._connect.product) from None
             finally:
                 watch.stop()
-        rows = [(i, line) for i, line in enumerate(plan.splitlines())]
-        return QueryResult(sql=text, columns=["id", "detail"], rows=rows,
-                           elapsed_ms=(time.monotonic() - start) * 1000.0)
-
-    def close(self) -> None:
-        """End the connections (a statement still running is stopped and fails)."""
-        _close_all(self._pool, self._own_conn)
-
-    def __repr__(self) -> str:
-        return f"MySQLDatabase({self._location!r})"
-
-
-def _close_all(pool: _SessionPool, own: list) -> None:
-    pool.close()
-    _close_quietly(own[0])
+        return base.plan_result(text, plan.splitlines(), (time.monotonic() - start) * 1000.0)

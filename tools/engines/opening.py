@@ -13,7 +13,7 @@ Python API, the servers, the LangChain tools):
   leaves out comes from the ``[client]`` group of ``~/.my.cnf`` and then ``MYSQL_PWD``, as for
   the ``mysql`` client; a password is never shown either.
 
-:func:`open_database` opens any of them as a :class:`~sqlchorus.tools.engines.sqlite.Database`.
+:func:`open_database` opens any of them as a :class:`~sqlchorus.tools.engines.base.Database`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import os
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from sqlchorus.tools.engines.sqlite import Database, GuardedDatabase
+from sqlchorus.tools.engines.base import Database
+from sqlchorus.tools.engines.sqlite import GuardedDatabase
 from sqlchorus.tools.engines.names import (
     DUCKDB_SCHEME,
     DUCKDB_SUFFIXES,

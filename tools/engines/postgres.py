@@ -30,9 +30,10 @@ resolves and permits, in layers, none of which has to be perfect:
    server files and programs or signal other sessions); such a role is refused unless
    ``allow_writable_role``, and then every run is warned of what no guard can stop;
 6. a time budget per statement: ``SET LOCAL statement_timeout`` before it (and before each fetch,
-   for what is left); at the budget plus :data:`~sqlchorus.tools.engines.sqlite.KILL_GRACE_S` a
-   cancel request from outside, the backend terminated (a role may signal its own) and the
-   connection replaced, for a call the server would not interrupt;
+   for what is left); at the budget plus :data:`~sqlchorus.tools.engines.base.KILL_GRACE_S` a
+   cancel request from outside, and :data:`~sqlchorus.tools.engines.base.TERMINATE_AFTER_S`
+   later the backend terminated (a role may signal its own) and the connection replaced, for a
+   call the server would not interrupt;
 7. results are fetched in batches from the server-side cursor and capped in rows and bytes.
 
 The role that should be used is a read-only one, made once by an administrator (``reader``,
@@ -57,30 +58,16 @@ import logging
 import os
 import re
 import socket
-import threading
 import time
-import weakref
-from collections.abc import Hashable
+from collections.abc import Callable
 from typing import Any
 
 from sqlglot import exp
+from typing_extensions import Unpack
 
-from sqlchorus.tools.engines.sqlite import (
-    DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_ROWS,
-    DEFAULT_TIMEOUT_S,
-    DEFAULT_WORKERS,
-    KILL_GRACE_S,
-    Database,
-    QueryResult,
-    _BasePool,
-    _Closed,
-    check_single_query,
-)
-from sqlchorus.tools.sql import text as sql_text
+from sqlchorus.tools.engines import base
 from sqlchorus.tools.engines.duckdb_guard import plain
 from sqlchorus.tools.engines.names import redact_url
-from sqlchorus.tools.errors import SqlchorusError
 from sqlchorus.tools.engines.postgres_check import (
     ALLOWED_FUNCTIONS,
     ALLOWED_TYPES,
@@ -92,11 +79,8 @@ from sqlchorus.tools.engines.postgres_check import (
 from sqlchorus.tools.engines.catalog import Column, ForeignKey, Table
 from sqlchorus.tools.sql.errors import (
     DatabaseOpenError,
-    ExecutionError,
     ForbiddenError,
     NotAQueryError,
-    QueryTimeoutError,
-    ResourceError,
     SqlError,
 )
 from sqlchorus.tools.engines.sqlite_guard import capped_rows
@@ -122,9 +106,6 @@ CONNECT_TIMEOUT_S = 10
 """How long opening a connection may take (an unreachable host otherwise waits minutes)."""
 CANCEL_WAIT_S = 5.0
 """How long a cancel request sent from outside may take to reach the server."""
-TERMINATE_AFTER_S = 1.0
-"""How long after its cancel request a statement may go on before its backend is terminated
-and its connection replaced (the server checks for a cancel between steps, not inside a call)."""
 CLIENT_CHECK_MS = 1000
 """How often a backend running a statement checks that its client is still there
 (``client_connection_check_interval``): one whose client has gone stops at its next step."""
@@ -144,14 +125,6 @@ ALTER ROLE reader SET temp_file_limit = '256MB';"""
 # The lists and both readings of a statement (the server's parser, the server's plan) are in
 # sqlchorus.tools.engines.postgres_check; this module adds the statement kinds and tables sqlglot reads,
 # and runs the plan check inside each statement's transaction.
-
-_WRITING_NODES: tuple[type[exp.Expr], ...] = tuple(
-    getattr(exp, n) for n in
-    "Insert Update Delete Merge Create Drop Alter Command Copy Set Transaction Commit Rollback "
-    "TruncateTable Pragma Use Grant Revoke Analyze Declare Lock Into LoadData Refresh Cache "
-    "Uncache Kill Describe Show".split()
-    if hasattr(exp, n)
-)
 
 _OTHER_SCHEMAS = "pg_catalog information_schema pg_toast pg_temp".split()
 
@@ -176,15 +149,12 @@ def check_postgres_query(
     Raises:
         NotAQueryError (SqlTooLongError, SqlTooDeepError), ForbiddenError.
     """
-    text = (sql or "").strip()
-    if not text:
-        raise NotAQueryError("The SQL text is empty.", sql=sql)
-    sql_text.check_bounds(text)  # before either parser sees it
+    text = base.bounded_text(sql)  # before either parser sees it
     called = check_statement(text, schema=schema, names=names, functions=functions)
     if padding is not None:
         padding.extend(called)
     try:
-        tree = check_single_query(sql, dialect="postgres")
+        tree = base.check_single_query(sql, dialect="postgres")
     except (IndexError, KeyError, TypeError, ValueError, AttributeError) as e:
         # sqlglot's builders of some functions fail this way on arguments they do not expect.
         raise NotAQueryError(f"The SQL does not parse: {type(e).__name__}.", sql=sql) from None
@@ -192,10 +162,7 @@ def check_postgres_query(
         if isinstance(node, exp.Lock):
             raise ForbiddenError("The query locks rows (FOR UPDATE/FOR SHARE), which the guard does not allow; "
                                  "it was refused.", sql=sql)
-        if isinstance(node, _WRITING_NODES):
-            what = "SELECT INTO" if isinstance(node, exp.Into) else type(node).__name__.upper()
-            raise ForbiddenError(f"The query contains {what}, which the guard does not allow: only reading may "
-                                 "run; it was refused.", sql=sql)
+        base.refuse_writing(node, sql)
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     known = {t.lower() for t in tables} if tables is not None else None
     for table in tree.find_all(exp.Table):
@@ -233,19 +200,20 @@ def postgres_error(exc: BaseException, sql: str, budget: float) -> SqlError:
 
     message = _primary(exc)
     if isinstance(exc, e.QueryCanceled):
-        return QueryTimeoutError(f"The query ran longer than its {budget:g} s budget and was stopped.", sql=sql)
-    if isinstance(exc, (e.InsufficientPrivilege, e.ReadOnlySqlTransaction)):
-        return ForbiddenError(f"The server refused the query ({message}); only reading may run.", sql=sql)
-    if isinstance(exc, (e.InsufficientResources, e.ProgramLimitExceeded, e.OutOfMemory, e.DiskFull,
-                        e.ConfigurationLimitExceeded)):
-        return ResourceError(f"The query needs more than the guard allows: {message}.", sql=sql)
-    if isinstance(exc, (e.AdminShutdown, e.CrashShutdown, e.CannotConnectNow)) or (
+        kind = "timeout"
+    elif isinstance(exc, (e.InsufficientPrivilege, e.ReadOnlySqlTransaction)):
+        kind = "forbidden"
+    elif isinstance(exc, (e.InsufficientResources, e.ProgramLimitExceeded, e.OutOfMemory, e.DiskFull,
+                          e.ConfigurationLimitExceeded)):
+        kind = "resource"
+    elif isinstance(exc, (e.AdminShutdown, e.CrashShutdown, e.CannotConnectNow)) or (
             isinstance(exc, e.OperationalError) and not getattr(exc, "sqlstate", None)):
-        return ExecutionError(f"The PostgreSQL server went away during the query ({message}); it was not "
-                              "completed.", sql=sql)
-    if isinstance(exc, e.SyntaxError) and "cannot insert multiple commands" in message:
-        return NotAQueryError("Expected exactly one statement, found several.", sql=sql)
-    return ExecutionError(message, sql=sql)
+        kind = "gone"
+    elif isinstance(exc, e.SyntaxError) and "cannot insert multiple commands" in message:
+        kind = "several"
+    else:
+        kind = ""
+    return base.server_error(kind, message, sql, budget, "PostgreSQL")
 
 
 def _open_error(exc: BaseException, location: str, password: str | None) -> DatabaseOpenError:
@@ -258,168 +226,35 @@ def _open_error(exc: BaseException, location: str, password: str | None) -> Data
     # server's severity word ("FATAL:").
     attempts = list(re.finditer(r"connection to server (?:at|on) .*? failed: ", text))
     reason = text[attempts[-1].end():] if attempts else (text or type(exc).__name__)
-    reason = re.sub(r"^(?:FATAL|ERROR):\s+", "", reason)
-    if password:
-        reason = reason.replace(password, "***")
-    return DatabaseOpenError(f"Cannot open the PostgreSQL database {location}: {reason}")
+    return base.open_failed("PostgreSQL", location, re.sub(r"^(?:FATAL|ERROR):\s+", "", reason), password)
 
 
-def _psycopg():
-    try:
-        import psycopg
-    except ImportError:
-        raise DatabaseOpenError(f"PostgreSQL support is not installed: {INSTALL_HINT}") from None
-    return psycopg
+def _psycopg() -> Any:
+    return base.driver("psycopg", f"PostgreSQL support is not installed: {INSTALL_HINT}")
 
 
 # -- connections ---------------------------------------------------------------------------------
 
 
-class _Session:
-    """One connection of a database's pool, standing where a SQLite worker process stands: opened
-    on first use (or ahead), used by one statement at a time, replaced after a cancel from outside
-    or an error that broke it. Only :meth:`interrupt` is called from another thread."""
+def _watch(conn, after: float, terminate=None) -> base.Watch:
+    """PostgreSQL's stop from outside of the statement of ``conn``: at ``after`` seconds a cancel
+    request; when ``terminate`` is given and the statement still runs, its backend terminated
+    through ``terminate`` (a role may signal its own backends) and the socket shut."""
+    try:
+        pid = conn.info.backend_pid
+    except Exception:
+        pid = None
 
-    def __init__(self, connect):
-        self._connect = connect
-        self.conn = None
-        self.replaced = 0
-        self._stopping = False
-        self._guard = threading.Lock()
-
-    def connection(self):
-        conn = self.conn
-        if conn is not None and (conn.closed or conn.broken):
-            self.discard(replace=True)
-            conn = None
-        if conn is None:
-            if self._stopping:
-                raise _Closed()
-            conn = self._connect()
-            with self._guard:
-                if self._stopping:
-                    conn.close()
-                    raise _Closed()
-                self.conn = conn
-        return conn
-
-    def discard(self, replace: bool = False) -> None:
-        with self._guard:
-            conn, self.conn = self.conn, None
-        if conn is not None:
-            if replace:
-                self.replaced += 1
+    def end() -> None:
+        if pid is not None:
             try:
-                conn.close()
-            except Exception:
-                pass
-
-    def interrupt(self) -> None:
-        """Stop the statement running on it (the database is closing); no connection follows."""
-        with self._guard:
-            self._stopping = True
-            conn = self.conn
-        if conn is not None:
-            try:
-                conn.cancel_safe(timeout=CANCEL_WAIT_S)
-            except Exception:
-                pass
-
-    def close(self) -> None:
-        with self._guard:
-            self._stopping = True
-        self.discard()
-
-    @property
-    def pid(self) -> int | None:
-        conn = self.conn
-        try:
-            return conn.info.backend_pid if conn is not None and not conn.closed else None
-        except Exception:
-            return None
-
-
-class _SessionPool(_BasePool[_Session]):
-    """:class:`~sqlchorus.tools.engines.sqlite._BasePool`'s order of arrival, per-client cap and closing,
-    over ``size`` connections instead of worker processes: every slot exists from the start, and
-    each connects when a statement first needs it."""
-
-    def __init__(self, connect, size: int, client_cap: int):
-        super().__init__(size, client_cap)
-        self._all = [_Session(connect) for _ in range(size)]
-        self._idle = list(self._all)
-
-    def prestart(self) -> None:
-        with self._lock:
-            session = self._idle[-1] if self._idle and not self._closed else None
-        if session is not None and session.conn is None:
-            try:
-                session.connection()
-            except (SqlError, _Closed):
-                pass  # the first statement reports it
-
-    def status(self) -> dict[str, Any]:
-        status = super().status()
-        status["started"] = sum(1 for s in self._all if s.conn is not None)
-        return status
-
-
-class _Watch:
-    """Stops the statement of ``conn`` from outside, unless stopped first (a cancel that lands
-    after the statement ended must not hit the next one): at ``after`` seconds a cancel request;
-    if the statement is still running :data:`TERMINATE_AFTER_S` later (a call the server does not
-    interrupt: it checks for a cancel only between steps), its backend is terminated through
-    ``terminate`` (a role may signal its own backends) and the socket shut, so that the waiting
-    client returns at once and the connection is replaced."""
-
-    def __init__(self, conn, after: float, terminate=None):
-        self.conn = conn
-        self.fired = False
-        self.terminated = False
-        self._terminate_with = terminate
-        try:
-            self._pid = conn.info.backend_pid
-        except Exception:
-            self._pid = None
-        self._lock = threading.Lock()
-        self._done = False
-        self._timer = threading.Timer(after, self._fire)
-        self._timer.daemon = True
-        self._second: threading.Timer | None = None
-        self._timer.start()
-
-    def _fire(self) -> None:
-        with self._lock:
-            if self._done:
-                return
-            self.fired = True
-            try:
-                self.conn.cancel_safe(timeout=CANCEL_WAIT_S)
-            except Exception:
-                pass
-            if self._terminate_with is not None:
-                self._second = threading.Timer(TERMINATE_AFTER_S, self._terminate)
-                self._second.daemon = True
-                self._second.start()
-
-    def _terminate(self) -> None:
-        with self._lock:
-            if self._done:
-                return
-            self.terminated = True
-        if self._pid is not None:
-            try:
-                self._terminate_with(self._pid)
+                terminate(pid)
             except Exception:
                 pass  # the server may be gone: shutting the socket still frees the client
-        _shut_socket(self.conn)
+        _shut_socket(conn)
 
-    def stop(self) -> None:
-        self._timer.cancel()
-        with self._lock:
-            self._done = True
-            if self._second is not None:
-                self._second.cancel()
+    return base.Watch(after, lambda: conn.cancel_safe(timeout=CANCEL_WAIT_S), None if terminate is None else end,
+                      hold_cancel=True)
 
 
 def _shut_socket(conn) -> None:
@@ -436,11 +271,6 @@ def _shut_socket(conn) -> None:
         pass
     finally:
         sock.close()
-
-
-class _Stopped(SqlchorusError):
-    """The statement was stopped from outside (cancelled, or its backend terminated); raised
-    within this module only, where it becomes a :class:`QueryTimeoutError`."""
 
 
 _cursor_names = itertools.count(1)
@@ -464,12 +294,12 @@ def _run(conn, sql: str, parameters: Any, budget: float, row_cap: int, byte_cap:
 
     Raises:
         psycopg.Error: what the server or the connection raised.
-        _Stopped: the statement was stopped from outside (its connection is not to be reused).
+        Stopped: the statement was stopped from outside (its connection is not to be reused).
         SqlError: what ``verify`` raised.
     """
     start = time.monotonic()
     deadline = start + budget
-    watch = _Watch(conn, budget + KILL_GRACE_S, terminate)
+    watch = _watch(conn, budget + base.KILL_GRACE_S, terminate)
     try:
         with conn.transaction():
             _set_timeout(conn, budget)
@@ -488,7 +318,7 @@ def _run(conn, sql: str, parameters: Any, budget: float, row_cap: int, byte_cap:
     except Exception as e:
         watch.stop()
         if watch.terminated or (watch.fired and (conn.closed or conn.broken)):
-            raise _Stopped() from e
+            raise base.Stopped() from e
         if not (conn.closed or conn.broken) and reset is not None:
             _quiet_reset(conn, reset)
         raise
@@ -505,10 +335,11 @@ def _quiet_reset(conn, reset) -> None:
         pass  # the statement's own error is the one to report; a broken connection is replaced
 
 
-class _Opener:
+class _Opener(base.Connector):
     """Opens guarded sessions for one database: read-only by default, search path pinned, memory
-    bounded. Holds no reference to the database, so that a database dropped without close() is
-    still collected and its connections closed."""
+    bounded."""
+
+    product = "PostgreSQL"
 
     def __init__(self, url: str, kwargs: dict[str, Any], location: str, password: str | None,
                  limit_warnings: list[str]):
@@ -565,8 +396,30 @@ class _Opener:
         with psycopg.connect(self.url, autocommit=True, prepare_threshold=None, **self.kwargs) as conn:
             conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
 
+    def usable(self, conn) -> bool:
+        return not (conn.closed or conn.broken)
 
-class PostgresDatabase(Database):
+    def close(self, conn) -> None:
+        base.close_quietly(conn)
+
+    def interrupt(self, conn) -> None:
+        conn.cancel_safe(timeout=CANCEL_WAIT_S)
+
+    def backend(self, conn) -> int | None:
+        return None if conn.closed else conn.info.backend_pid
+
+    def errors(self) -> tuple[type[BaseException], ...]:
+        return (_psycopg().Error,)
+
+    def error(self, exc: BaseException, sql: str, budget: float) -> SqlError:
+        return postgres_error(exc, sql, budget)
+
+    def broken(self, conn, exc: BaseException) -> bool:
+        # A statement cancelled from outside leaves the connection to be replaced too.
+        return conn.closed or conn.broken or isinstance(exc, _psycopg().errors.QueryCanceled)
+
+
+class PostgresDatabase(base.ServerDatabase):
     """A guarded, read-only, time- and size-bounded PostgreSQL database (see the module's text).
 
     Args:
@@ -597,25 +450,12 @@ class PostgresDatabase(Database):
 
     engine = "postgresql"
     dialect = "postgres"
-    _pool: _SessionPool
-    path = None
+    _harm = "a superuser can read and write the server's files, run programs and end other sessions"
+    _connect: _Opener
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        max_rows: int = DEFAULT_MAX_ROWS,
-        max_bytes: int = DEFAULT_MAX_BYTES,
-        tracer: Any = None,
-        workers: int = DEFAULT_WORKERS,
-        client_workers: int | None = None,
-        require_readonly_role: bool = False,
-        allow_writable_role: bool = False,
-        prestart: bool = True,
-        schema: str = "public",
-    ):
-        client_workers = self._configure(timeout_s, max_rows, max_bytes, tracer, workers, client_workers)
+    def __init__(self, url: str, *, require_readonly_role: bool = False, allow_writable_role: bool = False,
+                 schema: str = "public", **options: Unpack[base.GuardOptions]):
+        pooling = self._configure(**options)
         self._location = redact_url(url)
         self.schema = schema
         self.write_warnings: list[str] = []
@@ -632,98 +472,38 @@ class PostgresDatabase(Database):
         self.name = str(params.get("dbname") or os.environ.get("PGDATABASE") or params.get("user")
                         or os.environ.get("PGUSER") or "")
         self._url = url
-        options = " ".join(f"-c {k}={v}" for k, v in (
+        options_text = " ".join(f"-c {k}={v}" for k, v in (
             ("default_transaction_read_only", "on"),
-            ("statement_timeout", max(1, int(timeout_s * 1000))),
+            ("statement_timeout", max(1, int(self.timeout_s * 1000))),
             ("idle_in_transaction_session_timeout", IDLE_IN_TRANSACTION_S * 1000),
             ("work_mem", WORK_MEM),
             ("search_path", _quoted_option(schema)),
-            ("lock_timeout", max(1, int(timeout_s * 1000))),
+            ("lock_timeout", max(1, int(self.timeout_s * 1000))),
             ("client_connection_check_interval", CLIENT_CHECK_MS),
         ))
-        self._connect_kwargs = {"options": options, "application_name": "sqlchorus",
+        self._connect_kwargs = {"options": options_text, "application_name": "sqlchorus",
                                 "connect_timeout": params.get("connect_timeout") or CONNECT_TIMEOUT_S}
-        self._lock = threading.RLock()
-        self._checked: dict[str, list[str]] = {}
-        self._connect = _Opener(url, self._connect_kwargs, self._location, self._password, self.limit_warnings)
-        # This process's connection, for the catalogue and lookups: in a list shared with the
-        # database's views, so that one opened again after a drop serves them all.
-        self._own_conn = [self._connect()]
-        conn = self._own_conn[0]
-        self.name = conn.info.dbname or self.name
-        self._role = conn.info.user
-        try:
-            self._tables = self._table_names()
-            self.write_warnings = self.role_write_reasons()
-            self.names = self.server_names()
-        except BaseException:
-            conn.close()
-            raise
-        if self.write_warnings and (require_readonly_role or not allow_writable_role):
-            role = conn.info.user
-            conn.close()
-            raise DatabaseOpenError(
-                f"The role {role} could change or reach past {self._location} "
-                f"({'; '.join(self.write_warnings)}), so it is refused; connect as a read-only role, made with: "
-                + " ".join(READONLY_ROLE_SQL.splitlines())
-                + " (or pass --allow-writable-role to go on as this role)"
-            )
+        connect = _Opener(url, self._connect_kwargs, self._location, self._password, self.limit_warnings)
+        self._start(connect, pooling, require_readonly_role or not allow_writable_role, READONLY_ROLE_SQL)
         for warning in self.limit_warnings:  # the role's warning is said by every run (run_warning)
             if warning not in _WARNED:  # once per process: an eval opens many databases as one role
                 _WARNED.add(warning)
                 _log.warning("Warning: %s", warning)
-        self._pool = _SessionPool(self._connect, workers, client_workers)
-        weakref.finalize(self, _close_all, self._pool, self._own_conn)
-        if prestart:
-            self._pool.prestart()
 
     # -- opening -----------------------------------------------------------------------------
 
-    @property
-    def location(self) -> str:
-        return self._location
-
-    @property
-    def warnings(self) -> list[str]:
-        """One line saying what the role could do (when it was let open with such a role), then
-        the limits it could not set on itself."""
-        return ([self.run_warning] if self.run_warning else []) + self.limit_warnings
-
-    @property
-    def run_warning(self) -> str | None:
-        """What every run on this database is warned of when the role could write or reach the
-        server (``allow_writable_role``): None for a read-only role."""
-        if not self.write_warnings:
-            return None
-        return (f"the role {self._role} could change or reach past {self._location} "
-                f"({'; '.join(self.write_warnings)}); sqlchorus runs only checked reads in read-only "
-                "transactions, but no guard can stop what the role itself may do if a statement gets "
-                "past the checks (a superuser can read and write the server's files, run programs and "
-                "end other sessions); connect as a read-only role instead")
-
-    def _catalogue(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
-        """sqlchorus's own read of the catalogue, on this process's connection, in a read-only
-        transaction under the database's time budget (never a statement from a model or a user)."""
-        psycopg = _psycopg()
-        with self._lock:
-            conn = self._own()
-            try:
-                with conn.transaction():
-                    _set_timeout(conn, self.timeout_s)
-                    return conn.execute(sql, params or None, binary=True).fetchall()
-            except psycopg.Error as e:
-                raise postgres_error(e, sql, self.timeout_s) from None
-
-    def _own(self):
-        """This process's connection, opened again if the server dropped it."""
+    def _learn(self) -> None:
         conn = self._own_conn[0]
-        if conn.closed or conn.broken:
-            try:
-                conn.close()
-            except Exception:
-                pass
-            conn = self._own_conn[0] = self._connect()
-        return conn
+        self.name = conn.info.dbname or self.name
+        self._login = conn.info.user
+        self._tables = self._table_names()
+        self.write_warnings = self.role_write_reasons()
+        self.names = self.server_names()
+
+    def _read_catalogue(self, conn, sql: str, params: Any) -> list[tuple[Any, ...]]:
+        with conn.transaction():
+            _set_timeout(conn, self.timeout_s)
+            return conn.execute(sql, params or None, binary=True).fetchall()
 
     def _table_names(self) -> frozenset[str]:
         rows = self._catalogue(
@@ -861,17 +641,12 @@ class PostgresDatabase(Database):
         """
         padding: list[str] = []
         tree = check_postgres_query(sql, schema=self.schema, tables=self._tables, names=self.names, padding=padding)
-        with self._lock:
-            # What the plan check needs of this reading, so that the statement is parsed once.
-            self._checked[sql] = padding
-            while len(self._checked) > 256:
-                self._checked.pop(next(iter(self._checked)))
+        self._remember(sql, padding)  # what the plan check needs of this reading
         return tree
 
-    def _verifier(self, sql: str):
+    def _verifier(self, sql: str) -> Callable[[Any], None]:
         """The check of the server's plan of ``sql`` (already checked by :meth:`check`)."""
-        with self._lock:
-            padding = self._checked.pop(sql, None)
+        padding = self._recall(sql)
         if padding is None:
             padding = check_statement(sql.strip(), schema=self.schema, names=self.names)
 
@@ -880,86 +655,19 @@ class PostgresDatabase(Database):
 
         return verify
 
-    def _execute(
-        self,
-        sql: str,
-        tree: exp.Expr,
-        timeout_s: float | None,
-        max_rows: int | None,
-        max_bytes: int | None,
-        parameters: tuple[Any, ...] | dict[str, Any],
-        client: Hashable | None = None,
-    ) -> QueryResult:
-        budget, row_cap, byte_cap = self._limits(timeout_s, max_rows, max_bytes)
-        client = self.client if client is None else client
-        closed = ExecutionError("The database was closed; the query did not complete.", sql=sql)
-        start = time.monotonic()
-        session = self._pool.acquire_within(client, budget, sql, what="connection", units="connections")
-        try:
-            conn = session.connection()
-            left = max(budget - (time.monotonic() - start), 0.001)
-            return self._run_on(session, conn, sql, parameters, left, budget, row_cap, byte_cap, self._verifier(sql))
-        except _Closed:
-            raise closed from None
-        finally:
-            self._pool.release(session)
 
-    def _run_on(self, session, conn, sql, parameters, left, budget, row_cap, byte_cap, verify) -> QueryResult:
-        psycopg = _psycopg()
-        try:
-            columns, rows, truncated, elapsed, fired = _run(
-                conn, sql, parameters, left, row_cap, byte_cap, verify=verify,
-                terminate=self._connect.terminate, reset=self._connect.reset)
-        except _Stopped:
-            session.discard(replace=True)
-            raise QueryTimeoutError(f"The query ran longer than its {budget:g} s budget and was stopped.",
-                                    sql=sql) from None
-        except psycopg.Error as e:
-            if self._pool.closed:
-                raise ExecutionError("The database was closed; the query did not complete.", sql=sql) from None
-            if conn.closed or conn.broken or isinstance(e, psycopg.errors.QueryCanceled):
-                session.discard(replace=True)  # cancelled or broken: the next statement gets a fresh one
-            raise postgres_error(e, sql, budget) from None
-        if fired:
-            session.discard(replace=True)
-        return QueryResult(sql=sql, columns=columns, rows=rows, truncated=truncated, elapsed_ms=elapsed)
-
-    def lookup(
-        self,
-        sql: str,
-        *,
-        timeout_s: float | None = None,
-        max_rows: int | None = None,
-        max_bytes: int | None = None,
-        parameters: tuple[Any, ...] | dict[str, Any] = (),
-    ) -> QueryResult:
-        """Run one read query that sqlchorus wrote itself (a count, sample values) on this
-        process's connection, under the same read-only transaction, time budget and caps; its
-        functions are not checked against the list (the rest of the check still holds).
-
-        Raises:
-            the same errors as :meth:`execute`.
-        """
-        check_postgres_query(sql, schema=self.schema, functions=False, tables=self._tables)
-        budget, row_cap, byte_cap = self._limits(timeout_s, max_rows, max_bytes)
-        psycopg = _psycopg()
-        with self._lock:
-            conn = self._own()
-            try:
-                columns, rows, truncated, elapsed, fired = _run(
-                    conn, sql, parameters, budget, row_cap, byte_cap, terminate=self._connect.terminate,
+    def _run_statement(self, conn, sql: str, parameters: base.Parameters, limits: base.Limits,
+                       verify: Callable[[Any], None] | None) -> base.StatementRun:
+        return _run(conn, sql, parameters, *limits, verify=verify, terminate=self._connect.terminate,
                     reset=self._connect.reset)
-            except _Stopped:
-                conn.close()  # opened again for the next lookup
-                raise QueryTimeoutError(f"The query ran longer than its {budget:g} s budget and was stopped.",
-                                        sql=sql) from None
-            except psycopg.Error as e:
-                raise postgres_error(e, sql, budget) from None
-            if fired:
-                conn.close()  # cancelled from outside: opened again for the next lookup
-        return QueryResult(sql=sql, columns=columns, rows=rows, truncated=truncated, elapsed_ms=elapsed)
 
-    def explain_query_plan(self, sql: str, *, timeout_s: float | None = None) -> QueryResult:
+    def _checked_own(self, sql: str) -> str:
+        """sqlchorus's own reads run under the same read-only transaction, time budget and caps;
+        their functions are not checked against the list (the rest of the check still holds)."""
+        check_postgres_query(sql, schema=self.schema, functions=False, tables=self._tables)
+        return sql
+
+    def explain_query_plan(self, sql: str, *, timeout_s: float | None = None) -> base.QueryResult:
         """PostgreSQL's ``EXPLAIN (FORMAT TEXT)`` of one read query: the plan, never a run (no
         ANALYZE). The statement is checked first like one to run, then explained in a read-only
         transaction under the time budget, through the extended protocol.
@@ -975,7 +683,7 @@ class PostgresDatabase(Database):
         start = time.monotonic()
         with self._lock:
             conn = self._own()
-            watch = _Watch(conn, budget + KILL_GRACE_S, self._connect.terminate)
+            watch = _watch(conn, budget + base.KILL_GRACE_S, self._connect.terminate)
             try:
                 with conn.transaction():
                     _set_timeout(conn, budget)
@@ -986,29 +694,11 @@ class PostgresDatabase(Database):
                 if watch.terminated or conn.broken:
                     conn.close()
                 if watch.fired:
-                    raise QueryTimeoutError(f"The query ran longer than its {budget:g} s budget and was stopped.",
-                                            sql=text) from None
+                    raise base.budget_spent(budget, text) from None
                 raise postgres_error(e, text, budget) from None
             finally:
                 watch.stop()
-        rows = [(i, line) for i, line in enumerate(lines)]
-        return QueryResult(sql=text, columns=["id", "detail"], rows=rows,
-                           elapsed_ms=(time.monotonic() - start) * 1000.0)
-
-    def close(self) -> None:
-        """End the connections (a statement still running is cancelled and fails)."""
-        _close_all(self._pool, self._own_conn)
-
-    def __repr__(self) -> str:
-        return f"PostgresDatabase({self._location!r})"
-
-
-def _close_all(pool: _SessionPool, own: list) -> None:
-    pool.close()
-    try:
-        own[0].close()
-    except Exception:
-        pass
+        return base.plan_result(text, lines, (time.monotonic() - start) * 1000.0)
 
 
 def _few(names: str, most: int = 5) -> str:

@@ -31,6 +31,7 @@ import sqlite3
 import struct
 import sys
 import time
+from collections.abc import Callable
 from typing import IO, Any, BinaryIO
 
 # -- what a query may do -------------------------------------------------------------------------
@@ -298,6 +299,23 @@ def receive(stream: IO[bytes]) -> Any:
     return marshal.loads(data)
 
 
+def answer(stdin: BinaryIO, stdout: BinaryIO, reply: Callable[..., tuple], out_of_memory: str | None = None) -> None:
+    """Say ``("ready",)``, then answer each ``("run", sql, parameters, budget, row_cap, byte_cap)``
+    request with ``reply(sql, parameters, budget, row_cap, byte_cap)`` until the stream ends: an
+    engine's worker loop. Running out of memory is answered ``("error", "out of memory",
+    out_of_memory)``."""
+    send(stdout, ("ready",))
+    while True:
+        request = receive(stdin)
+        if request is None:
+            return
+        _, sql, parameters, budget, row_cap, byte_cap = request
+        try:
+            send(stdout, reply(sql, parameters, budget, row_cap, byte_cap))
+        except MemoryError:
+            send(stdout, ("error", "out of memory", out_of_memory))
+
+
 def serve(path: str, max_value_bytes: int, stdin: BinaryIO, stdout: BinaryIO) -> None:
     """Answer ``("run", sql, parameters, budget, row_cap, byte_cap)`` requests until the stream ends.
 
@@ -310,20 +328,15 @@ def serve(path: str, max_value_bytes: int, stdin: BinaryIO, stdout: BinaryIO) ->
     except sqlite3.DatabaseError as e:
         send(stdout, ("error", str(e), None))
         return
-    send(stdout, ("ready",))
-    while True:
-        request = receive(stdin)
-        if request is None:
-            return
-        _, sql, parameters, budget, row_cap, byte_cap = request
+
+    def reply(sql: str, parameters: Any, budget: float, row_cap: int, byte_cap: int) -> tuple:
         try:
             columns, rows, truncated, elapsed = run(conn, state, sql, parameters, budget, row_cap, byte_cap)
         except sqlite3.Error as e:
-            send(stdout, ("error", str(e), state.refused))
-        except MemoryError:
-            send(stdout, ("error", "out of memory", None))
-        else:
-            send(stdout, ("ok", columns, rows, truncated, elapsed))
+            return ("error", str(e), state.refused)
+        return ("ok", columns, rows, truncated, elapsed)
+
+    answer(stdin, stdout, reply)
 
 
 def worker_command(path: str, max_value_bytes: int) -> list[str]:

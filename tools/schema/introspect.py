@@ -1,28 +1,16 @@
 """Schema introspection: tables, columns, keys, row counts, sample values, descriptions.
 
-:func:`introspect` reads a database through its :class:`GuardedDatabase` and returns a
+:func:`introspect` reads a database through its guarded :class:`Database` and returns a
 :class:`DatabaseSchema`, the plain-data model every schema view is rendered from.
 
-How the structure is read, and why:
+How it is read, and why:
 
-* sqlite-utils (``sqlite_utils.Database(conn, recursive_triggers=False, execute_plugins=False)``)
-  wraps the guarded connection under ``db.locked()``. With those two flags it issues nothing on
-  construction, and everything it runs for introspection (``SELECT`` on ``sqlite_master``,
-  ``PRAGMA table_info(...)``, ``PRAGMA foreign_key_list(...)``) passes the guard's authorizer;
-  tested, it works. Table-valued pragma functions (``pragma_table_info(...)`` in a ``SELECT``)
-  are refused by the guard, so columns cannot be read for all tables in one query.
-* Views are listed with sqlite-utils' ``view_names()``; tables with one ``sqlite_master`` query
-  through its ``Database.execute``, which also tells virtual tables apart so that their shadow
-  tables (``<name>_content``, ``<name>_data``, ...) and SQLite's own ``sqlite_*`` tables are left
-  out. Columns and foreign keys are read with plain ``PRAGMA table_xinfo`` and
-  ``PRAGMA foreign_key_list`` through the same ``Database.execute``, not with sqlite-utils'
-  ``Table.columns`` and ``Table.foreign_keys``: ``Table.columns`` lists every table again on each
-  call (quadratic: 1.7 s for 2,000 tables instead of 0.05 s), ``table_xinfo`` also shows
-  generated columns, and sqlite-utils resolves a foreign key that omits its referenced columns by
-  a case-sensitive table lookup, where SQLite's names are case-insensitive. Such a key refers to
-  the target's primary key; a compound key becomes one :class:`ForeignKey` per column pair.
+* The structure (tables and views, columns, keys) comes from each engine's own catalogue,
+  through :meth:`~sqlchorus.tools.engines.base.Database.read_structure` (for SQLite, see
+  :meth:`GuardedDatabase.read_structure <sqlchorus.tools.engines.sqlite.GuardedDatabase.read_structure>`:
+  sqlite-utils on the guarded connection, and why).
 * Row counts and sample values are data, not structure: they run through
-  :meth:`GuardedDatabase.execute` with a short time budget each. A count that runs out of time is
+  :meth:`Database.lookup` with a short time budget each. A count that runs out of time is
   ``None``. Samples come from one ``SELECT <columns> ... LIMIT`` per table; only a column that
   shows fewer distinct values than wanted in those rows, in a table with more rows than were read,
   gets its own ``SELECT DISTINCT``, and those extra queries share one overall time budget, so a
@@ -50,10 +38,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import sqlite_utils
-
-from sqlchorus.tools.engines.sqlite import Database, GuardedDatabase, SqlError
-from sqlchorus.tools.engines.catalog import Column, DatabaseSchema, ForeignKey, Table, quote_identifier
+from sqlchorus.tools.engines.sqlite import Database, SqlError
+from sqlchorus.tools.engines.catalog import DatabaseSchema, Table, quote_identifier
 from sqlchorus.tools.json_values import BLOB_TYPES, blob_text
 
 DESCRIPTION_FOLDER = "database_description"
@@ -64,13 +50,6 @@ _SCAN_ROWS = 200
 _SCAN_MAX_BYTES = 4 * 1024 * 1024
 _DISTINCT_TIMEOUT_S = 0.25
 _DISTINCT_BUDGET_S = 3.0
-
-# Suffixes of the shadow tables that full-text and r-tree virtual tables keep beside themselves.
-_SHADOW_SUFFIXES = (
-    "_content", "_data", "_idx", "_docsize", "_config", "_segments", "_segdir", "_stat",
-    "_node", "_parent", "_rowid",
-)
-
 
 # -- introspection ----------------------------------------------------------------------------
 
@@ -98,7 +77,7 @@ def introspect(
     Raises:
         FileNotFoundError: ``descriptions_dir`` is given but is not a folder.
     """
-    tables = _read_structure(db)
+    tables = db.read_structure()
     for table in tables:
         table.row_count = _row_count(db, table.name)
     if sample_values > 0:
@@ -112,94 +91,6 @@ def introspect(
     elif db.path is not None and (db.path.parent / DESCRIPTION_FOLDER).is_dir():
         apply_descriptions(tables, db.path.parent / DESCRIPTION_FOLDER)
     return DatabaseSchema(name=db.name, tables=tables)
-
-
-def _read_structure(db: Database) -> list[Table]:
-    if not isinstance(db, GuardedDatabase):  # another engine reads its own catalogue
-        return db.read_structure()
-    with db.locked():
-        su = sqlite_utils.Database(
-            db.introspection_connection(), recursive_triggers=False, execute_plugins=False
-        )
-        table_names = _user_tables(su)
-        view_names = [v for v in su.view_names() if not v.lower().startswith("sqlite_")]
-        tables = []
-        for name, is_view in [(n, False) for n in table_names] + [(n, True) for n in view_names]:
-            try:
-                tables.append(Table(name=name, columns=_read_columns(su, name), is_view=is_view))
-            except sqlite3.DatabaseError:
-                # A virtual table whose module is missing or that the guard will not open
-                # (FTS5 tables, for one), or a broken view: it cannot be queried, so it is not
-                # shown.
-                continue
-        by_name = {t.name.lower(): t for t in tables}
-        for table in tables:
-            if not table.is_view:
-                table.foreign_keys = _read_foreign_keys(su, table, by_name)
-    return tables
-
-
-def _user_tables(su: sqlite_utils.Database) -> list[str]:
-    rows = su.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()
-    virtual = [
-        name.lower()
-        for name, sql in rows
-        if (sql or "").lstrip().upper().startswith("CREATE VIRTUAL")
-    ]
-    shadows = {v + suffix for v in virtual for suffix in _SHADOW_SUFFIXES}
-    return [
-        name for name, _ in rows
-        if not name.lower().startswith("sqlite_") and name.lower() not in shadows
-    ]
-
-
-def _read_columns(su: sqlite_utils.Database, table: str) -> list[Column]:
-    rows = su.execute(f"PRAGMA table_xinfo({quote_identifier(table)})").fetchall()
-    columns = []
-    for _cid, name, decl_type, notnull, _default, pk, hidden in rows:
-        if hidden == 1:  # hidden columns of virtual tables; generated columns (2, 3) are kept
-            continue
-        columns.append(
-            Column(name=name, type=decl_type or "", primary_key=pk > 0, not_null=bool(notnull))
-        )
-    return columns
-
-
-def _read_foreign_keys(
-    su: sqlite_utils.Database, table: Table, by_name: dict[str, Table]
-) -> list[ForeignKey]:
-    rows = su.execute(f"PRAGMA foreign_key_list({quote_identifier(table.name)})").fetchall()
-    groups: dict[int, list[tuple[int, str, str, str | None]]] = {}
-    for fk_id, seq, ref_table, from_col, to_col, *_ in rows:
-        groups.setdefault(fk_id, []).append((seq, ref_table, from_col, to_col))
-    result: list[ForeignKey] = []
-    seen: set[tuple[str, str, str]] = set()
-    for fk_id in sorted(groups):
-        pairs = sorted(groups[fk_id])
-        target = by_name.get(pairs[0][1].lower())
-        ref_name = target.name if target else pairs[0][1]
-        ref_cols: list[str | None] = [p[3] for p in pairs]
-        if all(c is None for c in ref_cols):
-            # "REFERENCES parent" with no columns means the parent's primary key.
-            pk = target.primary_key if target else []
-            if len(pk) != len(pairs):
-                continue
-            ref_cols = list(pk)
-        for (_, _, from_col, _), to_col in zip(pairs, ref_cols):
-            if to_col is None:
-                continue
-            own = table.column(from_col)
-            ref_col = target.column(to_col) if target else None
-            fk = ForeignKey(
-                column=own.name if own else from_col,
-                ref_table=ref_name,
-                ref_column=ref_col.name if ref_col else to_col,
-            )
-            key = (fk.column.lower(), fk.ref_table.lower(), fk.ref_column.lower())
-            if key not in seen:
-                seen.add(key)
-                result.append(fk)
-    return result
 
 
 def _row_count(db: Database, table: str) -> int | None:
