@@ -36,8 +36,9 @@ install: $(TEST_STAMP)
 demo: $(DEMO_STAMP)
 	$(VENV)/bin/sqlchorus demo "$(DEMO_QUESTION)"
 
+# The slowest tests are listed at the end, so a run that grows says where its time went.
 test: $(TEST_STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=25
 
 test-quick: $(TEST_STAMP)
 	$(PY) -m pytest -m "not slow"

@@ -29,7 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, load_pairs, sha256, spider_db
+from conftest import FIXTURES, load_pairs, spider_db
+from guard_layers import Untouched, files
 
 duckdb = pytest.importorskip("duckdb")
 
@@ -54,10 +55,6 @@ layer that does not stop it then fails the test instead of hanging it."""
 
 def _corpus(*classes: str, expected: tuple[str, ...] = ("forbidden", "not_a_query")):
     return [(f"{c}: {p.name}", p.input, p.expected) for c in classes for p in CLASSES[c] if p.expected in expected]
-
-
-def _files(folder: Path) -> set[str]:
-    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
 
 
 @pytest.fixture(scope="module")
@@ -104,21 +101,6 @@ def scratch(tmp_path, monkeypatch) -> Path:
     folder.mkdir()
     monkeypatch.setenv("TMPDIR", str(folder))
     return folder
-
-
-class Untouched:
-    """The database and the folders around it as they were; :meth:`check` asserts they still are."""
-
-    def __init__(self, db: Path, *folders: Path):
-        self.db, self.folders = db, (db.parent, *folders)
-        self.hash = sha256(db)
-        self.files = [_files(f) for f in self.folders]
-        self.contents = {p: p.read_bytes() for f in folders for p in f.rglob("*") if p.is_file()}
-
-    def check(self) -> None:
-        assert sha256(self.db) == self.hash, "the database file changed"
-        assert [_files(f) for f in self.folders] == self.files, "a file appeared or went away"
-        assert {p: p.read_bytes() for p in self.contents} == self.contents, "a file outside changed"
 
 
 READS = [
@@ -328,7 +310,7 @@ def test_the_address_space_limit_alone_fails_a_value_of_gigabytes(scratch):
                          capture_output=True, text=True, timeout=WATCHDOG_S, cwd=scratch)
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout) == ["out of memory"] * len(ADDRESS_SPACE_ATTACKS)
-    assert _files(scratch) == set()
+    assert files(scratch) == set()
 
 
 # -- 5. the worker's kill ---------------------------------------------------------------------

@@ -24,11 +24,11 @@ sequence, and another database holding a secret.
 from __future__ import annotations
 
 import re
-import threading
 
 import pytest
 
 from conftest import FIXTURES, load_pairs, spider_db
+from guard_layers import NeverStopped, ids, within
 from servers import mariadb_of_a_test
 from test_mysql_guard import DATABASE, OTHER_SECRET, SECRET_FILE_TEXT, TABLES, prepare_concert, server_state
 
@@ -58,10 +58,6 @@ def _attacks(names, extra=()):
     missing = [n for n in names if n not in CASES]
     assert not missing, f"no such case in the corpus: {missing}"
     return [(n, CASES[n].input) for n in names] + list(extra)
-
-
-def _ids(cases):
-    return [c[0] for c in cases]
 
 
 READS = [p.input for p in CASES.values() if p.expected == "ok" and "RECURSIVE" not in p.input] + [
@@ -101,7 +97,7 @@ TEXT_ATTACKS = [(n, p.input) for n, p in REFUSED.items() if n not in SQLGLOTS or
 sequences), executable comments and hints, variables, INTO, row locks, several statements."""
 
 
-@pytest.mark.parametrize("name,sql", TEXT_ATTACKS, ids=_ids(TEXT_ATTACKS))
+@pytest.mark.parametrize("name,sql", TEXT_ATTACKS, ids=ids(TEXT_ATTACKS))
 def test_the_texts_reading_alone_refuses_calls_comments_variables_and_clauses(name, sql):
     """:func:`check_text` with nothing else."""
     with pytest.raises((ForbiddenError, NotAQueryError)):
@@ -124,7 +120,7 @@ SQLGLOT_ATTACKS = [(n, REFUSED[n].input) for n in sorted(SQLGLOTS)] + [
 engine, and variables."""
 
 
-@pytest.mark.parametrize("name,sql", SQLGLOT_ATTACKS, ids=_ids(SQLGLOT_ATTACKS))
+@pytest.mark.parametrize("name,sql", SQLGLOT_ATTACKS, ids=ids(SQLGLOT_ATTACKS))
 def test_sqlglots_reading_alone_refuses_statements_and_other_databases(monkeypatch, name, sql):
     """:func:`check_mysql_query` with its reading of the text switched off."""
     monkeypatch.setattr(module, "check_text", lambda *args, **kw: None)
@@ -255,7 +251,7 @@ def _note(my, sql: str) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,sql", NOTE_ATTACKS, ids=_ids(NOTE_ATTACKS))
+@pytest.mark.parametrize("name,sql", NOTE_ATTACKS, ids=ids(NOTE_ATTACKS))
 def test_the_servers_reading_alone_refuses_what_it_would_call_and_read(my, name, sql):
     """:func:`check_note` on the server's reading of the statement as written, with no reading
     of the text before it."""
@@ -285,7 +281,7 @@ SEVERAL_ATTACKS = _attacks(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,sql", SEVERAL_ATTACKS, ids=_ids(SEVERAL_ATTACKS))
+@pytest.mark.parametrize("name,sql", SEVERAL_ATTACKS, ids=ids(SEVERAL_ATTACKS))
 def test_one_statement_per_call_alone_refuses_several(my, admin_db, name, sql):
     """A connection as the guard opens it before any setting (``raw``), as the administrator:
     read-write, no check; the server parses the text as one statement and refuses it."""
@@ -338,7 +334,7 @@ TRANSACTION_ATTACKS = [c for c in READ_ONLY_ATTACKS if c[0] not in ESCAPE_THEIR_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,sql", TRANSACTION_ATTACKS, ids=_ids(TRANSACTION_ATTACKS))
+@pytest.mark.parametrize("name,sql", TRANSACTION_ATTACKS, ids=ids(TRANSACTION_ATTACKS))
 def test_the_read_only_transaction_alone_refuses_writes(my, admin_db, name, sql):
     """A session the guard opens, as the administrator (so the user stops nothing), its read-only
     default turned off: the statement, sent as it is with no check, runs through the guard's
@@ -361,7 +357,7 @@ def test_the_read_only_transaction_alone_refuses_writes(my, admin_db, name, sql)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,sql", READ_ONLY_ATTACKS, ids=_ids(READ_ONLY_ATTACKS))
+@pytest.mark.parametrize("name,sql", READ_ONLY_ATTACKS, ids=ids(READ_ONLY_ATTACKS))
 def test_the_read_only_session_alone_refuses_writes(my, admin_db, name, sql):
     """A session the guard opens, as the administrator, the statement sent on its own, outside any
     transaction of the guard's: the session's read-only default refuses it."""
@@ -415,7 +411,7 @@ LOAD_FILE_ATTACKS = [(n, p.input) for n, p in REFUSED.items() if "LOAD_FILE" in 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,sql", USER_ATTACKS, ids=_ids(USER_ATTACKS))
+@pytest.mark.parametrize("name,sql", USER_ATTACKS, ids=ids(USER_ATTACKS))
 def test_the_user_alone_refuses_writes_files_and_the_server(my, name, sql):
     """A plain connection of the user the guard's :func:`readonly_user_sql` makes: read-write
     session, the server's SQL mode, no check; each statement in a transaction rolled back."""
@@ -438,7 +434,7 @@ def test_the_user_alone_refuses_writes_files_and_the_server(my, name, sql):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,sql", LOAD_FILE_ATTACKS, ids=_ids(LOAD_FILE_ATTACKS))
+@pytest.mark.parametrize("name,sql", LOAD_FILE_ATTACKS, ids=ids(LOAD_FILE_ATTACKS))
 def test_the_user_alone_reads_no_file_of_the_server(my, name, sql):
     untouched = Untouched(my)
     conn = _raw(my, "reader")
@@ -468,15 +464,6 @@ OUTSIDE_STOP_ATTACKS = [(n, sql) for n, sql in TIME_ATTACKS if n.startswith("tim
 """Two statements that only take time (no value grows): KILL from outside is the one stop."""
 
 
-class _NeverStopped:
-    """A stop from outside that never comes (what ``_watch`` gives, with nothing behind it)."""
-
-    fired = terminated = False
-
-    def stop(self) -> None:
-        pass
-
-
 @pytest.fixture
 def timed_db(my):
     db = MySQLDatabase(my["reader"], timeout_s=600, workers=1, prestart=False)
@@ -484,35 +471,14 @@ def timed_db(my):
     db.close()
 
 
-def _within(seconds: float, db, sql: str, budget: float) -> BaseException | None:
-    """What ``db.execute(sql)`` under ``budget`` raised (None if it returned); a statement still
-    running after ``seconds`` fails the test, its database closed to end it."""
-    raised: list[BaseException | None] = []
-
-    def go():
-        try:
-            db.execute(sql, timeout_s=budget)
-            raised.append(None)
-        except BaseException as e:  # handed to the test
-            raised.append(e)
-
-    thread = threading.Thread(target=go, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        db.close()
-        pytest.fail(f"nothing stopped the statement within {seconds:g} s")
-    return raised[0]
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("name,sql", TIME_ATTACKS, ids=_ids(TIME_ATTACKS))
+@pytest.mark.parametrize("name,sql", TIME_ATTACKS, ids=ids(TIME_ATTACKS))
 def test_the_servers_time_limit_alone_stops_a_statement(my, timed_db, monkeypatch, name, sql):
     """Each statement passes the check and the server's reading (it only reads); KILL from
     outside is switched off: what stops it is the time limit the server enforces for it."""
     untouched = Untouched(my)
-    monkeypatch.setattr(module, "_watch", lambda *args, **kw: _NeverStopped())
-    assert isinstance(_within(WATCHDOG_S, timed_db, sql, 0.5), QueryTimeoutError)
+    monkeypatch.setattr(module, "_watch", lambda *args, **kw: NeverStopped())
+    assert isinstance(within(WATCHDOG_S, timed_db, sql, 0.5), QueryTimeoutError)
     assert timed_db.execute("SELECT count(*) FROM singer").rows == [(6,)]
     untouched.check()
 
@@ -524,7 +490,7 @@ def test_the_kill_from_outside_alone_stops_a_statement(my, timed_db, monkeypatch
     untouched = Untouched(my)
     monkeypatch.setattr(module._Opener, "limited", lambda self, cur, text, seconds: text)
     for name, sql in OUTSIDE_STOP_ATTACKS:
-        assert isinstance(_within(WATCHDOG_S, timed_db, sql, 0.5), QueryTimeoutError), name
+        assert isinstance(within(WATCHDOG_S, timed_db, sql, 0.5), QueryTimeoutError), name
     monkeypatch.undo()
     assert timed_db.execute("SELECT count(*) FROM singer").rows == [(6,)]
     untouched.check()
@@ -539,7 +505,7 @@ RECURSION_ATTACKS = [(n, p.input) for n, p in CASES.items() if "without an end" 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,sql", RECURSION_ATTACKS, ids=_ids(RECURSION_ATTACKS))
+@pytest.mark.parametrize("name,sql", RECURSION_ATTACKS, ids=ids(RECURSION_ATTACKS))
 def test_the_recursion_bound_alone_ends_an_endless_recursion(my, reader_db, name, sql):
     """A session the guard opens, the statement sent as it is: the session's bound ends the
     recursion after its iterations. (A time limit of a minute guards the test, not the server:
@@ -584,7 +550,7 @@ def _session(conn) -> dict[str, object]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,sql", LEFT_BEHIND, ids=_ids(LEFT_BEHIND))
+@pytest.mark.parametrize("name,sql", LEFT_BEHIND, ids=ids(LEFT_BEHIND))
 def test_the_reset_alone_leaves_nothing_of_a_statement_on_its_session(my, reader_db, name, sql):
     """A session the guard opens, as the read-only user; the statement sent as it is, then the
     guard's reset: the session is as a fresh one again."""
@@ -606,7 +572,7 @@ CAP_ATTACKS = [(n, p.input, p.meta) for n, p in CASES.items() if p.expected == "
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,sql,meta", CAP_ATTACKS, ids=_ids(CAP_ATTACKS))
+@pytest.mark.parametrize("name,sql,meta", CAP_ATTACKS, ids=ids(CAP_ATTACKS))
 def test_the_result_caps_alone_cut_rows_and_bytes(reader_db, name, sql, meta):
     """Each statement passes every other layer (a read, within its budget): the caps cut it."""
     max_bytes = int(meta.get("max_bytes", 16 * 1024 * 1024))

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import re
 import shutil
-import threading
 
 import psycopg
 import pytest
 
 from conftest import FIXTURES, load_pairs, spider_db
+from guard_layers import NeverStopped, ids, within
 from servers import postgres_of_a_test
 from test_postgres_guard import prepare_concert, server_state
 
@@ -62,10 +62,6 @@ def _attacks(names, extra=()):
     return [(n, CASES[n].input) for n in names] + list(extra)
 
 
-def _ids(cases):
-    return [c[0] for c in cases]
-
-
 READS = [p.input for p in CASES.values() if p.expected == "ok"] + [
     "SELECT name, age FROM singer WHERE age > 30 ORDER BY age DESC",
     "SELECT country, count(*), avg(age) FROM singer GROUP BY country HAVING count(*) >= 1",
@@ -91,7 +87,7 @@ reading and the plan refuse these; every other refused statement is the parser's
 PARSER_ATTACKS = [(n, p.input, p.expected) for n, p in REFUSED.items() if n not in UNQUALIFIED_CATALOGUE]
 
 
-@pytest.mark.parametrize("name,sql,kind", PARSER_ATTACKS, ids=_ids(PARSER_ATTACKS))
+@pytest.mark.parametrize("name,sql,kind", PARSER_ATTACKS, ids=ids(PARSER_ATTACKS))
 def test_the_parsers_reading_alone_refuses_calls_casts_and_statements(name, sql, kind):
     """:func:`check_statement` with nothing else (and no catalogue read from a server)."""
     with pytest.raises(SqlError) as raised:
@@ -120,7 +116,7 @@ SQLGLOT_ATTACKS = [(n, p.input, p.expected) for n, p in REFUSED.items() if p.exp
 pinned schema. (Calls are the parser's reading's and the plan's.)"""
 
 
-@pytest.mark.parametrize("name,sql,kind", SQLGLOT_ATTACKS, ids=_ids(SQLGLOT_ATTACKS))
+@pytest.mark.parametrize("name,sql,kind", SQLGLOT_ATTACKS, ids=ids(SQLGLOT_ATTACKS))
 def test_sqlglots_reading_alone_refuses_statements_writes_locks_and_the_catalogue(monkeypatch, name, sql, kind):
     """:func:`check_postgres_query` with its first reading (PostgreSQL's parser) switched off."""
     monkeypatch.setattr(module, "check_statement", lambda *args, **kw: [])
@@ -254,7 +250,7 @@ def _plan(pg, sql: str):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,sql", PLAN_ATTACKS, ids=_ids(PLAN_ATTACKS))
+@pytest.mark.parametrize("name,sql", PLAN_ATTACKS, ids=ids(PLAN_ATTACKS))
 def test_the_plan_check_alone_refuses_what_the_server_would_call(pg, admin_db, name, sql):
     """:func:`check_plan` on the server's plan of the statement as written, with no first reading
     (so no padding call was checked, and none is allowed)."""
@@ -284,7 +280,7 @@ cursor only for a query without a writing CTE or INTO)."""
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,sql", PROTOCOL_ATTACKS, ids=_ids(PROTOCOL_ATTACKS))
+@pytest.mark.parametrize("name,sql", PROTOCOL_ATTACKS, ids=ids(PROTOCOL_ATTACKS))
 def test_one_query_through_a_cursor_alone_refuses_statements_and_several(pg, name, sql):
     """The guard's runner (``_run``) on a plain connection of the superuser that may write: no
     check, no read-only session or transaction (its transaction is rolled back whatever happens)."""
@@ -331,7 +327,7 @@ ESCAPES_ITS_TRANSACTION = "writes: two statements, a commit and a delete after a
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name,sql", [c for c in READ_ONLY_ATTACKS if c[0] != ESCAPES_ITS_TRANSACTION],
-                         ids=[n for n in _ids(READ_ONLY_ATTACKS) if n != ESCAPES_ITS_TRANSACTION])
+                         ids=[n for n in ids(READ_ONLY_ATTACKS) if n != ESCAPES_ITS_TRANSACTION])
 def test_the_read_only_transaction_alone_refuses_writes(pg, admin_db, name, sql):
     """A session the guard opens, as the superuser (so the role stops nothing), its read-only
     default turned off: the statement, sent as it is, runs in the transaction the guard runs every
@@ -352,7 +348,7 @@ def test_the_read_only_transaction_alone_refuses_writes(pg, admin_db, name, sql)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,sql", READ_ONLY_ATTACKS, ids=_ids(READ_ONLY_ATTACKS))
+@pytest.mark.parametrize("name,sql", READ_ONLY_ATTACKS, ids=ids(READ_ONLY_ATTACKS))
 def test_the_read_only_session_alone_refuses_writes(pg, admin_db, name, sql):
     """A session the guard opens, as the superuser, the statement sent on its own, outside any
     transaction of the guard's: the session's read-only default refuses it."""
@@ -418,7 +414,7 @@ _ROLE_REFUSALS = (psycopg.errors.InsufficientPrivilege, psycopg.errors.Prohibite
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,sql", ROLE_ATTACKS, ids=_ids(ROLE_ATTACKS))
+@pytest.mark.parametrize("name,sql", ROLE_ATTACKS, ids=ids(ROLE_ATTACKS))
 def test_the_role_alone_refuses_writes_files_and_the_server(pg, name, sql):
     """A plain connection of the role the guard's :data:`READONLY_ROLE_SQL` makes: not read-only,
     no settings of the guard, no check; each statement in a transaction rolled back whatever
@@ -456,15 +452,6 @@ WATCHDOG_S = 120.0
 layer that does not stop it then fails the test instead of hanging it."""
 
 
-class _NeverStopped:
-    """A stop from outside that never comes (what ``_watch`` gives, with nothing behind it)."""
-
-    fired = terminated = False
-
-    def stop(self) -> None:
-        pass
-
-
 @pytest.fixture
 def timed_db(pg):
     """The read-only role's database, its sessions' own time limit far off (600 s)."""
@@ -473,36 +460,15 @@ def timed_db(pg):
     db.close()
 
 
-def _within(seconds: float, db, sql: str, budget: float) -> BaseException | None:
-    """What ``db.execute(sql)`` under ``budget`` raised (None if it returned); a statement still
-    running after ``seconds`` fails the test, its database closed to end it."""
-    raised: list[BaseException | None] = []
-
-    def go():
-        try:
-            db.execute(sql, timeout_s=budget)
-            raised.append(None)
-        except BaseException as e:  # handed to the test
-            raised.append(e)
-
-    thread = threading.Thread(target=go, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        db.close()
-        pytest.fail(f"nothing stopped the statement within {seconds:g} s")
-    return raised[0]
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("name,sql", TIME_ATTACKS, ids=_ids(TIME_ATTACKS))
+@pytest.mark.parametrize("name,sql", TIME_ATTACKS, ids=ids(TIME_ATTACKS))
 def test_the_servers_time_limit_alone_stops_a_statement(pg, timed_db, monkeypatch, name, sql):
     """Each statement passes the check and the plan (it only reads); the stop from outside is
     switched off and the session's own limit is far off: what stops it is the statement's
     ``statement_timeout``, set to its budget."""
     untouched = Untouched(pg)
-    monkeypatch.setattr(module, "_watch", lambda *args, **kw: _NeverStopped())
-    assert isinstance(_within(WATCHDOG_S, timed_db, sql, 0.5), QueryTimeoutError)
+    monkeypatch.setattr(module, "_watch", lambda *args, **kw: NeverStopped())
+    assert isinstance(within(WATCHDOG_S, timed_db, sql, 0.5), QueryTimeoutError)
     assert timed_db.execute("SELECT count(*) FROM singer").rows == [(6,)]
     untouched.check()
 
@@ -514,7 +480,7 @@ def test_the_stop_from_outside_alone_ends_a_statement(pg, timed_db, monkeypatch)
     untouched = Untouched(pg)
     monkeypatch.setattr(module, "_set_timeout", lambda conn, seconds: None)
     for name, sql in OUTSIDE_STOP_ATTACKS:
-        assert isinstance(_within(WATCHDOG_S, timed_db, sql, 0.5), QueryTimeoutError), name
+        assert isinstance(within(WATCHDOG_S, timed_db, sql, 0.5), QueryTimeoutError), name
     monkeypatch.undo()
     assert timed_db.execute("SELECT count(*) FROM singer").rows == [(6,)]
     untouched.check()
@@ -551,7 +517,7 @@ def _session(conn, admin: str) -> dict[str, object]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,sql", LEFT_BEHIND, ids=_ids(LEFT_BEHIND))
+@pytest.mark.parametrize("name,sql", LEFT_BEHIND, ids=ids(LEFT_BEHIND))
 def test_the_reset_alone_leaves_nothing_of_a_statement_on_its_session(pg, reader_db, name, sql):
     """A session the guard opens, as the read-only role; the statement sent as it is (in the
     session's transaction), then the guard's reset: the session is as a fresh one again."""
@@ -573,7 +539,7 @@ CAP_ATTACKS = [(n, p.input, p.meta) for n, p in CASES.items() if p.expected == "
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,sql,meta", CAP_ATTACKS, ids=_ids(CAP_ATTACKS))
+@pytest.mark.parametrize("name,sql,meta", CAP_ATTACKS, ids=ids(CAP_ATTACKS))
 def test_the_result_caps_alone_cut_rows_and_bytes(reader_db, name, sql, meta):
     """Each statement passes every other layer (a read, within its budget): the caps cut it."""
     max_bytes = int(meta.get("max_bytes", 16 * 1024 * 1024))

@@ -29,7 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, load_pairs, sha256
+from conftest import FIXTURES, load_pairs
+from guard_layers import Untouched, within
 from sqlchorus.tools.engines.sqlite import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_ROWS,
@@ -74,9 +75,6 @@ def _by_text(cases):
     return out
 
 
-def _files(folder: Path) -> set[str]:
-    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
-
 
 @pytest.fixture
 def concert(spider, tmp_path):
@@ -101,21 +99,6 @@ def outside(tmp_path):
     conn.close()
     (folder / "secret.txt").write_text(SECRET, encoding="utf-8")
     return folder
-
-
-class Untouched:
-    """The database and the folders around it as they were; :meth:`check` asserts they still are."""
-
-    def __init__(self, db: Path, *folders: Path):
-        self.db, self.folders = db, (db.parent, *folders)
-        self.hash = sha256(db)
-        self.files = [_files(f) for f in self.folders]
-        self.contents = {p: p.read_bytes() for f in folders for p in f.rglob("*") if p.is_file()}
-
-    def check(self) -> None:
-        assert sha256(self.db) == self.hash, "the database file changed"
-        assert [_files(f) for f in self.folders] == self.files, "a file appeared or went away"
-        assert {p: p.read_bytes() for p in self.contents} == self.contents, "a file outside changed"
 
 
 def _without(conn: sqlite3.Connection, *, authorizer: bool = False, deadline: bool = False,
@@ -470,31 +453,10 @@ def test_the_workers_kill_alone_stops_a_statement_inside_one_call(concert):
     with GuardedDatabase(concert, timeout_s=0.5, workers=1) as db:
         assert db.execute("SELECT count(*) FROM singer").rows == [(6,)]
         for count, (name, sql) in enumerate(KILL_ATTACKS, start=1):
-            assert isinstance(_within(WATCHDOG_S, db, sql), QueryTimeoutError), name
+            assert isinstance(within(WATCHDOG_S, db, sql), QueryTimeoutError), name
             assert db.worker_status()["replaced"] == count, name
             assert db.execute("SELECT count(*) FROM singer").rows == [(6,)]
     untouched.check()
-
-
-def _within(seconds: float, db, sql: str) -> BaseException | None:
-    """What ``db.execute(sql)`` raised (None if it returned); a statement still running after
-    ``seconds`` fails the test, its database closed to end it."""
-    raised: list[BaseException | None] = []
-
-    def go():
-        try:
-            db.execute(sql)
-            raised.append(None)
-        except BaseException as e:  # handed to the test
-            raised.append(e)
-
-    thread = threading.Thread(target=go, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        db.close()
-        pytest.fail(f"nothing stopped the statement within {seconds:g} s")
-    return raised[0]
 
 
 # -- 7. the worker's heap limit, with temporary data in memory ---------------------------------
