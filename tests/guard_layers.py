@@ -62,3 +62,13 @@ def within(seconds: float, db, sql: str, budget: float | None = None) -> BaseExc
         db.close()
         pytest.fail(f"nothing stopped the statement within {seconds:g} s")
     return raised[0]
+
+
+def assert_the_caps_cut(db, sql: str, meta: dict) -> None:
+    """``sql`` (a read within its budget) run with rows capped at 10,000 and bytes at the case's
+    ``max_bytes``: the result is cut, and within both."""
+    max_bytes = int(meta.get("max_bytes", 16 * 1024 * 1024))
+    result = db.execute(sql, timeout_s=120, max_rows=10_000, max_bytes=max_bytes)
+    assert result.truncated
+    assert len(result.rows) <= 10_000
+    assert sum(len(str(v)) for row in result.rows for v in row) <= max_bytes

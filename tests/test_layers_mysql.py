@@ -28,7 +28,7 @@ import re
 import pytest
 
 from conftest import FIXTURES, load_pairs, spider_db
-from guard_layers import NeverStopped, ids, within
+from guard_layers import NeverStopped, assert_the_caps_cut, ids, within
 from servers import mariadb_of_a_test
 from test_mysql_guard import DATABASE, OTHER_SECRET, SECRET_FILE_TEXT, TABLES, prepare_concert, server_state
 
@@ -575,11 +575,7 @@ CAP_ATTACKS = [(n, p.input, p.meta) for n, p in CASES.items() if p.expected == "
 @pytest.mark.parametrize("name,sql,meta", CAP_ATTACKS, ids=ids(CAP_ATTACKS))
 def test_the_result_caps_alone_cut_rows_and_bytes(reader_db, name, sql, meta):
     """Each statement passes every other layer (a read, within its budget): the caps cut it."""
-    max_bytes = int(meta.get("max_bytes", 16 * 1024 * 1024))
-    result = reader_db.execute(sql, timeout_s=120, max_rows=10_000, max_bytes=max_bytes)
-    assert result.truncated
-    assert len(result.rows) <= 10_000
-    assert sum(len(str(v)) for row in result.rows for v in row) <= max_bytes
+    assert_the_caps_cut(reader_db, sql, meta)
 
 
 def test_the_corpus_still_has_what_the_layers_take_from_it():
