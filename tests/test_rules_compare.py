@@ -47,6 +47,11 @@ PLAIN = [
     "SELECT\tDISTINCT\nname FROM t",
     "SELECT name FROM t WHERE note = 'distinct'",
     "SELECT DISTINCT name FROM t WHERE a = 'x'||'distinct'",
+    "DISTINCT name FROM t",  # the word at the very start
+    "SELECT name, DISTINCT",  # and at the very end
+    "SELECT Xname, DISTINCT age FROM XT",  # a capital X is no quote
+    "SELECT DISTINCT name FROM t WHERE a IN ('x','y')",  # a literal after a comma after a literal
+    "'''s' , DISTINCT name",  # a doubled quote at the start of a literal at the start
 ]
 TRICKY = [
     "SELECT DISTINCT name FROM t -- distinct names",

@@ -137,13 +137,13 @@ class Fixer:
 
 
 def fix(demo, candidates: list[dict[str, Any]], answers: dict[str, Any], *, fix_round: int = 0,
-        evidence: str = "suppliers are rows of suppliers", **settings):
+        evidence: str = "suppliers are rows of suppliers", schema_view: str | None = "(schema)", **settings):
     db, schema = demo
     fixer = Fixer(answers)
     model = sampled_model(fixer)
     context = Context(db=db, models={r: model for r in ROLES}, schema=schema,
                       settings=Settings(trace_dir=None, cache=False, model_retries=0, **settings))
-    state = {"question": QUESTION, "evidence": evidence, "schema_view": "(schema)",
+    state = {"question": QUESTION, "evidence": evidence, "schema_view": schema_view,
              "values": {"suppliers.name": [{"value": "Acme Supplies"}]}, "candidates": candidates, "fix_round": fix_round}
     update = fix_candidates(state, SimpleNamespace(context=context))
     return update, fixer, model
@@ -259,6 +259,14 @@ def test_a_failing_model_spends_the_round_and_keeps_the_query(demo):
     assert kept["meta"]["fix"] == {"rounds": 1, "no_sql": 0, "stopped": None}
     ((error),) = update["errors"]
     assert error["node"] == NODE and error["message"].startswith("c0: ") and "the provider is down" in error["message"]
+    # The failed call is still a call of the run's: its record is in the usage.
+    assert [(u["node"], u["role"]) for u in update["usage"]] == [(NODE, "fixing")]
+
+
+def test_a_state_without_a_schema_view_shows_an_empty_schema(demo):
+    _, fixer, _ = fix(demo, [candidate()], {BROKEN: FIXED}, schema_view=None)
+    task = fixer.prompts[0].split("======= Your task =======")[-1]
+    assert "Table creation statements\n\n**************************" in task
 
 
 def test_only_candidates_the_fixer_takes_are_changed(demo):

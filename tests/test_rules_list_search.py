@@ -208,6 +208,51 @@ def test_an_accepted_sub_query_is_not_reported_again(demo):
     assert again["check"]["ok"] and "accepted" not in again
 
 
+def test_the_verifier_reads_outer_columns_by_the_schema(demo):
+    # `joined_on` is the outer table's: only the schema says the sub-query is not standalone.
+    sql = "SELECT first_name FROM customers WHERE EXISTS (SELECT 1 FROM stores WHERE stores.opened_on < joined_on)"
+    update = verify(demo, {"step": 0, "verified": [], "attempt": {"step": 0, "kind": "write", "sql": sql}})
+    assert update["check"]["ok"], update["check"]
+
+
+@pytest.mark.parametrize("growth, verdict", [(100.0, "ok"), (1.5, "growth")])
+def test_the_verifier_bounds_a_joins_growth_by_the_setting(demo, growth, verdict):
+    sql = "SELECT * FROM products AS p JOIN categories AS c ON p.category_id >= c.category_id"
+    update = verify(demo, {"step": 0, "verified": [], "attempt": {"step": 0, "kind": "write", "sql": sql}},
+                    list_join_growth=growth)
+    assert update["check"]["kind"] == verdict
+
+
+@pytest.fixture(scope="module")
+def duck(tmp_path_factory):
+    import duckdb
+
+    from sqlchorus.tools.engines.duckdb import DuckDatabase
+
+    path = tmp_path_factory.mktemp("duck") / "pets.duckdb"
+    made = duckdb.connect(str(path))
+    made.execute("CREATE TABLE pets (id INTEGER, weight INTEGER)")
+    made.execute("INSERT INTO pets VALUES (1, 10), (2, 20)")
+    made.close()
+    with DuckDatabase(path) as db:
+        yield db, introspect(db, sample_values=0)
+
+
+# `//` is DuckDB's integer division; read as SQLite, the text does not parse, and the two spellings differ.
+DUCK_EMPTY = "SELECT * FROM pets WHERE weight // 2 = 999"
+
+
+def test_sameness_is_read_in_the_databases_dialect(duck):
+    update = verify(duck, {"step": 0, "verified": [], "written": [DUCK_EMPTY.lower()],
+                           "attempt": {"step": 0, "kind": "write", "sql": DUCK_EMPTY}})
+    assert "written" not in update
+    check = update["check"]
+    assert (check["ok"], check["kind"]) == (False, "empty")
+    kept = verify(duck, {"step": 0, "verified": [], "check": check,
+                         "attempt": {"step": 0, "kind": "reprompt", "sql": DUCK_EMPTY.lower()}})
+    assert kept["check"]["ok"] and kept["accepted"] == [check["failing"]]
+
+
 def test_the_weak_verifier_runs_only_the_whole_query(demo):
     update = verify(demo, {"step": 0, "verified": [], "attempt": {"step": 0, "kind": "write", "sql": CROSS}},
                     list_verifier="weak")

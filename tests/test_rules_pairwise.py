@@ -366,3 +366,28 @@ def test_a_lone_candidate_is_the_whole_vote(demo):
 
 def test_the_tournament_without_a_budget_is_a_round_robin_of_the_largest():
     assert sel.tournament(5, 4) == (4, 4) and sel.tournament(3, 4) == (3, 3)
+
+
+@pytest.mark.parametrize("question, evidence, detailed", [
+    ("What is each supplier's email?", "", "suppliers"),
+    ("Which one?", "a store's city is stores.city", "stores"),
+])
+def test_queries_that_name_no_table_show_the_schema_the_question_and_hint_need(demo, question, evidence, detailed):
+    seen: list[str] = []
+
+    def judge(messages: Any) -> str:
+        seen.append(prompt_text(messages))
+        return "Answer: A"
+
+    context = selector(ScriptedChatModel(judge), Settings(trace_dir=None, cache=False, model_retries=0,
+                                                          max_schema_tokens=256)).context(demo)
+    choose(context, question=question, evidence=evidence, candidates=candidates("A", "B"))
+    # Within a schema budget the view keeps the details of what the question or its hint names.
+    schema = seen[0].split("Database Schema", 1)[1].split("Other columns", 1)[0]
+    assert f"# Table: {detailed}" in schema
+
+
+def test_a_failed_judges_call_is_in_the_usage(demo):
+    out, selection = run(demo, ["B", "A", "A"], fails, pairwise="always")
+    assert selection["model_calls"] == 2
+    assert [(u["node"], u["role"]) for u in out["usage"]] == [("select_candidate", "selection")] * 2

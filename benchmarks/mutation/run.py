@@ -73,6 +73,28 @@ SCOPE: dict[str, dict[str, list[str]]] = {
     "access": {
         "sqlchorus.interfaces.http_guard": ["is_loopback", "_hostname", "token_weakness", "server_token", "Guard.*"],
     },
+    "guards": {
+        "sqlchorus.tools.sql.text": ["check_bounds", "parse"],
+        "sqlchorus.tools.engines.base": ["check_single_query", "bounded_text", "refuse_writing", "Database._limits"],
+        "sqlchorus.tools.engines.sqlite_guard": ["authorize", "open_guarded", "value_size", "capped_rows", "run",
+                                                "GuardState.*"],
+        "sqlchorus.tools.engines.duckdb_guard": ["settings", "open_guarded", "run", "plain"],
+        "sqlchorus.tools.engines.duckdb": ["_function_name", "_refusal_reason", "_refuse_call", "_reads_column",
+                                           "_check_value_name", "_check_functions", "_check_tables",
+                                           "check_duckdb_query"],
+        "sqlchorus.tools.engines.postgres_check": ["*"],
+        "sqlchorus.tools.engines.mysql_check": ["*"],
+    },
+    "scoring": {
+        "sqlchorus.evaluation.scoring": [
+            "default_metrics", "parse_metrics", "read_spider_predictions", "read_bird_predictions", "_is_int",
+            "_bird_sql", "read_predictions", "one_line", "_check_query", "_spider_texts", "_score_spider",
+            "_soft_f1", "_same_rows", "_score_bird", "_gold_rows", "_pred_rows", "_score_task", "_ves", "_aligned",
+            "summarize", "_bird_figures", "_percent",
+        ],
+        "sqlchorus.evaluation.soft_f1": ["*"],
+        "sqlchorus.evaluation.ves": ["*"],
+    },
 }
 """Per group, each module's functions under test (``Class.method``, or ``*`` for every one)."""
 
@@ -161,8 +183,8 @@ def check_copy() -> None:
 
 
 def mutmut(args: list[str], env: dict[str, str]) -> int:
-    program = Path(sys.executable).with_name("mutmut")
-    return subprocess.run([str(program), *args], cwd=REPO, env=env).returncode
+    # mutmut's command line, with the guards' worker scripts runnable once mutated (see there).
+    return subprocess.run([sys.executable, str(HERE / "mutmut_workers.py"), *args], cwd=REPO, env=env).returncode
 
 
 def run(groups: list[str], names: list[str] | None, max_children: int) -> dict[str, float]:
@@ -265,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--group", action="append", choices=sorted(SCOPE), help="a group of modules (all by default)")
     parser.add_argument("--survivors", action="store_true", help="re-run only the mutants that survived last time")
     parser.add_argument("--unkilled", action="store_true",
-                        help="run every mutant no test has killed yet (after new tests: a killed one stays killed)")
+                        help="run every mutant no test has killed or timed out yet (after new tests: a killed "
+                             "one stays killed)")
     parser.add_argument("--sample", type=int, default=0, metavar="N",
                         help="run one mutant in N of each function (by mutmut's numbers), to estimate cheaply; "
                              "like --survivors and --unkilled, it reads the mutants of an earlier run")
@@ -284,7 +307,8 @@ def main(argv: list[str] | None = None) -> int:
             if not names:
                 print("no survivors to run again", file=sys.stderr)
         if args.unkilled:
-            names = sorted(k for k, v in results().items() if STATUS.get(v) != "killed" and in_scope(k, groups))
+            names = sorted(k for k, v in results().items()
+                           if STATUS.get(v) not in ("killed", "timeout") and in_scope(k, groups))
         if args.sample > 1:
             pool = names if names is not None else [k for k in results() if in_scope(k, groups)]
             names = sorted(n for n in pool if int(n.rpartition("_")[2]) % args.sample == 0)

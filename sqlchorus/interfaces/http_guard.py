@@ -42,16 +42,24 @@ def is_loopback(host: str) -> bool:
     """Whether ``host`` is reachable from this machine only."""
     if host.strip().lower() == "localhost":
         return True
+    host = host.strip()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
     try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
+        return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
 
 
 def _hostname(netloc: str) -> str:
-    """The host of a ``host[:port]`` (``[::1]:8000`` included)."""
+    """The host of a ``host[:port]`` (``[::1]:8000`` included); anything else after a bracketed
+    address leaves the text whole, which names no host this server answers."""
     if netloc.startswith("["):
-        return netloc[1:netloc.find("]")] if "]" in netloc else netloc
+        close = netloc.find("]")
+        rest = netloc[close + 1:]  # the whole text when no bracket closes
+        if rest and not (rest[0] == ":" and rest[1:].isdigit()):
+            return netloc
+        return netloc[1:close]
     return netloc.rsplit(":", 1)[0] if netloc.count(":") == 1 else netloc
 
 

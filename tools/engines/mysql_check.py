@@ -10,10 +10,11 @@ comment, a quoted name followed by ``(`` is a call of a built-in function (```sl
    a question about the data never needs, wherever it stands: executable comments and optimizer
    hints (``/*!``, ``/*M!``, ``/*+``: a hint can lift the time limit), variables (``@x``,
    ``@@datadir``, ``@x := 1``), ``INTO`` (``OUTFILE``, ``DUMPFILE``, variables), ``FOR UPDATE``,
-   ``LOCK IN SHARE MODE``, ``PROCEDURE``, sequences (``NEXT VALUE FOR``), more than one
-   statement, and every call of a function that is not on :data:`ALLOWED_FUNCTIONS` (the
-   dangerous ones of :data:`REFUSED_FUNCTIONS` named with the reason), a stored function of a
-   database (``db.f(...)``) or a bare word the server reads as a call (``CURRENT_USER``).
+   ``LOCK IN SHARE MODE``, ``PROCEDURE``, sequences (``NEXT VALUE FOR``, ``PREVIOUS VALUE
+   FOR``), more than one statement, and every call of a function that is not on
+   :data:`ALLOWED_FUNCTIONS` (the dangerous ones of :data:`REFUSED_FUNCTIONS` named with the
+   reason), a stored function of a database (``db.f(...)``) or a bare word the server reads as a
+   call (``CURRENT_USER``).
 2. :func:`check_note` reads the statement as the server resolved it: the text MariaDB (and
    MySQL) print after ``EXPLAIN EXTENDED`` in the note ``SHOW WARNINGS`` gives (1003), taken in
    the statement's own read-only transaction, under its time limit. Every call there is the one
@@ -223,7 +224,7 @@ def tokens(sql: str) -> list[Token]:
         elif ch == "@":
             match = _WORD.match(sql, i + 1 + (sql.startswith("@@", i)))
             end = match.end() if match else i + 1
-            out.append(Token("variable", sql[i:end] or "@", i))
+            out.append(Token("variable", sql[i:end], i))
             i = end
         else:
             match = _WORD.match(sql, i)
@@ -317,8 +318,8 @@ def _check_words(toks: list[Token], sql: str) -> None:
             raise ForbiddenError("The query calls a procedure (PROCEDURE), which the guard does not allow; it was "
                                  "refused.", sql=sql)
         if word == "value" and after == "for" and i > 0 and words[i - 1] in ("next", "previous"):
-            raise ForbiddenError("The query reads a sequence (NEXT VALUE FOR), which the guard does not allow; it was "
-                                 "refused.", sql=sql)
+            raise ForbiddenError(f"The query reads a sequence ({words[i - 1].upper()} VALUE FOR), which the guard "
+                                 "does not allow; it was refused.", sql=sql)
 
 
 def check_text(sql: str, *, not_calls: Iterable[str] = (), functions: bool = True) -> None:

@@ -298,23 +298,22 @@ def _pglast():
     return pglast
 
 
-def _walk(node: Any, parents: tuple[Any, ...] = ()) -> Iterator[tuple[Any, tuple[Any, ...]]]:
-    """Every node of libpg_query's tree under ``node``, with its ancestors (nearest last)."""
+def _walk(node: Any) -> Iterator[Any]:
+    """Every node of libpg_query's tree under ``node``."""
     from pglast import ast
 
     if isinstance(node, (list, tuple)):
         for item in node:
-            yield from _walk(item, parents)
+            yield from _walk(item)
         return
     if not isinstance(node, ast.Node):
         return
-    yield node, parents
-    inner = (*parents, node)
+    yield node
     # pglast's node classes set __slots__, which its annotations do not declare.
     for slot in type(node).__slots__:  # type: ignore[attr-defined]
         value = getattr(node, slot, None)
         if isinstance(value, (ast.Node, list, tuple)):
-            yield from _walk(value, inner)
+            yield from _walk(value)
 
 
 def _names(items: Any) -> list[str]:
@@ -394,7 +393,7 @@ def _query_aliases(tree: Any) -> set[str]:
     from pglast import ast
 
     out: set[str] = set()
-    for node, _ in _walk(tree):
+    for node in _walk(tree):
         if isinstance(node, ast.ResTarget) and node.name:
             out.add(node.name)
         elif isinstance(node, ast.Alias):
@@ -460,7 +459,7 @@ def check_statement(sql: str, *, schema: str = "public", names: ServerNames | No
         raise NotAQueryError(f"Only read queries may run; this statement is {type(stmt).__name__}.", sql=sql)
     aliases = _query_aliases(stmt)
     padding: list[str] = []
-    for node, parents in _walk(statements[0]):
+    for node in _walk(statements[0]):
         kind = type(node).__name__
         if kind not in _NODES:
             raise ForbiddenError(f"The query uses {kind}, which the guard does not allow: only reading with "
@@ -629,8 +628,11 @@ def _scan_type(tokens: list[re.Match], i: int, out: PlanCalls) -> int:
     words: list[str] = []
     while i < len(tokens):
         token = tokens[i]
-        if token.lastgroup in ("word", "quoted") and (not words or token.group() in _TYPE_WORDS):
-            words.append(token.group() if token.lastgroup == "word" else token.group())
+        # A type's first word, a word of a type of several (double precision), or the name after
+        # a schema's dot.
+        if token.lastgroup in ("word", "quoted") and (not words or words[-1].endswith(".")
+                                                      or token.group() in _TYPE_WORDS):
+            words.append(token.group())
             i += 1
             if i < len(tokens) and tokens[i].group() == "." and not words[1:]:
                 i += 1  # a schema-qualified type: the schema is kept in the name
@@ -643,9 +645,7 @@ def _scan_type(tokens: list[re.Match], i: int, out: PlanCalls) -> int:
                 i += 1
                 if depth == 0:
                     break
-        elif token.group() == "[" and words:
-            i += 2 if i + 1 < len(tokens) and tokens[i + 1].group() == "]" else 1
-        else:
+        else:  # an array's brackets too: they hold nothing the check reads
             break
     if words:
         name = " ".join(words).replace(". ", ".")

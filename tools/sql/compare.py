@@ -253,13 +253,13 @@ def _distinct_spans(sql: str) -> list[tuple[int, int]] | None:
         quote = sql[i]
         if quote in "'\"`":
             if i > 0 and (sql[i - 1].isalnum() or sql[i - 1] in "_$@:#?'\"`"):
-                return None  # a prefixed literal (x'..', n'..') or quotes glued together
+                # A prefixed literal (x'..', n'..') or quotes glued together, a doubled quote
+                # inside a quoted name among them (its second half is glued to its first).
+                return None
             end = sql.find(quote, i + 1)
             if quote == "'":
                 while end != -1 and sql.startswith("''", end):
                     end = sql.find("'", end + 2)
-            elif end != -1 and sql.startswith(quote * 2, end):
-                return None
             if end == -1:
                 return None
             i = end + 1
@@ -275,7 +275,7 @@ def _distinct_spans(sql: str) -> list[tuple[int, int]] | None:
         for start, end in found:
             before = segment[start - 1] if start > 0 else " "
             after = segment[end] if end < len(segment) else " "
-            if (before not in _TOKEN_EDGE and start > 0) or (after not in _TOKEN_EDGE and end < len(segment)):
+            if before not in _TOKEN_EDGE or after not in _TOKEN_EDGE:
                 return None
             spans.append((i + start, i + end))
         i = j
