@@ -1,7 +1,7 @@
 """retrieve_values: database values that the question's keywords refer to.
 
-Looks each keyword up in the database's value index (exact, word, one-edit and MinHash LSH
-lookups, re-ranked by edit distance; see :mod:`sqlchorus.tools.values`) and keeps the best
+Looks each keyword up in the database's value index (exact, word, one-edit, MinHash LSH and
+column-name lookups, re-ranked by edit distance; see :mod:`sqlchorus.tools.values`) and keeps the best
 values per column with their scores. The entry point builds the index (once per database
 content, reused from the cache folder afterwards) and hands it in through the context; when it
 could not be built, the question is still answered, without values, and the run says why.

@@ -1,4 +1,6 @@
-"""Value index: retrieval cases from a fixture table, datasketch equivalence, cache behaviour."""
+"""Value index: retrieval cases from a fixture table, recall on a fixture of keywords with and
+without typos, datasketch equivalence, the batch computations against their one-value
+definitions, reading as SQLite lists values, file format and cache behaviour."""
 
 from __future__ import annotations
 
@@ -12,9 +14,11 @@ from datasketch import MinHash, MinHashLSH
 
 from sqlchorus.tools import values as vi
 from sqlchorus.tools.engines.sqlite import GuardedDatabase
+from sqlchorus.tools.values import hashing
+from sqlchorus.tools.values import index as index_module
 from sqlchorus.tools.values.building import _write_index
 from sqlchorus.tools.values.hashing import _WORD
-from sqlchorus.tools.values.reading import _column_pages, _text_columns
+from sqlchorus.tools.values.reading import _column_pages, _read_columns, _text_columns
 from sqlchorus.tools.values.storage import _index_path
 
 FIXTURES = Path(__file__).parent / "fixtures" / "value_index"
@@ -140,7 +144,9 @@ def test_progress_reports_every_column(db_path, tmp_path):
         vi.ValueIndex.build(db, cache_dir=tmp_path, progress=lambda d, t: calls.append((d, t))).close()
     total = calls[-1][1]
     assert [d for d, _ in calls] == list(range(1, total + 1))
-    assert total == 14  # every column of the five tables but the BLOB-declared one
+    # Every column of the five tables but the BLOB-declared one and each table's rowid
+    # (``id INTEGER PRIMARY KEY``), which can hold nothing but an integer.
+    assert total == 9
 
 
 def test_cache_reuse_and_invalidation(tmp_path, monkeypatch):
@@ -437,7 +443,7 @@ def _old_format_file(path: Path) -> None:
 def test_an_index_of_the_old_format_is_refused_with_a_clear_message(tmp_path):
     old = tmp_path / "old.sqlite"
     _old_format_file(old)
-    with pytest.raises(ValueError, match=r"format 1, not 2.*Rebuild it"):
+    with pytest.raises(ValueError, match=rf"format 1, not {vi.FORMAT_VERSION}.*Rebuild it"):
         vi.ValueIndex.open(old)
     not_an_index = tmp_path / "other.sqlite"
     sqlite3.connect(not_an_index).execute("CREATE TABLE t (x)").connection.close()
@@ -465,11 +471,15 @@ def test_the_format_version_is_part_of_the_cache_file_name(db_path, tmp_path, mo
     assert current != older
 
 
-def test_a_damaged_bucket_is_an_error_not_a_crash(db_path, tmp_path):
+@pytest.mark.parametrize("damage", [
+    "UPDATE post SET postings = x'0102'",  # a bucket
+    "UPDATE vals SET ends = x'01000000' WHERE chunk = 0",  # a value chunk, read in memory too
+])
+def test_a_damaged_index_is_an_error_not_a_crash(db_path, tmp_path, damage):
     with GuardedDatabase(db_path) as db:
         path = vi.ValueIndex.build(db, cache_dir=tmp_path).path
     conn = sqlite3.connect(path)
-    conn.execute("UPDATE post SET postings = x'0102'")
+    conn.execute(damage)
     conn.commit()
     conn.close()
     with vi.ValueIndex.open(path) as index, pytest.raises(ValueError, match="damaged; rebuild"):
@@ -510,3 +520,305 @@ def test_a_page_made_from_the_sample_is_the_page_sqlite_makes(tmp_path):
                 # SQLite's length() stops at a NUL: of the 17 distinct texts, the empty one, the
                 # 201-character one and "\x00abc" are left out; TEXT affinity made 1 and 2.5 text.
                 assert len(from_sample) == min(limit, 16 if plan.column == "a" else 360)
+
+
+def _previous_format_file(built: Path, target: Path) -> None:
+    """``built`` as format 2 wrote it: the same tables, but columns without ``first_vid``."""
+    import shutil
+
+    shutil.copy(built, target)
+    conn = sqlite3.connect(target)
+    conn.executescript("""
+        UPDATE meta SET value = '2' WHERE key = 'format_version';
+        CREATE TABLE cols2 (id INTEGER PRIMARY KEY, tbl TEXT, col TEXT, n_values INTEGER,
+                            truncated INTEGER);
+        INSERT INTO cols2 SELECT id, tbl, col, n_values, truncated FROM cols;
+        DROP TABLE cols;
+        ALTER TABLE cols2 RENAME TO cols;
+    """)
+    conn.commit()
+    conn.close()
+
+
+def test_an_index_of_the_previous_format_is_rebuilt_not_misread(db_path, tmp_path):
+    with GuardedDatabase(db_path) as db:
+        built = vi.ValueIndex.build(db, cache_dir=tmp_path / "built")
+        built.close()
+        target, _ = _index_path(db, tmp_path / "cache")
+        target.parent.mkdir(parents=True)
+        _previous_format_file(built.path, target)
+        with pytest.raises(vi.IndexFormatError, match=rf"format 2, not {vi.FORMAT_VERSION}"):
+            vi.ValueIndex.open(target)
+        index = vi.ValueIndex.load_or_build(db, tmp_path / "cache")
+    assert not index.stats["from_cache"] and index.meta["format_version"] == str(vi.FORMAT_VERSION)
+    assert index.search(["Yelow"])["song.mixed"][0]["value"] == "Yellow"
+    index.close()
+
+
+# -- recall on a fixture: every lookup has cases only it finds ------------------------------------
+
+RECALL_VALUES = {
+    "country": {"name": ["France", "Germany", "United Kingdom", "United States", "Netherlands",
+                         "New Zealand", "Côte d'Ivoire"],
+                "continent": ["Europe", "Asia", "North America", "Oceania", "Africa"],
+                "code": ["FRA", "DEU", "GBR", "USA", "NLD", "NZL", "CIV"]},
+    "language": {"language": ["English", "French", "German", "Dutch", "Maori"],
+                 "is_official": ["T", "F"]},
+    "address": {"state": ["NorthCarolina", "SouthDakota", "New York", "California"]},
+    "department": {"name": ["engineer", "history", "mathematics", "computer science"]},
+    "pet": {"kind": ["cat", "dog", "bird"]},
+}
+RECALL_CASES = [
+    # (keywords of a question, keywords with one typo each, column, value)
+    (["France"], ["Frannce"], "country.name", "France"),
+    (["german"], ["germna"], "language.language", "German"),
+    (["Kingdom"], ["Kingdon"], "country.name", "United Kingdom"),            # word
+    (["new zealand"], ["new zeland"], "country.name", "New Zealand"),
+    (["cote d ivoire"], ["cote d ivorie"], "country.name", "Côte d'Ivoire"),  # accents
+    (["European"], ["Europeaan"], "country.continent", "Europe"),             # LSH
+    (["North Carolina"], ["North Carolna"], "address.state", "NorthCarolina"),  # written together
+    (["engineering"], ["enngineering"], "department.name", "engineer"),      # LSH
+    (["computer science"], ["computr science"], "department.name", "computer science"),
+    (["cats"], ["catts"], "pet.kind", "cat"),                                # plural
+    (["United States"], ["United States"], "country.code", "USA"),           # initials
+    (["official language"], ["offical language"], "language.is_official", "T"),  # column name
+    (["official"], ["oficial"], "language.is_official", "T"),
+    (["dog"], ["dgog"], "pet.kind", "dog"),                                  # one edit, short
+]
+
+
+@pytest.fixture(scope="module")
+def recall_index(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("recall")
+    path = folder / "world.sqlite"
+    conn = sqlite3.connect(path)
+    for table, columns in RECALL_VALUES.items():
+        conn.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, {', '.join(columns)})")
+        longest = max(len(v) for v in columns.values())
+        rows = [[values[i % len(values)] for values in columns.values()] for i in range(longest)]
+        conn.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
+                         f"({', '.join('?' * len(columns))})", rows)
+    conn.commit()
+    conn.close()
+    with GuardedDatabase(path) as db:
+        index = vi.ValueIndex.build(db, cache_dir=folder / "cache")
+    yield index
+    index.close()
+
+
+def _recall_at5(index: vi.ValueIndex, typo: bool) -> tuple[float, list[str]]:
+    missed = []
+    for clean, typos, column, value in RECALL_CASES:
+        hits = index.search(typos if typo else clean, top_k=5).get(column, [])
+        if value not in [h["value"] for h in hits]:
+            missed.append(f"{typos if typo else clean} -> {value}")
+    return 1 - len(missed) / len(RECALL_CASES), missed
+
+
+@pytest.mark.parametrize("typo", [False, True], ids=["clean", "one typo"])
+def test_recall_at_5_on_the_fixture(recall_index, typo):
+    recall, missed = _recall_at5(recall_index, typo)
+    assert recall == 1.0, missed
+
+
+@pytest.mark.parametrize("bound, lost", [
+    ("LSH_CANDIDATES", {"European -> Europe", "engineering -> engineer"}),
+    ("EDIT_CANDIDATES", {"dgog -> dog", "North Carolna -> NorthCarolina"}),
+])
+def test_each_lookup_finds_what_the_others_miss(recall_index, monkeypatch, bound, lost):
+    monkeypatch.setattr(f"sqlchorus.tools.values.lookup.{bound}", 0)
+    missed = {m.replace("['", "").replace("']", "") for m in
+              _recall_at5(recall_index, False)[1] + _recall_at5(recall_index, True)[1]}
+    assert lost & missed, missed
+
+
+def test_column_names_find_the_values_of_flag_columns(recall_index, monkeypatch):
+    hits = recall_index.search(["official"])["language.is_official"]
+    assert {h["value"] for h in hits} == {"T", "F"}
+    assert all(h["score"] == vi.FLAG_SCORE and h["keyword"] == "official" for h in hits)
+    assert "language.is_official" in recall_index.search(["offical"])  # within one edit
+    assert "language.is_official" not in recall_index.search(["official"], threshold=81)
+    # A column of more values is not found by its name: "language" names no value of its own.
+    assert "language.language" not in recall_index.search(["language"])
+    # Without the column-name lookup, nothing in the question spells T.
+    monkeypatch.setattr(recall_index, "_names", index_module._ColumnNames([]))
+    assert "language.is_official" not in recall_index.search(["official language"])
+
+
+def test_only_columns_of_short_values_are_found_by_their_name(tmp_path):
+    """A few values of at most five characters are a flag or a code; a few longer ones are
+    spelt by the question itself, so naming their column brings nothing."""
+    path = tmp_path / "small.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE dogs (size TEXT, gender TEXT, breed TEXT)")
+    conn.executemany("INSERT INTO dogs VALUES (?, ?, ?)", [
+        ("Small", "False", "Eskimo dog"), ("Medium", "True", "Husky"), ("Large", "True", "Husky")])
+    conn.commit()
+    conn.close()
+    with GuardedDatabase(path) as db:
+        index = vi.ValueIndex.build(db, cache_dir=tmp_path / "cache")
+    try:
+        assert {h["value"] for h in index.search(["gender"])["dogs.gender"]} == {"True", "False"}
+        # "Medium" has six characters: the column is not a flag, and "size" names no value.
+        assert index.search(["size"]) == {}
+        assert index.search(["breed"]) == {}
+        assert [h["value"] for h in index.search(["medium"])["dogs.size"]] == ["Medium"]
+    finally:
+        index.close()
+
+
+def test_column_name_words():
+    assert index_module._name_words("IsOfficial") == ["official"]
+    assert index_module._name_words("Hight_definition_TV") == ["hight", "definition"]
+    assert index_module._name_words("PetType") == ["pet", "type"]
+    assert index_module._name_words("HTTPStatus") == ["http", "status"]
+
+
+# -- searching in memory and from the file ---------------------------------------------------------
+
+
+def test_a_search_from_the_file_equals_one_in_memory(db_path, tmp_path, monkeypatch):
+    keywords = ["new yrok", "Frnce", "swift", "Beyonce", "york", "United States", "1999", "cats"]
+    with GuardedDatabase(db_path) as db:
+        index = vi.ValueIndex.build(db, cache_dir=tmp_path)
+    in_memory = index.search(keywords, threshold=0)
+    assert index._memory is not None
+    monkeypatch.setattr(index_module, "MEMORY_BYTES", 0)
+    with vi.ValueIndex.open(index.path) as from_file:
+        assert from_file.search(keywords, threshold=0) == in_memory
+        assert from_file._memory is None
+    index.close()
+
+
+# -- reading: as SQLite lists the values ----------------------------------------------------------
+
+
+def _distinct(path: Path, table: str, column: str) -> list[str]:
+    conn = sqlite3.connect(path)
+    conn.text_factory = lambda b: b.decode("utf-8", "replace")
+    rows = conn.execute(f'SELECT DISTINCT "{column}" FROM "{table}" WHERE typeof("{column}") = '
+                        f'\'text\' AND length("{column}") BETWEEN 1 AND {vi.MAX_VALUE_CHARS} '
+                        f'ORDER BY "{column}"').fetchall()
+    conn.close()
+    return [r[0] for r in rows]
+
+
+@pytest.mark.parametrize("rows", [40, 900, 2500])
+def test_tables_small_and_large_are_read_as_sqlite_lists_them(tmp_path, monkeypatch, rows):
+    """A table no larger than the sample is read whole; a larger one column by column, in
+    pages joined into one string each (with a NUL inside a value, row by row): the values are
+    SQLite's ``SELECT DISTINCT`` whichever way."""
+    import dataclasses
+
+    path = tmp_path / "wide.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, word TEXT, mixed, nul TEXT, num INTEGER)")
+    conn.executemany("INSERT INTO t (word, mixed, nul, num) VALUES (?, ?, ?, ?)", [
+        (f"word {i % 700:04d}", [None, i, f"m{i % 37}", b"\x01", 2.5][i % 5],
+         f"a\x00b{i % 3}" if i % 11 == 0 else f"n{i % 50}", i if i % 97 else "N/A")
+        for i in range(rows)])
+    conn.commit()
+    conn.close()
+    monkeypatch.setattr("sqlchorus.tools.values.reading.PAGE_BYTES", 2_000)  # many pages
+    with GuardedDatabase(path) as db:
+        plans, _ = _text_columns(db)
+        assert [p.column for p in plans] == ["word", "mixed", "nul", "num"]  # not the rowid
+        reads = list(_read_columns(db, plans, 100_000, 30.0))
+        for read in reads:
+            got = [v for page in read.pages for v in page]
+            assert got == _distinct(path, "t", read.plan.column), read.plan.column
+            assert read.known_truncated() in (False, None)
+        # The same values when each column is read on its own (a collation asks SQLite).
+        for plan in plans:
+            _, pages = _column_pages(db, dataclasses.replace(plan, collated=True), 100_000, 30.0)
+            assert [v for page in pages for v in page] == _distinct(path, "t", plan.column)
+        # Fewer values wanted than there are: the first ones in key order, and said so.
+        limited = list(_read_columns(db, plans[:1], 100, 30.0))[0]
+        assert [v for page in limited.pages for v in page] == _distinct(path, "t", "word")[:100]
+        assert limited.known_truncated() is True or rows <= 100
+
+
+# -- the batch computations against their one-value definitions -----------------------------------
+
+
+def test_normalize_many_equals_normalize():
+    import random
+
+    rng = random.Random(3)
+    alphabet = "abcAB Z_-'\x00\n\t.,éÉ東京 1ßİﬁ\u0301\u00a0Ωω   "
+    for _ in range(500):
+        texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+                 for _ in range(rng.randint(1, 12))]
+        if rng.random() < 0.5:
+            texts = [t.encode("ascii", "ignore").decode().replace("\x00", "") for t in texts]
+        assert vi.normalize_many(texts) == [vi.normalize(t) for t in texts], texts
+
+
+def test_value_keys_equal_the_keys_of_each_value():
+    """The batch keys are what the lookups' definitions give value by value: exact key, word
+    keys of the words of a multi-word value (no stop words), one-edit keys of the value and of
+    those words (two characters or more), band keys."""
+    import random
+
+    rng = random.Random(9)
+    for _ in range(100):
+        norms = [n for n in vi.normalize_many(
+            ["".join(rng.choice("ab cd the of xé東") for _ in range(rng.randint(1, 14)))
+             for _ in range(rng.randint(1, 30))]) if n]
+        expected = set()
+        for vid, norm in enumerate(norms, start=7):
+            keys = [*vi.string_keys([norm], hashing._EXACT).tolist(),
+                    *vi.band_keys(vi.signatures([norm]))[0].tolist()]
+            tokens = [norm] if len(norm) > 1 else []
+            if " " in norm:
+                words = [w for w in norm.split(" ") if w not in vi.STOPWORDS]
+                keys += vi.string_keys(words, _WORD).tolist()
+                tokens += [w for w in words if len(w) > 1]
+            keys += vi.half_keys(tokens).ravel().tolist()
+            expected |= {(k, vid) for k in keys}
+        got_keys, got_vids = vi.value_keys(norms, 7)
+        assert set(zip(got_keys.tolist(), got_vids.tolist())) == expected
+
+
+def test_permutations_are_datasketchs():
+    a, b = hashing._permutations(vi.NUM_PERM)
+    datasketch = MinHash(num_perm=vi.NUM_PERM, seed=vi.SEED).permutations
+    assert np.array_equal(np.stack([a, b]), datasketch)
+    drawn = hashing._draw_permutations(vi.NUM_PERM, vi.SEED)
+    assert np.array_equal(a, drawn[0]) and np.array_equal(b, drawn[1])
+
+
+def test_unique_helpers_equal_numpys():
+    rng = np.random.default_rng(0)
+    for size in (0, 1, 2, 50):
+        values = rng.integers(0, 10, size)
+        assert np.array_equal(hashing.sorted_unique(values), np.unique(values))
+        got, counts = hashing.unique_counts(values)
+        want, want_counts = np.unique(values, return_counts=True)
+        assert np.array_equal(got, want) and np.array_equal(counts, want_counts)
+
+
+# -- the retrieve_values node ---------------------------------------------------------------------
+
+
+def test_retrieve_values_returns_the_index_search(recall_index, tmp_path):
+    from types import SimpleNamespace
+
+    from sqlchorus.config.settings import Settings
+    from sqlchorus.nodes import retrieve_values as node
+
+    settings = Settings(trace_dir=None, cache=False)
+    # The fields of the run's context that the node reads.
+    context = SimpleNamespace(settings=settings, value_index=recall_index, tracer=None,
+                              value_index_error=None)
+    keywords = ["North Carolna", "official language", "cats"]
+    update = node.retrieve_values({"question": "q", "keywords": keywords},
+                                  SimpleNamespace(context=context))
+    assert "errors" not in update
+    assert update["values"] == recall_index.search(keywords, top_k=settings.values_per_keyword,
+                                                   threshold=settings.value_threshold)
+    assert update["values"]["address.state"][0]["value"] == "NorthCarolina"
+    missing = SimpleNamespace(settings=settings, value_index=None, tracer=None,
+                              value_index_error="the cache folder cannot be written")
+    update = node.retrieve_values({"keywords": keywords}, SimpleNamespace(context=missing))
+    assert update["values"] == {} and "cannot be written" in update["errors"][0]["message"]

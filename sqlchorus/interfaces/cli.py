@@ -713,12 +713,13 @@ def index(db: str, max_values: int | None, rebuild: bool, as_json: bool, ray_add
           **options: Any) -> None:
     """Build the value index of a database, once per database content.
 
-    The index (every distinct text value: exact, word, one-edit and MinHash LSH lookups) is stored
-    in a cache folder keyed by the database's content and reused until the database changes;
-    `ask` uses it whatever --max-values built it, and builds one on first use when there is none.
-    Columns that were skipped are listed with the reason. With --ray the columns are read and
-    hashed on the cluster's workers and merged here into the same file; the cluster is joined
-    only when there is something to build. Exits 3 when the cluster cannot do the work.
+    The index (every distinct text value: exact, word, one-edit, MinHash LSH and column-name
+    lookups) is stored in a cache folder keyed by the database's content and reused until the
+    database changes; `ask` uses it whatever --max-values built it, and builds one on first use
+    when there is none. Columns that were skipped are listed with the reason. With --ray the
+    columns are read and hashed on the cluster's workers and merged here into the same file; the
+    cluster is joined only when there is something to build. Exits 3 when the cluster cannot do
+    the work.
     """
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

@@ -30,19 +30,37 @@ changes the machinery:
   bands of 2 rows; the values with most band hits are kept, which ranks candidates by estimated
   Jaccard similarity instead of accepting everything above a threshold.
 * **Keyword forms.** A keyword in the plural also looks up its singular (``cats``, ``catts``
-  find ``cat``), and a name of capitalised words its initials (``United Kingdom`` finds ``UK``;
-  ``United States``, ``USA`` as one letter more).
-* **Storage is one SQLite file** per database content, in a cache folder: the values, 64 to a
+  find ``cat``), a name of capitalised words its initials (``United Kingdom`` finds ``UK``;
+  ``United States``, ``USA`` as one letter more), and several words their letters written
+  together, exactly or within one edit (``North Carolina`` finds ``NorthCarolina``).
+* **Column-name lookup.** Flags and codes (``IsOfficial`` = ``T``/``F``, ``Sex`` = ``F``/``M``)
+  are rarely spelt in a question, which names the column instead (``official``, ``sex``): a
+  keyword's word that is a word of the name of a column of at most :data:`FLAG_VALUES` distinct
+  values, or within one edit of one, brings that column's values, scored :data:`FLAG_SCORE`.
+  Each column's values have consecutive ids, so the column is a range of ids in the file.
+* **Storage is one SQLite file** per database content, in a cache folder: the values, 32 to a
   row (``vals``), and the postings, each a 64-bit integer (the key's top 33 bits, then the value
   id), sorted and cut into buckets by their top bits (``post``: one row per bucket, a
-  little-endian array). A query reads the few buckets its keys fall in and binary-searches them;
-  nothing is unpickled, so a file from anywhere is safe to open, and loading costs nothing.
+  little-endian array). Nothing is unpickled, so a file from anywhere is safe to open. An index
+  file of at most :data:`MEMORY_BYTES` (all but very large databases') is read whole at its
+  first search, and a search then runs no statement; a larger one is searched in place, a
+  search reading the few buckets its keys fall in and the value chunks of its candidates.
   Postings are made a batch of values at a time and spilled to scratch files by key range past
   :data:`SPILL_POSTINGS`, so memory stays flat whatever the database size. A key keeps at most
-  :data:`MAX_POSTINGS` values.
+  :data:`MAX_POSTINGS` values. :data:`FORMAT_VERSION` is in the file's name and its ``meta``:
+  an index of another format is rebuilt, never read.
+* **Batches, not values.** Building and searching are a few array operations per batch: a
+  batch of values is normalised in one pass over its joined text and keyed over its joined code
+  points (:func:`normalize_many`, :func:`value_keys`); a search keys all its keywords at once,
+  chooses every keyword's candidates in one pass over their postings, and scores all pairs of
+  keyword and candidate with rapidfuzz's pairwise ``cpdist``. Reading goes through the guard
+  (every statement parsed and checked), so it is done in few statements: a table's first rows,
+  all columns at once, in one; a large column's distinct values a page (up to
+  :data:`PAGE_BYTES`) a statement, joined into one string by SQLite.
 * **Cost**: ``benchmarks/values.py`` measures the build against CHESS's settings on the same
-  values in the same run, the recall of gold literals with and without one typo per keyword, what
-  each lookup adds, and how many values a search returns.
+  values in the same run (Spider dev, its largest database, synthetic tables), the recall of
+  gold literals with and without one typo per keyword, what each lookup adds, how many values a
+  search returns, and how long a search takes.
 * **Why no FTS5 trigram table**: the index is queried through
   :class:`~sqlchorus.tools.engines.sqlite.GuardedDatabase` like every other database, and its
   authorizer refuses the ``sqlite_master`` access an FTS5 virtual table makes when it is
@@ -69,11 +87,13 @@ from sqlchorus.tools.values.hashing import (
     band_keys,
     half_keys,
     normalize,
+    normalize_many,
     query_half_keys,
     shingle_hash32,
     shingles,
     signatures,
     string_keys,
+    value_keys,
 )
 from sqlchorus.tools.values.index import IndexFormatError, PartsSource, ValueIndex
 from sqlchorus.tools.values.lookup import acronym, singular
@@ -83,13 +103,17 @@ from sqlchorus.tools.values.parameters import (
     DEFAULT_MAX_VALUES,
     DEFAULT_THRESHOLD,
     EDIT_CANDIDATES,
+    FLAG_SCORE,
+    FLAG_VALUES,
     FORMAT_VERSION,
     FREE_TEXT_AVG_CHARS,
     HASH_BATCH,
     LSH_CANDIDATES,
     MAX_POSTINGS,
     MAX_VALUE_CHARS,
+    MEMORY_BYTES,
     NUM_PERM,
+    PAGE_BYTES,
     PAGE_SIZE,
     PARTITION_BITS,
     ROWS,
@@ -132,13 +156,17 @@ __all__ = [
     "DEFAULT_MAX_VALUES",
     "DEFAULT_THRESHOLD",
     "EDIT_CANDIDATES",
+    "FLAG_SCORE",
+    "FLAG_VALUES",
     "FORMAT_VERSION",
     "FREE_TEXT_AVG_CHARS",
     "HASH_BATCH",
     "LSH_CANDIDATES",
     "MAX_POSTINGS",
     "MAX_VALUE_CHARS",
+    "MEMORY_BYTES",
     "NUM_PERM",
+    "PAGE_BYTES",
     "PAGE_SIZE",
     "PARTITION_BITS",
     "ROWS",
@@ -170,6 +198,7 @@ __all__ = [
     "index_path",
     "load_local_embedder",
     "normalize",
+    "normalize_many",
     "plan_build",
     "query_half_keys",
     "score_value",
@@ -179,5 +208,6 @@ __all__ = [
     "singular",
     "string_keys",
     "value_block",
+    "value_keys",
     "write_index",
 ]

@@ -189,7 +189,8 @@ class IndexWriter:
         self._lengths: list[np.ndarray] = []
         self._col_ids: list[np.ndarray] = []
         self._pending = 0
-        self._cols: list[tuple[int, str, str, int, int]] = []
+        self._cols: list[tuple[int, str, str, int, int, int, int]] = []
+        self._chars = 0  # the longest value of the column whose turn it is
         self._skipped: list[tuple[str, str, str]] = [
             (s["table"], s["column"], s["reason"]) for s in plan.skipped]
         self._out: sqlite3.Connection | None = None
@@ -249,6 +250,7 @@ class IndexWriter:
             raise ValueError(f"more than {_VID_MASK} values: too many for one value index "
                              "(lower --max-values)")
         self.postings.add(block.postings + _U64(self._first))
+        self._chars = max(self._chars, int(block.lengths.max()))
         self._texts.append(block.text)
         self._lengths.append(block.lengths)
         self._col_ids.append(np.full(len(block), col_id, dtype="<i4"))
@@ -267,11 +269,12 @@ class IndexWriter:
                              f"{self.stored - self._first} were added")
         if part.indexed:
             self._cols.append((part.col_id, part.table, part.column, part.n_values,
-                               int(part.truncated)))
+                               int(part.truncated), self._first, self._chars))
         if part.reason:
             self._skipped.append((part.table, part.column, part.reason))
         self._next += 1
         self._first = self.stored
+        self._chars = 0
 
     def _check(self, col_id: int) -> None:
         if not 1 <= col_id <= len(self.plan.columns):
@@ -322,7 +325,7 @@ class IndexWriter:
                              "first): the index is not written")
         out = self._out
         self._write_values(final=True)
-        out.executemany("INSERT INTO cols VALUES (?, ?, ?, ?, ?)", self._cols)
+        out.executemany("INSERT INTO cols VALUES (?, ?, ?, ?, ?, ?, ?)", self._cols)
         out.executemany("INSERT INTO skipped VALUES (?, ?, ?)", self._skipped)
         bucket_bits = self.postings.write(out)
         meta = {
@@ -368,9 +371,10 @@ def _write_index(db: Database, target: Path, fingerprint: str, max_values_per_co
     writer as each page is read (so memory stays flat whatever a column's size)."""
     plan = plan_build(db, max_values_per_column=max_values_per_column, timeout_s=timeout_s)
     with IndexWriter(target, plan, fingerprint=fingerprint, database=str(db.path)) as writer:
-        for col_id in plan.col_ids:
-            sink = functools.partial(writer.add_block, col_id)
-            writer.end_column(plan.part(db, col_id, sink=sink))
+        parts = plan.read_parts(db, plan.col_ids,
+                                lambda col_id: functools.partial(writer.add_block, col_id))
+        for part in parts:
+            writer.end_column(part)
             if progress is not None:
-                progress(col_id, len(plan.columns))
+                progress(part.col_id, len(plan.columns))
         writer.commit()

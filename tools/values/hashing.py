@@ -2,7 +2,8 @@
 
 Normalisation; padded character 3-grams and their MinHash signatures, and the band keys of the
 LSH lookup; the whole-string keys of the exact and word lookups; the half-token keys of the
-one-edit lookup. Every key is a signed 64-bit integer.
+one-edit lookup; every key of a batch of values at once (:func:`value_keys`). Every key is a
+signed 64-bit integer.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sqlchorus.tools.values.parameters import BANDS, MAX_VALUE_CHARS, NUM_PERM, SEED
+from sqlchorus.tools.values.parameters import BANDS, MAX_VALUE_CHARS, NUM_PERM, SEED, STOPWORDS
 
 _NON_ALNUM = re.compile(r"[^\w]+|_+")
 _ASCII_SPACES = bytes(c if chr(c).isalnum() else 32 for c in range(128)).ljust(256, b" ")
+# The same table, but NUL (which separates the values of a batch) is kept.
+_ASCII_SPACES_KEEP_NUL = b"\x00" + _ASCII_SPACES[1:]
 _U32 = np.uint32
 _U64 = np.uint64
 _FMIX32 = (16, 0x85EBCA6B, 13, 0xC2B2AE35, 16)
@@ -39,15 +42,72 @@ def normalize(text: str) -> str:
     return " ".join(_NON_ALNUM.sub(" ", text).split())
 
 
+def normalize_many(texts: Sequence[str]) -> list[str]:
+    """:func:`normalize` of every text. The ASCII ones (most, in most databases) are done in one
+    pass over all of them (joined by NUL, lowered, translated and split again by the C bytes
+    methods), which costs a fraction of a call per text; the others one by one. Same results
+    as ``list(map(normalize, texts))``."""
+    if not texts:
+        return []
+    joined = "\x00".join(texts)
+    if joined.isascii() and joined.count("\x00") == len(texts) - 1:
+        return _normalize_ascii(joined)
+    out: list[str] = []
+    plain: list[int] = []
+    for i, text in enumerate(texts):
+        if text.isascii() and "\x00" not in text:
+            plain.append(i)
+            out.append("")
+        else:
+            out.append(normalize(text))
+    if plain:
+        for i, norm in zip(plain, _normalize_ascii("\x00".join([texts[i] for i in plain]))):
+            out[i] = norm
+    return out
+
+
+def _normalize_ascii(joined: str) -> list[str]:
+    """The normalised forms of NUL-joined ASCII texts (none holding a NUL of its own)."""
+    data = joined.encode("ascii").lower().translate(_ASCII_SPACES_KEEP_NUL)
+    while b"  " in data:  # each pass halves every run of spaces
+        data = data.replace(b"  ", b" ")
+    data = data.replace(b" \x00", b"\x00").replace(b"\x00 ", b"\x00").strip(b" ")
+    return data.decode("ascii").split("\x00")
+
+
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)``. Written out because the first ``np.unique`` of a process imports
+    ``numpy.ma``, which costs more than a whole search."""
+    ordered = np.sort(values)
+    if len(ordered) < 2:
+        return ordered
+    keep = np.empty(len(ordered), dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
+
+
+def unique_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_counts=True)`` (see :func:`sorted_unique`)."""
+    ordered = np.sort(values)
+    if not len(ordered):
+        return ordered, np.zeros(0, dtype=np.int64)
+    first = np.empty(len(ordered), dtype=bool)
+    first[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    return ordered[starts], np.diff(np.append(starts, len(ordered)))
+
+
 def _fmix(values: np.ndarray, width: int) -> np.ndarray:
+    # Arrays only: numpy wraps unsigned array arithmetic silently (a scalar would warn).
     s1, m1, s2, m2, s3 = _FMIX32 if width == 32 else _FMIX64
     dtype = values.dtype.type
-    with np.errstate(over="ignore"):
-        values = values ^ (values >> dtype(s1))
-        values = values * dtype(m1)
-        values = values ^ (values >> dtype(s2))
-        values = values * dtype(m2)
-        return values ^ (values >> dtype(s3))
+    values = values ^ (values >> dtype(s1))
+    values = values * dtype(m1)
+    values = values ^ (values >> dtype(s2))
+    values = values * dtype(m2)
+    return values ^ (values >> dtype(s3))
 
 
 def _codepoints(text: str) -> np.ndarray:
@@ -76,11 +136,31 @@ def shingles(norm: str) -> list[bytes]:
     return [padded[i:i + 3].encode("utf-8") for i in range(len(padded) - 2)]
 
 
+# datasketch's affine32 permutations of 16 for seed 1 (``MinHash(16, seed=1).permutations``):
+# drawing them takes numpy.random, whose import and generator cost more than indexing a small
+# database. Tests check them against datasketch and against the draw below.
+_PERMUTATIONS_16_SEED_1 = (
+    (3582191691, 4270784983, 1892572953, 3715639441, 982527, 1100580627, 2597016983, 4286725387,
+     1260623519, 2027988865, 793182497, 3406602499, 1599963033, 3332127887, 2968344027,
+     1458107385),
+    (1704103302, 4018109721, 2314200242, 3634877716, 1800426750, 1345499493, 2942995346,
+     2252917204, 878115723, 1904615676, 3771485674, 986026652, 117628829, 2295290254,
+     2879636018, 3925436996),
+)
+
+
 @functools.cache
-def _permutations(num_perm: int) -> tuple[np.ndarray, np.ndarray]:
-    """datasketch's affine32 permutations for :data:`SEED` (``MinHash(num_perm, seed)
-    .permutations``), drawn the way it draws them, without importing it."""
-    gen = np.random.RandomState(SEED)
+def _permutations(num_perm: int, seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
+    """datasketch's affine32 permutations (``MinHash(num_perm, seed).permutations``)."""
+    if (num_perm, seed) == (16, 1):
+        a, b = _PERMUTATIONS_16_SEED_1
+        return np.array(a, dtype=_U32), np.array(b, dtype=_U32)
+    return _draw_permutations(num_perm, seed)
+
+
+def _draw_permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The permutations drawn the way datasketch draws them, without importing it."""
+    gen = np.random.RandomState(seed)
     a = gen.randint(0, 1 << 31, num_perm, dtype=_U32) * _U32(2) + _U32(1)
     b = gen.randint(0, 1 << 32, num_perm, dtype=_U32)
     return a, b
@@ -94,9 +174,9 @@ def signatures(norms: Sequence[str], num_perm: int = NUM_PERM) -> np.ndarray:
     """
     if not norms:
         return np.zeros((0, num_perm), dtype=_U32)
-    padded = [f" {n} " for n in norms]
-    lengths = np.fromiter((len(p) for p in padded), dtype=np.int64, count=len(padded))
-    cps = _codepoints("".join(padded))
+    # Each value padded with a space on both sides, all in one string.
+    lengths = np.fromiter(map(len, norms), dtype=np.int64, count=len(norms)) + 2
+    cps = _codepoints(" " + "  ".join(norms) + " ")
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
     counts = lengths - 2
     seg = np.concatenate(([0], np.cumsum(counts)[:-1]))
@@ -105,9 +185,8 @@ def signatures(norms: Sequence[str], num_perm: int = NUM_PERM) -> np.ndarray:
     hv = (_fmix(_shingle_codes(cps, positions), 64) >> _U64(32)).astype(_U32)
     hv = _fmix(hv, 32)
     a, b = _permutations(num_perm)
-    with np.errstate(over="ignore"):
-        permuted = a[:, None] * hv[None, :]  # one row per permutation: reduceat runs along rows
-        permuted += b[:, None]
+    permuted = a[:, None] * hv[None, :]  # one row per permutation: reduceat runs along rows
+    permuted += b[:, None]
     return np.ascontiguousarray(np.minimum.reduceat(permuted, seg, axis=1).T)
 
 
@@ -116,8 +195,7 @@ def band_keys(sigs: np.ndarray, bands: int = BANDS) -> np.ndarray:
     n, num_perm = sigs.shape
     rows = num_perm // bands
     by_band = sigs[:, :bands * rows].reshape(n, bands, rows).astype(_U64)
-    with np.errstate(over="ignore"):
-        keys = np.broadcast_to(np.arange(bands, dtype=_U64) * _U64(0x9E3779B97F4A7C15), (n, bands))
+    keys = np.broadcast_to(np.arange(bands, dtype=_U64) * _U64(0x9E3779B97F4A7C15), (n, bands))
     for j in range(rows):
         keys = _fmix(keys ^ by_band[:, :, j], 64)
     return np.ascontiguousarray(keys).view(np.int64)
@@ -148,9 +226,8 @@ def _segment_keys(cps: np.ndarray, lengths: np.ndarray, tags: np.ndarray) -> np.
     np.cumsum(lengths[:-1], out=starts[1:])
     within = np.arange(len(cps), dtype=np.int64) - np.repeat(starts, lengths)
     powers = _powers(int(lengths.max()))
-    with np.errstate(over="ignore"):
-        sums = np.add.reduceat(cps.astype(_U64) * powers[within], starts)
-        mixed = _fmix(tags.astype(_U64) * _U64(_KIND_MIX) + lengths.astype(_U64), 64)
+    sums = np.add.reduceat(cps.astype(_U64) * powers[within], starts)
+    mixed = _fmix(tags.astype(_U64) * _U64(_KIND_MIX) + lengths.astype(_U64), 64)
     return _fmix(sums ^ mixed, 64).view(np.int64)
 
 
@@ -172,21 +249,29 @@ def half_keys(tokens: Sequence[str]) -> np.ndarray:
     if not tokens:
         return np.zeros((0, 2), dtype=np.int64)
     lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+    return _halves(_codepoints("".join(tokens)), lengths)
+
+
+def _halves(cps: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """:func:`half_keys` of the consecutive tokens of ``cps``, ``lengths`` long (each >= 2)."""
+    if len(lengths) == 0:
+        return np.zeros((0, 2), dtype=np.int64)
     heads = lengths // 2
-    halves = np.empty(2 * len(tokens), dtype=np.int64)
+    halves = np.empty(2 * len(lengths), dtype=np.int64)
     halves[0::2], halves[1::2] = heads, lengths - heads
-    tags = np.empty(2 * len(tokens), dtype=np.int64)
+    tags = np.empty(2 * len(lengths), dtype=np.int64)
     tags[0::2], tags[1::2] = _tags(_PREFIX, lengths), _tags(_SUFFIX, lengths)
-    return _segment_keys(_codepoints("".join(tokens)), halves, tags).reshape(-1, 2)
+    return _segment_keys(cps, halves, tags).reshape(-1, 2)
 
 
-def query_half_keys(token: str) -> list[int]:
-    """The keys under which a token within one edit of ``token`` is stored.
+def _subset(cps: np.ndarray, lengths: np.ndarray, keep: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """The code points and lengths of the segments of ``cps`` that ``keep`` selects."""
+    return cps[np.repeat(keep, lengths)], lengths[keep]
 
-    A stored token of length ``L`` (``n - 1``, ``n`` or ``n + 1`` for a query of length ``n``)
-    within one edit keeps one half intact: its first ``L // 2`` characters start the query, or
-    its last ``L - L // 2`` characters end it.
-    """
+
+def query_half_parts(token: str) -> tuple[list[str], list[int]]:
+    """The strings and tags whose keys (:func:`tagged_keys`) are :func:`query_half_keys`."""
     n = len(token)
     parts: list[str] = []
     tags: list[int] = []
@@ -196,8 +281,71 @@ def query_half_keys(token: str) -> list[int]:
         head = length // 2
         parts += [token[:head], token[n - (length - head):]]
         tags += [(_PREFIX << 32) + length, (_SUFFIX << 32) + length]
+    return parts, tags
+
+
+def query_half_keys(token: str) -> list[int]:
+    """The keys under which a token within one edit of ``token`` is stored.
+
+    A stored token of length ``L`` (``n - 1``, ``n`` or ``n + 1`` for a query of length ``n``)
+    within one edit keeps one half intact: its first ``L // 2`` characters start the query, or
+    its last ``L - L // 2`` characters end it.
+    """
+    parts, tags = query_half_parts(token)
+    return tagged_keys(parts, tags).tolist()
+
+
+def tagged_keys(parts: Sequence[str], tags: Sequence[int]) -> np.ndarray:
+    """Keys of non-empty strings, each with its own tag (``kind << 32`` plus a length): the
+    exact, word and one-edit keys of many keywords computed in one call."""
     if not parts:
-        return []
+        return np.zeros(0, dtype=np.int64)
     lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
-    return _segment_keys(_codepoints("".join(parts)), lengths,
-                         np.asarray(tags, dtype=np.int64)).tolist()
+    return _segment_keys(_codepoints("".join(parts)), lengths, np.asarray(tags, dtype=np.int64))
+
+
+@functools.cache
+def _stopword_keys() -> np.ndarray:
+    return np.sort(string_keys(sorted(STOPWORDS), _WORD))
+
+
+def value_keys(norms: Sequence[str], first: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every key of the values ``first, first + 1, ...`` (normalised as ``norms``, none empty),
+    and the value id of each: the exact key of each value; the word key of each word of a
+    multi-word value (stop words left out); the one-edit keys of each value and of each of those
+    words, when at least 2 characters long; the LSH band keys of each value.
+
+    All of it is computed over the batch's joined code points; no Python work per value beyond
+    measuring and splitting the strings. A word repeated in one value gives repeated postings,
+    which the writer drops.
+    """
+    n = len(norms)
+    ids = np.arange(first, first + n, dtype=np.int32)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), ids
+    lengths = np.fromiter(map(len, norms), dtype=np.int64, count=n)
+    cps = _codepoints("".join(norms))
+    exact = _segment_keys(cps, lengths, _tags(_EXACT, lengths))
+
+    starts = np.zeros(n, dtype=np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    counts = np.add.reduceat((cps == 32).astype(np.int64), starts) + 1  # words per value
+    words = " ".join(norms).split(" ")
+    word_lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+    word_cps = cps[cps != 32]  # the words' code points, one after another
+    word_ids = np.repeat(ids, counts)
+    word_all = _segment_keys(word_cps, word_lengths, _tags(_WORD, word_lengths))
+    stop = _stopword_keys()
+    is_stop = stop[np.minimum(np.searchsorted(stop, word_all), len(stop) - 1)] == word_all
+    kept = np.repeat(counts > 1, counts) & ~is_stop
+
+    long_values = lengths > 1
+    value_halves = _halves(*_subset(cps, lengths, long_values))
+    long_words = kept & (word_lengths > 1)
+    word_halves = _halves(*_subset(word_cps, word_lengths, long_words))
+    bands = band_keys(signatures(norms))
+    keys = np.concatenate((exact, word_all[kept], value_halves.ravel(), word_halves.ravel(),
+                           bands.ravel()))
+    vids = np.concatenate((ids, word_ids[kept], np.repeat(ids[long_values], 2),
+                           np.repeat(word_ids[long_words], 2), np.repeat(ids, bands.shape[1])))
+    return keys, vids

@@ -8,26 +8,37 @@ of another version is never found by :meth:`ValueIndex.load_or_build` (it builds
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
+import sys
+import threading
 import time
+from array import array
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rapidfuzz.distance import Levenshtein
 
 from sqlchorus.tools.engines.sqlite import Database, GuardedDatabase, SqlError
 from sqlchorus.tools.errors import SqlchorusError
 from sqlchorus.tools.values.building import ProgressFn, _write_index, write_index
-from sqlchorus.tools.values.hashing import _U64, normalize
-from sqlchorus.tools.values.lookup import _candidates, _lookup
+from sqlchorus.tools.values.hashing import _U64, normalize, normalize_many, sorted_unique
+from sqlchorus.tools.values.lookup import _candidates, _Lookup, _lookups
 from sqlchorus.tools.values.parameters import (
     DEFAULT_MAX_VALUES,
     DEFAULT_THRESHOLD,
+    FLAG_CHARS,
+    FLAG_SCORE,
+    FLAG_VALUES,
     FORMAT_VERSION,
+    MEMORY_BYTES,
+    STOPWORDS,
 )
 from sqlchorus.tools.values.parts import BuildPlan, ColumnPart, plan_build
-from sqlchorus.tools.values.scoring import Embedder, _rank_key, score_value
+from sqlchorus.tools.values.scoring import Embedder, _rank_key, score_pairs
 from sqlchorus.tools.values.storage import _VID_MASK, _index_path, _pack
 
 _CHUNK = 500  # parameters per statement
@@ -87,6 +98,10 @@ class ValueIndex:
             self.skipped = [{"table": t, "column": c, "reason": r}
                             for t, c, r in self._rows("SELECT tbl, col, reason FROM skipped")]
             truncated = self._rows("SELECT count(*) FROM cols WHERE truncated")[0][0]
+            self._names = _ColumnNames(self._rows(
+                "SELECT id, col, first_vid, n_values FROM cols "
+                f"WHERE NOT truncated AND n_values <= {FLAG_VALUES} "
+                f"AND max_chars <= {FLAG_CHARS}"))
         except IndexFormatError:
             self._db.close()
             raise
@@ -106,6 +121,8 @@ class ValueIndex:
             "fingerprint": meta.get("fingerprint"),
         }
         self.embedder = embedder
+        self._memory: _InMemory | None = None
+        self._loading = threading.Lock()
 
     # -- construction ---------------------------------------------------------------------------
 
@@ -223,9 +240,8 @@ class ValueIndex:
             the columns ordered by their best score.
         """
         best: dict[tuple[int, str], dict[str, Any]] = {}
-        for keyword, col_id, value, score in self._scored(keywords, embedder or self.embedder):
-            if score < threshold:
-                continue
+        for keyword, col_id, value, score in self._scored(keywords, threshold,
+                                                          embedder or self.embedder):
             slot = best.get((col_id, value))
             if slot is None or score > slot["score"]:
                 best[(col_id, value)] = {"value": value, "score": round(score, 2),
@@ -236,26 +252,47 @@ class ValueIndex:
         ranked = {name: sorted(hits, key=_rank_key)[:top_k] for name, hits in per_column.items()}
         return dict(sorted(ranked.items(), key=lambda kv: -kv[1][0]["score"]))
 
-    def _scored(self, keywords: list[str], embedder: Embedder | None = None) -> list[tuple[str, int, str, float]]:
-        lookups = [found for found in map(_lookup, dict.fromkeys(k for k in keywords
-                                                                 if k and k.strip()))
-                   if found is not None]
+    def _scored(self, keywords: list[str], threshold: float = 0.0, embedder: Embedder | None = None
+                ) -> list[tuple[str, int, str, float]]:
+        """``(keyword, column id, value, score)`` of every candidate scoring ``threshold`` or
+        more."""
+        lookups, keyed = _lookups(keywords)
         if not lookups:
             return []
-        postings = self._postings({key for lk in lookups
-                                   for key in (*lk.exact, *lk.words, *lk.halves, *lk.bands)})
-        wanted = [(lk, _candidates(lk, postings)) for lk in lookups]
-        values = self._values({vid for _, vids in wanted for vid in vids})
-        # Keywords overlap (1- to 3-grams), so one value comes back for many: normalised once.
-        norms = {vid: normalize(text) for vid, (_, text) in values.items()}
+        self._load()
+        owners, vids = _candidates(keyed, self._fetch(sorted_unique(keyed.key)))
+        named = self._names.pairs(lookups)
+        if named:
+            extra = np.array(sorted(named), dtype=np.int64).reshape(-1, 2)
+            merged = sorted_unique(np.concatenate(((owners << 32) | vids,
+                                                   (extra[:, 0] << 32) | extra[:, 1])))
+            owners, vids = merged >> 32, merged & 0xFFFFFFFF
+        values = self._values(set(vids.tolist()))
+        pairs = [(o, v) for o, v in zip(owners.tolist(), vids.tolist()) if v in values]
+        if not pairs:
+            return []
+        # Keywords overlap (1- to 3-grams), so one value comes back for many: normalised once,
+        # and once for all searches of an index in memory.
+        norm_of = self._memory.norms if self._memory is not None else {}
+        missing = [v for v in values if v not in norm_of]
+        norm_of.update(zip(missing, normalize_many([values[v][1] for v in missing])))
+        scores = score_pairs(lookups, [o for o, _ in pairs], [values[v][1] for _, v in pairs],
+                             [norm_of[v] for _, v in pairs])
+        if named:
+            scores = np.maximum(scores, [FLAG_SCORE if pair in named else 0.0 for pair in pairs])
+        if embedder is None:
+            kept = np.flatnonzero(scores >= threshold).tolist()
+            return [(lookups[pairs[i][0]].keyword, *values[pairs[i][1]], s)
+                    for i, s in zip(kept, scores[kept].tolist())]
+        by_lookup: dict[int, list[tuple[int, str, float]]] = {}
+        for (o, v), score in zip(pairs, scores.tolist()):
+            by_lookup.setdefault(o, []).append((*values[v], score))
         out: list[tuple[str, int, str, float]] = []
-        for lk, vids in wanted:
-            scored = [(values[v][0], values[v][1],
-                       score_value(lk.keyword, lk.norm, values[v][1], norms[v], lk.singular, lk.acronym))
-                      for v in vids if v in values]
-            if embedder is not None and scored:
-                scored = _blend(embedder, lk.keyword, scored)
-            out.extend((lk.keyword, col_id, value, score) for col_id, value, score in scored)
+        for o, scored in by_lookup.items():
+            keyword = lookups[o].keyword
+            out.extend((keyword, col_id, value, score)
+                       for col_id, value, score in _blend(embedder, keyword, scored)
+                       if score >= threshold)
         return out
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -264,33 +301,71 @@ class ValueIndex:
         with self._db.locked():
             return self._db.introspection_connection().execute(sql, tuple(params)).fetchall()
 
-    def _postings(self, keys: set[int]) -> dict[int, np.ndarray]:
-        """The value ids stored under each of ``keys`` (absent keys are left out)."""
-        if not keys:
-            return {}
-        wanted = np.array(sorted(keys), dtype=np.int64)
-        low = _pack(wanted, np.zeros(len(wanted), dtype=np.int64))
-        high = low | _U64(_VID_MASK)
-        buckets = (low >> self._shift).astype(np.int64)
-        unique = np.unique(buckets).tolist()
-        found: dict[int, np.ndarray] = {}
-        for at in range(0, len(unique), _CHUNK):
-            chunk = unique[at:at + _CHUNK]
-            sql = f"SELECT bucket, postings FROM post WHERE bucket IN ({', '.join('?' * len(chunk))})"
+    def _load(self) -> None:
+        """Read an index of at most :data:`MEMORY_BYTES` into memory, once: its searches then
+        read no statement at all. A larger one is read a few buckets and chunks a search."""
+        if self._memory is not None or self.stats["bytes_on_disk"] > MEMORY_BYTES:
+            return
+        with self._loading:
+            if self._memory is not None:
+                return
+            postings = self._fetch(None)
+            col_ids: list[int] = []
+            texts: list[str] = []
+            for chunk, cblob, eblob, text in self._rows(
+                    "SELECT chunk, col_ids, ends, text FROM vals ORDER BY chunk"):
+                cols, ends = _chunk_arrays(self.path, chunk, cblob, eblob, text)
+                if chunk * self._chunk != len(texts):
+                    raise _damaged(self.path, f"value chunk {chunk}")
+                bounds = [0, *ends]
+                texts += [text[a:b] for a, b in zip(bounds, bounds[1:])]
+                col_ids += cols
+            self._memory = _InMemory(postings, col_ids, texts, {})
+
+    def _fetch(self, keys: np.ndarray | None) -> np.ndarray:
+        """Every posting of the buckets that ``keys`` (sorted) fall in, as one sorted array:
+        the buckets split the posting space by its top bits, so they are read in bucket order
+        and joined, and each key's postings are then a range found by binary search. ``None``:
+        every bucket; an index in memory holds them all already."""
+        if self._memory is not None:
+            return self._memory.postings
+        blobs: list[bytes] = []
+        if keys is None:
+            for bucket, blob in self._rows("SELECT bucket, postings FROM post ORDER BY bucket"):
+                if not isinstance(blob, bytes) or len(blob) % 8:
+                    raise _damaged(self.path, f"posting bucket {bucket}")
+                blobs.append(blob)
+            return np.frombuffer(b"".join(blobs), dtype="<u8")
+        if not len(keys):
+            return np.zeros(0, dtype=_U64)
+        buckets = sorted_unique(_pack(keys, np.zeros(len(keys), dtype=np.int64)) >> self._shift)
+        wanted = buckets.astype(np.int64).tolist()
+        for at in range(0, len(wanted), _CHUNK):
+            chunk = wanted[at:at + _CHUNK]
+            sql = ("SELECT bucket, postings FROM post "
+                   f"WHERE bucket IN ({', '.join('?' * len(chunk))}) ORDER BY bucket")
             for bucket, blob in self._rows(sql, chunk):
                 if not isinstance(blob, bytes) or len(blob) % 8:
                     raise _damaged(self.path, f"posting bucket {bucket}")
-                packed = np.frombuffer(blob, dtype="<u8")
-                mine = buckets == bucket
-                lo = np.searchsorted(packed, low[mine], side="left").tolist()
-                hi = np.searchsorted(packed, high[mine], side="right").tolist()
-                for key, a, b in zip(wanted[mine].tolist(), lo, hi):
-                    if b > a:
-                        found[key] = (packed[a:b] & _U64(_VID_MASK)).astype(np.int32)
-        return found
+                blobs.append(blob)
+        return np.frombuffer(b"".join(blobs), dtype="<u8")
+
+    def _postings(self, keys: set[int]) -> dict[int, np.ndarray]:
+        """The value ids stored under each of ``keys`` (absent keys are left out)."""
+        wanted = np.array(sorted(keys), dtype=np.int64)
+        packed = self._fetch(wanted)
+        low = _pack(wanted, np.zeros(len(wanted), dtype=np.int64))
+        starts = np.searchsorted(packed, low, side="left").tolist()
+        ends = np.searchsorted(packed, low | _U64(_VID_MASK), side="right").tolist()
+        return {key: (packed[a:b] & _U64(_VID_MASK)).astype(np.int32)
+                for key, a, b in zip(wanted.tolist(), starts, ends) if b > a}
 
     def _values(self, vids: set[int]) -> dict[int, tuple[int, str]]:
         """``{value id: (column id, value)}`` for the ids given."""
+        if self._memory is not None:
+            cols, texts = self._memory.col_ids, self._memory.texts
+            return {vid: (cols[vid], texts[vid]) for vid in vids
+                    if vid < len(texts) and cols[vid] in self.columns}
         wanted: dict[int, list[int]] = {}
         for vid in vids:
             wanted.setdefault(vid // self._chunk, []).append(vid)
@@ -301,19 +376,106 @@ class ValueIndex:
             sql = ("SELECT chunk, col_ids, ends, text FROM vals "
                    f"WHERE chunk IN ({', '.join('?' * len(part))})")
             for chunk, cblob, eblob, text in self._rows(sql, part):
-                if not isinstance(cblob, bytes) or not isinstance(eblob, bytes) or \
-                        not isinstance(text, str) or len(cblob) != len(eblob) or len(cblob) % 4:
-                    raise _damaged(self.path, f"value chunk {chunk}")
-                col_ids = np.frombuffer(cblob, dtype="<i4")
-                ends = np.frombuffer(eblob, dtype="<i4")
+                col_ids, ends = _chunk_arrays(self.path, chunk, cblob, eblob, text)
                 for vid in wanted.get(chunk, ()):
                     i = vid - chunk * self._chunk
                     if i >= len(ends):
                         raise _damaged(self.path, f"value chunk {chunk}")
-                    col_id = int(col_ids[i])
+                    col_id = col_ids[i]
                     if col_id in self.columns:
-                        out[vid] = (col_id, text[int(ends[i - 1]) if i else 0:int(ends[i])])
+                        out[vid] = (col_id, text[ends[i - 1] if i else 0:ends[i]])
         return out
+
+
+@dataclass
+class _InMemory:
+    """An index read whole: every posting, sorted, and each value's column and text, by value
+    id; the normalised texts of the values searches have met so far."""
+
+    postings: np.ndarray
+    col_ids: list[int]
+    texts: list[str]
+    norms: dict[int, str]
+
+
+def _chunk_arrays(path: Path, chunk: Any, cblob: Any, eblob: Any, text: Any
+                  ) -> tuple[array, array]:
+    """The column ids and value ends of one ``vals`` row (little-endian 32-bit integers),
+    checked. Python arrays, not numpy's: a search reads one row per candidate, and making a
+    numpy array costs more than the row itself."""
+    if not isinstance(cblob, bytes) or not isinstance(eblob, bytes) or \
+            not isinstance(text, str) or len(cblob) != len(eblob) or len(cblob) % 4:
+        raise _damaged(path, f"value chunk {chunk}")
+    cols, ends = array("i", cblob), array("i", eblob)
+    if sys.byteorder == "big":
+        cols.byteswap()
+        ends.byteswap()
+    if ends and ends[-1] != len(text):
+        raise _damaged(path, f"value chunk {chunk}")
+    return cols, ends
+
+
+class _ColumnNames:
+    """The column-name lookup: the columns of at most :data:`FLAG_VALUES` distinct values of at
+    most :data:`FLAG_CHARS` characters (flags and codes such as ``IsOfficial`` = ``T``/``F``,
+    ``Sex`` = ``F``/``M``), found by a keyword's word that is one of the words of the column's
+    name (``official``, ``sex``), or within one edit of it when both have four letters or more. Such values are rarely spelt in a question
+    and cannot be found by spelling; the question names the column instead. Each of the
+    column's values is then a candidate of the keyword, scored at least :data:`FLAG_SCORE`."""
+
+    def __init__(self, rows: list[tuple[Any, ...]]):
+        self._columns: dict[str, list[tuple[int, int]]] = {}  # name word -> (first id, count)
+        for _, name, first_vid, n_values in rows:
+            if first_vid is None:
+                continue
+            for word in _name_words(name):
+                self._columns.setdefault(word, []).append((int(first_vid), int(n_values)))
+        # The one-edit lookup's halves (see .hashing), as strings: a word within one edit of a
+        # name word shares one of its halves, at the same length.
+        self._halves: dict[tuple[str, int, int], set[str]] = {}
+        for word in self._columns:
+            if len(word) >= 4:
+                head = len(word) // 2
+                self._halves.setdefault((word[:head], len(word), 0), set()).add(word)
+                self._halves.setdefault((word[head:], len(word), 1), set()).add(word)
+
+    def _named(self, word: str) -> set[str]:
+        """The name words equal to ``word``, or within one edit of it (both four letters or
+        more)."""
+        found = {word} if word in self._columns else set()
+        n = len(word)
+        if n >= 4 and self._halves:
+            for length in (n - 1, n, n + 1):
+                head = length // 2
+                for key in ((word[:head], length, 0), (word[n - (length - head):], length, 1)):
+                    found.update(w for w in self._halves.get(key, ())
+                                 if Levenshtein.distance(word, w, score_cutoff=1) <= 1)
+        return found
+
+    def pairs(self, lookups: list[_Lookup]) -> set[tuple[int, int]]:
+        """``(lookup index, value id)`` of every value of a column that a lookup's word names."""
+        out: set[tuple[int, int]] = set()
+        if not self._columns:
+            return out
+        named: dict[str, set[str]] = {}  # the n-gram keywords of a question share their words
+        for i, lk in enumerate(lookups):
+            spans: set[tuple[int, int]] = set()
+            for word in lk.names:
+                if word not in named:
+                    named[word] = self._named(word)
+                spans.update(span for name in named[word] for span in self._columns[name])
+            out.update((i, vid) for first, count in spans for vid in range(first, first + count))
+        return out
+
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def _name_words(name: str) -> list[str]:
+    """The words of a column's name that a question may use: ``IsOfficial`` -> ``official``,
+    ``Hight_definition_TV`` -> ``hight``, ``definition``."""
+    return [w for w in normalize(_CAMEL.sub(" ", name)).split(" ")
+            if len(w) >= 3 and w not in STOPWORDS and not w.isdigit()]
 
 
 def _blend(embedder: Embedder, keyword: str, scored: list[tuple[int, str, float]]) -> list[tuple[int, str, float]]:

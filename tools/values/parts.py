@@ -20,32 +20,19 @@ columns, their ids (their place in the plan, from 1) and the settings every read
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from sqlchorus.tools.engines.sqlite import Database, SqlError
-from sqlchorus.tools.values.hashing import (
-    _EXACT,
-    _U64,
-    _WORD,
-    band_keys,
-    half_keys,
-    normalize,
-    signatures,
-    string_keys,
-)
-from sqlchorus.tools.values.parameters import (
-    BANDS,
-    DEFAULT_MAX_VALUES,
-    HASH_BATCH,
-    STOPWORDS,
-)
+from sqlchorus.tools.values.hashing import _U64, normalize_many, value_keys
+from sqlchorus.tools.values.parameters import DEFAULT_MAX_VALUES, HASH_BATCH
 from sqlchorus.tools.values.reading import (
     ColumnPlan,
-    _column_pages,
+    _ColumnRead,
     _count_beyond,
+    _read_columns,
     _text_columns,
 )
 from sqlchorus.tools.values.storage import _pack
@@ -146,14 +133,34 @@ class BuildPlan:
         Raises:
             IndexError: no column has that id.
         """
-        if not 1 <= col_id <= len(self.columns):
-            raise IndexError(f"no column {col_id} in a plan of {len(self.columns)} columns")
-        return column_part(db, self.columns[col_id - 1], col_id, self.max_values_per_column,
-                           self.timeout_s, sink)
+        return next(self.read_parts(db, [col_id], lambda _: sink))
 
     def parts(self, db: Database, col_ids: Iterable[int]) -> list[ColumnPart]:
         """The parts of the columns ``col_ids``, read from ``db``: one worker's share."""
-        return [self.part(db, col_id) for col_id in col_ids]
+        return list(self.read_parts(db, col_ids))
+
+    def read_parts(self, db: Database, col_ids: Iterable[int],
+                   sink_for: Callable[[int], BlockSink | None] | None = None
+                   ) -> Iterator[ColumnPart]:
+        """The parts of the columns ``col_ids``, in that order, read from ``db`` as they are
+        asked for. Consecutive columns of one table are read together (a small table in one
+        statement); a part is the same however its column was read.
+
+        Args:
+            sink_for: the sink of each column's blocks (see :meth:`part`), by column id.
+
+        Raises:
+            IndexError: a column id that no column has (before anything is read).
+        """
+        ids = list(col_ids)
+        for col_id in ids:
+            if not 1 <= col_id <= len(self.columns):
+                raise IndexError(f"no column {col_id} in a plan of {len(self.columns)} columns")
+        reads = _read_columns(db, [self.columns[i - 1] for i in ids],
+                              self.max_values_per_column, self.timeout_s)
+        for col_id, read in zip(ids, reads):
+            yield column_part(db, read, col_id, self.max_values_per_column, self.timeout_s,
+                              None if sink_for is None else sink_for(col_id))
 
 
 def plan_build(db: Database, *, max_values_per_column: int = DEFAULT_MAX_VALUES,
@@ -167,30 +174,37 @@ def plan_build(db: Database, *, max_values_per_column: int = DEFAULT_MAX_VALUES,
     return BuildPlan(tuple(columns), tuple(skipped), max_values_per_column, timeout_s)
 
 
-def column_part(db: Database, plan: ColumnPlan, col_id: int, max_values_per_column: int,
+def column_part(db: Database, read: _ColumnRead, col_id: int, max_values_per_column: int,
                 timeout_s: float, sink: BlockSink | None = None) -> ColumnPart:
-    """Read, normalise and key one column's distinct text values (see :class:`ColumnPart`).
+    """Normalise and key one column's distinct text values, as ``read`` reads them (see
+    :class:`ColumnPart`).
 
     A statement that fails (:class:`SqlError`: a timeout, a value too large) makes the column
     ``unreadable``, not the build: the other columns are still indexed.
     """
+    plan = read.plan
     part = ColumnPart(col_id, plan.table, plan.column)
     blocks: list[ValueBlock] = []
     keep = blocks.append if sink is None else sink
     try:
-        reason, pages = _column_pages(db, plan, max_values_per_column, timeout_s)
-        if reason:
-            part.reason = reason
+        if read.error is not None:
+            raise read.error
+        if read.reason:
+            part.reason = read.reason
             return part
-        for page in pages:
-            block = value_block(page, part.n_values)
-            if len(block):
-                part.n_values += len(block)
-                keep(block)
+        for page in read.pages:
+            for at in range(0, len(page), HASH_BATCH):
+                block = value_block(page[at:at + HASH_BATCH], part.n_values)
+                if len(block):
+                    part.n_values += len(block)
+                    keep(block)
         if part.n_values == 0:
             return part
-        part.truncated = part.n_values >= max_values_per_column and _count_beyond(
-            db, plan, max_values_per_column, timeout_s)
+        truncated = read.known_truncated()
+        if truncated is None:
+            truncated = part.n_values >= max_values_per_column and _count_beyond(
+                db, plan, max_values_per_column, timeout_s)
+        part.truncated = truncated
         part.indexed = True
         if part.truncated:
             part.reason = (f"truncated: more than {max_values_per_column} distinct values; "
@@ -218,47 +232,14 @@ def value_block(page: list[str], first: int) -> ValueBlock:
     >>> bool((block.postings[1:] >= block.postings[:-1]).all())
     True
     """
-    norms = list(map(normalize, page))
+    norms = normalize_many(page)
     if not all(norms):
         page = [v for v, n in zip(page, norms) if n]
         norms = [n for n in norms if n]
-    postings = [_pack(*_keys_of(first + at, norms[at:at + HASH_BATCH]))
-                for at in range(0, len(norms), HASH_BATCH)]
+    postings = _pack(*value_keys(norms, first)) if norms else np.zeros(0, dtype=_U64)
     return ValueBlock(
         first, "".join(page),
         np.fromiter(map(len, page), dtype=np.int32, count=len(page)),
         # Sorted where the block is made (in parallel, on a cluster): the merge only merges.
-        np.sort(np.concatenate(postings)) if postings else np.zeros(0, dtype=_U64),
+        np.sort(postings),
     )
-
-
-def _keys_of(first: int, norms: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Every key of values ``first, first + 1, ...`` (normalised as ``norms``), with the value
-    id of each.
-
-    Computed :data:`HASH_BATCH` values at a time by the caller: numpy's working arrays (one row
-    per permutation and shingle) stay in cache, and the result does not depend on the cut.
-    """
-    words: list[str] = []
-    word_ids: list[int] = []
-    tokens: list[str] = []
-    token_ids: list[int] = []
-    for vid, norm in enumerate(norms, start=first):
-        if len(norm) > 1:
-            tokens.append(norm)
-            token_ids.append(vid)
-        if " " in norm:
-            for word in set(norm.split(" ")):
-                if word not in STOPWORDS:
-                    words.append(word)
-                    word_ids.append(vid)
-                    if len(word) > 1:
-                        tokens.append(word)
-                        token_ids.append(vid)
-    ids = np.arange(first, first + len(norms), dtype=np.int32)
-    keys = np.concatenate((string_keys(norms, _EXACT), string_keys(words, _WORD),
-                           half_keys(tokens).ravel(), band_keys(signatures(norms)).ravel()))
-    vids = np.concatenate((ids, np.asarray(word_ids, dtype=np.int32),
-                           np.repeat(np.asarray(token_ids, dtype=np.int32), 2),
-                           np.repeat(ids, BANDS)))
-    return keys, vids

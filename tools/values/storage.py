@@ -103,7 +103,7 @@ _index_path = index_path
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE cols (id INTEGER PRIMARY KEY, tbl TEXT, col TEXT, n_values INTEGER,
-                   truncated INTEGER);
+                   truncated INTEGER, first_vid INTEGER, max_chars INTEGER);
 CREATE TABLE skipped (tbl TEXT, col TEXT, reason TEXT);
 CREATE TABLE vals (chunk INTEGER PRIMARY KEY, col_ids BLOB, ends BLOB, text TEXT);
 CREATE TABLE post (bucket INTEGER PRIMARY KEY, postings BLOB);
