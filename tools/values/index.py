@@ -39,7 +39,7 @@ from sqlchorus.tools.values.parameters import (
 )
 from sqlchorus.tools.values.parts import BuildPlan, ColumnPart, plan_build
 from sqlchorus.tools.values.scoring import Embedder, _rank_key, score_pairs
-from sqlchorus.tools.values.storage import _VID_MASK, _index_path, _pack
+from sqlchorus.tools.values.storage import _index_path, _pack
 
 _CHUNK = 500  # parameters per statement
 
@@ -349,16 +349,6 @@ class ValueIndex:
                     raise _damaged(self.path, f"posting bucket {bucket}")
                 blobs.append(blob)
         return np.frombuffer(b"".join(blobs), dtype="<u8")
-
-    def _postings(self, keys: set[int]) -> dict[int, np.ndarray]:
-        """The value ids stored under each of ``keys`` (absent keys are left out)."""
-        wanted = np.array(sorted(keys), dtype=np.int64)
-        packed = self._fetch(wanted)
-        low = _pack(wanted, np.zeros(len(wanted), dtype=np.int64))
-        starts = np.searchsorted(packed, low, side="left").tolist()
-        ends = np.searchsorted(packed, low | _U64(_VID_MASK), side="right").tolist()
-        return {key: (packed[a:b] & _U64(_VID_MASK)).astype(np.int32)
-                for key, a, b in zip(wanted.tolist(), starts, ends) if b > a}
 
     def _values(self, vids: set[int]) -> dict[int, tuple[int, str]]:
         """``{value id: (column id, value)}`` for the ids given."""

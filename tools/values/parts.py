@@ -221,8 +221,9 @@ def column_part(db: Database, read: _ColumnRead, col_id: int, max_values_per_col
 
 
 def value_block(page: list[str], first: int) -> ValueBlock:
-    """The block of a page of one column's values, the first being value ``first`` of its
-    column: the values not empty once normalised, and all their postings.
+    """The block of some consecutive values of one column (at most :data:`HASH_BATCH` at a
+    time, so that the arrays of their keys stay in cache), the first being value ``first`` of
+    its column: the values not empty once normalised, and all their postings.
 
     >>> block = value_block(["New York", "!!", "Paris"], 10)
     >>> block.text, block.lengths.tolist(), block.first
