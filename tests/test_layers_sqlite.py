@@ -39,7 +39,14 @@ from sqlchorus.tools.engines.sqlite import (
     QueryTimeoutError,
     check_single_query,
 )
-from sqlchorus.tools.engines.sqlite_guard import LIMITS, GuardState, authorize, open_guarded, run
+from sqlchorus.tools.engines.sqlite_guard import (
+    LIMITS,
+    GuardState,
+    authorize,
+    capped_rows,
+    open_guarded,
+    run,
+)
 
 REFUSED = load_pairs(FIXTURES / "guard" / "refused.sql")
 AUTHORIZER = load_pairs(FIXTURES / "guard" / "authorizer.sql")
@@ -520,3 +527,44 @@ def test_the_result_caps_alone_cut_rows_and_bytes(concert, name, sql):
     assert truncated
     assert len(rows) <= DEFAULT_MAX_ROWS
     assert sum(len(str(v)) for row in rows for v in row) <= DEFAULT_MAX_BYTES
+
+
+def _size(value):
+    if value is None:
+        return 1
+    if isinstance(value, bytes):
+        return len(value)
+    if isinstance(value, str):
+        return len(value.encode("utf-8", "replace"))
+    return 8
+
+
+def _capped_row_by_row(batches, row_cap, byte_cap):
+    """The caps' definition: rows in order until the next would pass a cap."""
+    rows, size = [], 0
+    for row in (row for batch in batches for row in batch):
+        if len(rows) >= row_cap:
+            return rows, True
+        size += sum(map(_size, row))
+        if size > byte_cap:
+            return rows, True
+        rows.append(tuple(row))
+    return rows, False
+
+
+def test_the_caps_cut_where_row_by_row_would_whatever_the_batches():
+    """Batches measured whole cut at the very row, and count a text's UTF-8 bytes."""
+    import random
+
+    rng = random.Random(11)
+    cells = [None, 7, 2.5, b"\x00\x01\x02", "", "abc", "é", "東京", "\ud800", "x" * 40]
+    for _ in range(400):
+        batches = [[tuple(rng.choice(cells) for _ in range(rng.randint(1, 3)))
+                    for _ in range(rng.randint(1, 6))] for _ in range(rng.randint(0, 5))]
+        total_rows = sum(map(len, batches))
+        total_bytes = sum(_size(v) for b in batches for r in b for v in r)
+        row_cap = rng.randint(0, total_rows + 1)
+        byte_cap = rng.randint(0, total_bytes + 1)
+        feed = iter(batches)
+        got = capped_rows(lambda _: next(feed, []), row_cap, byte_cap)
+        assert got == _capped_row_by_row(batches, row_cap, byte_cap), (batches, row_cap, byte_cap)

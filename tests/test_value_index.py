@@ -712,12 +712,17 @@ def _distinct(path: Path, table: str, column: str) -> list[str]:
     return [r[0] for r in rows]
 
 
-@pytest.mark.parametrize("rows", [40, 900, 2500])
-def test_tables_small_and_large_are_read_as_sqlite_lists_them(tmp_path, monkeypatch, rows):
-    """A table no larger than the sample is read whole; a larger one column by column, in
-    pages joined into one string each (with a NUL inside a value, row by row): the values are
-    SQLite's ``SELECT DISTINCT`` whichever way."""
+@pytest.mark.parametrize("rows,whole_rows", [(40, 20_000), (900, 20_000), (2500, 20_000),
+                                             (2500, 100)])
+def test_tables_small_and_large_are_read_as_sqlite_lists_them(tmp_path, monkeypatch, rows,
+                                                              whole_rows):
+    """A table no larger than the sample is read whole; a larger one column by column: each
+    column's values whole, joined into one string, when they are few enough, else distinct
+    values in pages joined into one string each (with a NUL inside a value, row by row): the
+    values are SQLite's ``SELECT DISTINCT`` whichever way."""
     import dataclasses
+
+    monkeypatch.setattr("sqlchorus.tools.values.reading.WHOLE_ROWS", whole_rows)
 
     path = tmp_path / "wide.sqlite"
     conn = sqlite3.connect(path)
@@ -758,9 +763,75 @@ def test_normalize_many_equals_normalize():
     for _ in range(500):
         texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
                  for _ in range(rng.randint(1, 12))]
-        if rng.random() < 0.5:
+        kind = rng.random()
+        if kind < 0.33:  # all ASCII: one pass
             texts = [t.encode("ascii", "ignore").decode().replace("\x00", "") for t in texts]
+        elif kind < 0.67:  # no NUL of their own: the ASCII ones in one pass, the others in another
+            texts = [t.replace("\x00", "") for t in texts]
         assert vi.normalize_many(texts) == [vi.normalize(t) for t in texts], texts
+
+
+def test_value_blocks_equal_each_pages_block():
+    """Columns keyed together give each the block it gets alone."""
+    import random
+
+    from sqlchorus.tools.values.parts import value_block, value_blocks
+
+    rng = random.Random(5)
+    for _ in range(50):
+        pages = [["".join(rng.choice("ab cd!é the") for _ in range(rng.randint(0, 9)))
+                  for _ in range(rng.randint(0, 20))] for _ in range(rng.randint(1, 6))]
+        together = value_blocks(pages)
+        assert len(together) == len(pages)
+        for block, page in zip(together, pages):
+            alone = value_block(page, 0)
+            assert (block.first, block.text, block.lengths.tolist(), block.postings.tolist()) == (
+                alone.first, alone.text, alone.lengths.tolist(), alone.postings.tolist())
+
+
+def test_columns_keyed_together_make_the_parts_each_makes_alone(monkeypatch):
+    """Columns read whole are keyed in batches; a skipped or unreadable column among them, a
+    column read in pages and a column of more values than a batch keep their own outcome, and
+    every part is the one its column makes on its own."""
+    from sqlchorus.tools.sql.errors import QueryTimeoutError
+    from sqlchorus.tools.values import parts as parts_module
+    from sqlchorus.tools.values.parts import BuildPlan
+    from sqlchorus.tools.values.reading import ColumnPlan, _ColumnRead
+
+    plans = [ColumnPlan("t", f"c{i}") for i in range(7)]
+    big = [f"value {i:05d}" for i in range(vi.HASH_BATCH + 5)]
+
+    def reads(*_):
+        return iter([
+            _ColumnRead(plans[0], None, [["Paris", "Oslo"]], False),
+            _ColumnRead(plans[1], "free text (sampled values average 300 characters)", (), None),
+            _ColumnRead(plans[2], None, (), None, QueryTimeoutError("timed out")),
+            _ColumnRead(plans[3], None, iter([["a b", "c"], ["d"]]), False),  # read in pages
+            _ColumnRead(plans[4], None, [big], False),
+            _ColumnRead(plans[5], None, (), False),
+            _ColumnRead(plans[6], None, [["!!", "Rome"]], False),
+        ])
+
+    monkeypatch.setattr(parts_module, "_read_columns", reads)
+    batches = []
+    keyed = parts_module.value_blocks
+    monkeypatch.setattr(parts_module, "value_blocks",
+                        lambda pages: batches.append(len(pages)) or keyed(pages))
+    plan = BuildPlan(tuple(plans))
+    together = plan.parts(None, plan.col_ids)
+    assert batches == [3, 2]  # columns 1-3 together, then 6 and 7 (4 has pages, 5 is too big)
+
+    def shape(part):
+        return (part.col_id, part.text, part.lengths.tolist(), part.postings.tolist(),
+                part.n_values, part.indexed, part.truncated, part.reason)
+
+    for part in together:
+        alone = parts_module.column_part(None, list(reads())[part.col_id - 1], part.col_id,
+                                         plan.max_values_per_column, plan.timeout_s)
+        assert shape(part) == shape(alone)
+    assert [p.reason for p in together][1:3] == [
+        "free text (sampled values average 300 characters)", "unreadable: timed out"]
+    assert [p.n_values for p in together] == [2, 0, 0, 3, len(big), 0, 1]
 
 
 def test_value_keys_equal_the_keys_of_each_value():

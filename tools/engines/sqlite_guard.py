@@ -25,6 +25,7 @@ This module imports a few built-in modules only (no ``pathlib``, no ``pickle``: 
 
 from __future__ import annotations
 
+import itertools
 import marshal
 import os
 import sqlite3
@@ -223,6 +224,11 @@ def open_guarded(
 def value_size(value: Any) -> int:
     """A value's approximate size for the byte cap; lists and maps (other engines' values) count
     what they hold."""
+    kind = type(value)
+    if kind is str:  # the commonest first: an ASCII text (isascii is O(1)) is as long as its size
+        return len(value) if value.isascii() else len(value.encode("utf-8", "replace"))
+    if kind is int or kind is float:
+        return 8
     if value is None:
         return 1
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -246,11 +252,19 @@ def capped_rows(fetch: Any, row_cap: int, byte_cap: int, convert: Any = None) ->
         batch = fetch(len(rows))
         if not batch:
             return rows, False
+        if convert is None and len(batch) <= row_cap - len(rows):
+            # A whole batch measured at once (one call per value, no frame per row) when it
+            # fits; the batch that reaches a cap is gone through row by row below.
+            batch_size = sum(map(value_size, itertools.chain.from_iterable(batch)))
+            if size + batch_size <= byte_cap:
+                size += batch_size
+                rows.extend(map(tuple, batch))
+                continue
         for row in batch:
             if len(rows) >= row_cap:
                 return rows, True
             values = tuple(convert(v) for v in row) if convert else tuple(row)
-            size += sum(value_size(v) for v in values)
+            size += sum(map(value_size, values))
             if size > byte_cap:
                 return rows, True
             rows.append(values)

@@ -12,18 +12,13 @@ error before sqlglot sees it; a ``RecursionError`` that still happens becomes on
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Any
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.dialects.mysql import MySQL
 from sqlglot.errors import SqlglotError
-
-if TYPE_CHECKING:  # sqlglot declares MySQL.Generator as a class attribute, which is no type
-    from sqlglot.generators.mysql import MySQLGenerator as _MySQLGenerator
-else:
-    _MySQLGenerator = MySQL.Generator
 
 from sqlchorus.tools.sql.errors import NotAQueryError, SqlTooDeepError, SqlTooLongError
 
@@ -104,19 +99,32 @@ def parse_one(text: str, *, dialect: str = "sqlite") -> exp.Expr:
 # -- writing -------------------------------------------------------------------------------------
 
 
-def _regexp(generator: _MySQLGenerator, expression: exp.RegexpLike) -> str:
-    if expression.args.get("flag") is not None:
-        return generator.func("REGEXP_LIKE", expression.this, expression.expression, expression.args["flag"])
-    return generator.binary(expression, "REGEXP")
-
-
 class MySQLAndMariaDB(MySQL):
     """sqlglot's MySQL, writing what MariaDB reads too: ``x REGEXP y`` for sqlglot's
     ``REGEXP_LIKE(x, y)``, a function of MySQL 8 that MariaDB lacks (it calls it as a stored
-    function of the database, which the guard refuses), and which MySQL reads as the same test."""
+    function of the database, which the guard refuses), and which MySQL reads as the same test.
 
-    class Generator(_MySQLGenerator):
-        TRANSFORMS = {**_MySQLGenerator.TRANSFORMS, exp.RegexpLike: _regexp}
+    Done where a tree is written rather than in a generator of its own: sqlglot's compiled
+    build (``sqlglot[c]``) does not let a Python class extend its MySQL generator.
+
+    >>> tree = parse_one("SELECT a REGEXP 'x', NOT (b REGEXP (c REGEXP 'y'))", dialect="sqlite")
+    >>> tree.sql(dialect=MySQLAndMariaDB())
+    "SELECT a REGEXP 'x', NOT (b REGEXP (c REGEXP 'y'))"
+    """
+
+    def generate(self, expression: exp.Expr, copy: bool = True, **opts: Any) -> str:
+        tree = expression.copy() if copy else expression
+        # Deepest first (the reverse of breadth-first): an inner test is text by the time the
+        # one around it is written.
+        for node in reversed(list(tree.find_all(exp.RegexpLike))):
+            if node.args.get("flag") is not None:
+                continue
+            text = (f"{self.generate(node.this, copy=False, **opts)} REGEXP "
+                    f"{self.generate(node.expression, copy=False, **opts)}")
+            if node is tree:
+                return text
+            node.replace(exp.Var(this=text))
+        return super().generate(tree, copy=False, **opts)
 
 
 _MYSQL = MySQLAndMariaDB()

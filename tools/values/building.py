@@ -136,14 +136,19 @@ def _write_buckets(out: sqlite3.Connection, packed: np.ndarray, bits: int) -> No
     keys = packed >> _U64(_VID_BITS)
     first = np.ones(len(keys), dtype=bool)
     first[1:] = keys[1:] != keys[:-1]
-    run_start = np.maximum.accumulate(np.where(first, np.arange(len(keys)), 0))
-    packed = packed[(np.arange(len(keys)) - run_start) < MAX_POSTINGS].astype("<u8")
+    key_starts = np.flatnonzero(first)
+    if int(np.diff(key_starts, append=len(keys)).max()) > MAX_POSTINGS:  # rare: cut those keys
+        run_start = np.maximum.accumulate(np.where(first, np.arange(len(keys)), 0))
+        packed = packed[(np.arange(len(keys)) - run_start) < MAX_POSTINGS]
+    packed = packed.astype("<u8", copy=False)
     buckets = (packed >> _U64(64 - bits)).astype(np.int64)
     cuts = np.flatnonzero(np.diff(buckets)) + 1
-    starts = np.concatenate(([0], cuts)).tolist()
-    ends = np.concatenate((cuts, [len(packed)])).tolist()
+    starts = np.concatenate(([0], cuts))
+    ends = np.concatenate((cuts, [len(packed)]))
+    data = packed.tobytes()  # one copy, sliced per bucket
     out.executemany("INSERT INTO post VALUES (?, ?)", (
-        (int(buckets[s]), packed[s:e].tobytes()) for s, e in zip(starts, ends)
+        (bucket, data[8 * s:8 * e]) for bucket, s, e in
+        zip(buckets[starts].tolist(), starts.tolist(), ends.tolist())
     ))
 
 

@@ -9,6 +9,7 @@ signed 64-bit integer.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -43,27 +44,64 @@ def normalize(text: str) -> str:
 
 
 def normalize_many(texts: Sequence[str]) -> list[str]:
-    """:func:`normalize` of every text. The ASCII ones (most, in most databases) are done in one
-    pass over all of them (joined by NUL, lowered, translated and split again by the C bytes
-    methods), which costs a fraction of a call per text; the others one by one. Same results
-    as ``list(map(normalize, texts))``."""
+    """:func:`normalize` of every text, done by the C string methods over the texts joined by
+    NUL, which costs a fraction of a call per text: the ASCII ones in one pass (lowered,
+    translated, split again), the others in another (case-folded, decomposed, marks removed).
+    Texts holding a NUL of their own are done one by one. Same results as
+    ``list(map(normalize, texts))``.
+
+    >>> normalize_many(["  O'Brien-Café ", "New_York", "Ærø", "a\\x00b"])
+    ['o brien cafe', 'new york', 'ærø', 'a b']
+    """
     if not texts:
         return []
     joined = "\x00".join(texts)
-    if joined.isascii() and joined.count("\x00") == len(texts) - 1:
-        return _normalize_ascii(joined)
-    out: list[str] = []
-    plain: list[int] = []
+    if joined.count("\x00") == len(texts) - 1:
+        if joined.isascii():
+            return _normalize_ascii(joined)
+        ascii_ = [text.isascii() for text in texts]
+        plain = iter(_normalize_ascii("\x00".join(itertools.compress(texts, ascii_)))
+                     if any(ascii_) else ())
+        other = iter(_normalize_unicode("\x00".join(
+            [text for text, a in zip(texts, ascii_) if not a])))
+        return [next(plain) if a else next(other) for a in ascii_]
+    out: list[str] = [""] * len(texts)
+    plain_at: list[int] = []
     for i, text in enumerate(texts):
         if text.isascii() and "\x00" not in text:
-            plain.append(i)
-            out.append("")
+            plain_at.append(i)
         else:
-            out.append(normalize(text))
-    if plain:
-        for i, norm in zip(plain, _normalize_ascii("\x00".join([texts[i] for i in plain]))):
+            out[i] = normalize(text)
+    if plain_at:
+        for i, norm in zip(plain_at, _normalize_ascii("\x00".join([texts[i] for i in plain_at]))):
             out[i] = norm
     return out
+
+
+_COMBINING: set[str] = set()  # the marks met so far
+_NOT_COMBINING: set[str] = set()  # the other non-ASCII characters met so far
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+_NON_ALNUM_KEEP_NUL = re.compile(r"[^\w\x00]+|_+")
+
+
+def _normalize_unicode(joined: str) -> list[str]:
+    """The normalised forms of NUL-joined texts (none holding a NUL of its own), as
+    :func:`normalize` makes each: case folding and NFKD go character by character (a NUL
+    starts a new sequence of marks), so the joined text can be done at once."""
+    text = unicodedata.normalize("NFKD", joined.casefold())
+    found = set(_NON_ASCII.findall(text))
+    for ch in found - _NOT_COMBINING - _COMBINING:
+        (_COMBINING if unicodedata.combining(ch) else _NOT_COMBINING).add(ch)
+    marks = found & _COMBINING
+    if marks:
+        text = _marks_pattern(frozenset(marks)).sub("", text)
+    text = _NON_ALNUM_KEEP_NUL.sub(" ", text)
+    return [" ".join(part.split()) for part in text.split("\x00")]
+
+
+@functools.lru_cache(maxsize=64)
+def _marks_pattern(marks: frozenset[str]) -> re.Pattern[str]:
+    return re.compile("[" + "".join(sorted(map(re.escape, marks))) + "]")
 
 
 def _normalize_ascii(joined: str) -> list[str]:

@@ -158,9 +158,45 @@ class BuildPlan:
                 raise IndexError(f"no column {col_id} in a plan of {len(self.columns)} columns")
         reads = _read_columns(db, [self.columns[i - 1] for i in ids],
                               self.max_values_per_column, self.timeout_s)
+        # Columns read whole in one page (most columns of most databases) are keyed together,
+        # up to HASH_BATCH values at a time: a call of value_keys costs about as much as keying
+        # a few hundred values, whatever its size. A part is the same either way.
+        waiting: list[tuple[int, _ColumnRead, list[str]]] = []
+        held = 0
+
+        def flush() -> Iterator[ColumnPart]:
+            nonlocal held
+            if not waiting:
+                return
+            blocks = value_blocks([page for _, _, page in waiting])
+            for (col_id, read, _), block in zip(waiting, blocks):
+                yield column_part(db, read, col_id, self.max_values_per_column, self.timeout_s,
+                                  None if sink_for is None else sink_for(col_id), block)
+            waiting.clear()
+            held = 0
+
         for col_id, read in zip(ids, reads):
-            yield column_part(db, read, col_id, self.max_values_per_column, self.timeout_s,
-                              None if sink_for is None else sink_for(col_id))
+            page = _one_page(read)
+            if page is None or len(page) > HASH_BATCH:
+                yield from flush()
+                yield column_part(db, read, col_id, self.max_values_per_column, self.timeout_s,
+                                  None if sink_for is None else sink_for(col_id))
+                continue
+            if held + len(page) > HASH_BATCH:
+                yield from flush()
+            waiting.append((col_id, read, page))
+            held += len(page)
+        yield from flush()
+
+
+def _one_page(read: _ColumnRead) -> list[str] | None:
+    """The column's values when they are already read, as one page (none when it is skipped or
+    could not be read); None when its pages are read as its part is made."""
+    if read.error is not None or read.reason:
+        return []
+    if not isinstance(read.pages, (list, tuple)) or len(read.pages) > 1:
+        return None
+    return read.pages[0] if read.pages else []
 
 
 def plan_build(db: Database, *, max_values_per_column: int = DEFAULT_MAX_VALUES,
@@ -175,9 +211,11 @@ def plan_build(db: Database, *, max_values_per_column: int = DEFAULT_MAX_VALUES,
 
 
 def column_part(db: Database, read: _ColumnRead, col_id: int, max_values_per_column: int,
-                timeout_s: float, sink: BlockSink | None = None) -> ColumnPart:
+                timeout_s: float, sink: BlockSink | None = None,
+                keyed: ValueBlock | None = None) -> ColumnPart:
     """Normalise and key one column's distinct text values, as ``read`` reads them (see
-    :class:`ColumnPart`).
+    :class:`ColumnPart`); ``keyed``: the block of its one page, already made
+    (:func:`value_blocks`).
 
     A statement that fails (:class:`SqlError`: a timeout, a value too large) makes the column
     ``unreadable``, not the build: the other columns are still indexed.
@@ -192,12 +230,14 @@ def column_part(db: Database, read: _ColumnRead, col_id: int, max_values_per_col
         if read.reason:
             part.reason = read.reason
             return part
-        for page in read.pages:
-            for at in range(0, len(page), HASH_BATCH):
-                block = value_block(page[at:at + HASH_BATCH], part.n_values)
-                if len(block):
-                    part.n_values += len(block)
-                    keep(block)
+        # Lazily made: each block's first value is the count of the values kept before it.
+        made = ([keyed] if keyed is not None else
+                (value_block(page[at:at + HASH_BATCH], part.n_values)
+                 for page in read.pages for at in range(0, len(page), HASH_BATCH)))
+        for block in made:
+            if len(block):
+                part.n_values += len(block)
+                keep(block)
         if part.n_values == 0:
             return part
         truncated = read.known_truncated()
@@ -218,6 +258,46 @@ def column_part(db: Database, read: _ColumnRead, col_id: int, max_values_per_col
             part.lengths = np.concatenate([b.lengths for b in blocks])
             part.postings = np.sort(np.concatenate([b.postings for b in blocks]), kind="stable")
     return part
+
+
+def value_blocks(pages: list[list[str]]) -> list[ValueBlock]:
+    """``[value_block(page, 0) for page in pages]``, each page the first of its column, keyed in
+    one call (at most :data:`HASH_BATCH` values in all, for the same reason as a block's).
+
+    >>> pages = [["New York", "!!", "Paris"], [], ["Oslo"]]
+    >>> together, alone = value_blocks(pages), [value_block(p, 0) for p in pages]
+    >>> [(b.text, b.lengths.tolist(), b.postings.tolist()) for b in together] == [
+    ...     (b.text, b.lengths.tolist(), b.postings.tolist()) for b in alone]
+    True
+    """
+    kept: list[list[str]] = []
+    norms: list[str] = []
+    for page in pages:
+        page_norms = normalize_many(page)
+        if not all(page_norms):
+            page = [v for v, n in zip(page, page_norms) if n]
+            page_norms = [n for n in page_norms if n]
+        kept.append(page)
+        norms += page_norms
+    counts = np.fromiter(map(len, kept), dtype=np.int64, count=len(kept))
+    starts = np.zeros(len(kept) + 1, dtype=np.int64)
+    np.cumsum(counts, out=starts[1:])
+    if norms:
+        keys, vids = value_keys(norms, 0)
+        order = np.argsort(vids, kind="stable")
+        keys, vids = keys[order], vids[order]
+        cuts = np.searchsorted(vids, starts).tolist()
+    blocks = []
+    for i, page in enumerate(kept):
+        if page:
+            a, b = cuts[i], cuts[i + 1]
+            postings = np.sort(_pack(keys[a:b], vids[a:b] - np.int32(starts[i])))
+        else:
+            postings = np.zeros(0, dtype=_U64)
+        blocks.append(ValueBlock(0, "".join(page),
+                                 np.fromiter(map(len, page), dtype=np.int32, count=len(page)),
+                                 postings))
+    return blocks
 
 
 def value_block(page: list[str], first: int) -> ValueBlock:
