@@ -270,34 +270,7 @@ def value_blocks(pages: list[list[str]]) -> list[ValueBlock]:
     ...     (b.text, b.lengths.tolist(), b.postings.tolist()) for b in alone]
     True
     """
-    kept: list[list[str]] = []
-    norms: list[str] = []
-    for page in pages:
-        page_norms = normalize_many(page)
-        if not all(page_norms):
-            page = [v for v, n in zip(page, page_norms) if n]
-            page_norms = [n for n in page_norms if n]
-        kept.append(page)
-        norms += page_norms
-    counts = np.fromiter(map(len, kept), dtype=np.int64, count=len(kept))
-    starts = np.zeros(len(kept) + 1, dtype=np.int64)
-    np.cumsum(counts, out=starts[1:])
-    if norms:
-        keys, vids = value_keys(norms, 0)
-        order = np.argsort(vids, kind="stable")
-        keys, vids = keys[order], vids[order]
-        cuts = np.searchsorted(vids, starts).tolist()
-    blocks = []
-    for i, page in enumerate(kept):
-        if page:
-            a, b = cuts[i], cuts[i + 1]
-            postings = np.sort(_pack(keys[a:b], vids[a:b] - np.int32(starts[i])))
-        else:
-            postings = np.zeros(0, dtype=_U64)
-        blocks.append(ValueBlock(0, "".join(page),
-                                 np.fromiter(map(len, page), dtype=np.int32, count=len(page)),
-                                 postings))
-    return blocks
+    return _keyed(pages, [0] * len(pages))
 
 
 def value_block(page: list[str], first: int) -> ValueBlock:
@@ -313,14 +286,34 @@ def value_block(page: list[str], first: int) -> ValueBlock:
     >>> bool((block.postings[1:] >= block.postings[:-1]).all())
     True
     """
-    norms = normalize_many(page)
-    if not all(norms):
-        page = [v for v, n in zip(page, norms) if n]
-        norms = [n for n in norms if n]
-    postings = _pack(*value_keys(norms, first)) if norms else np.zeros(0, dtype=_U64)
-    return ValueBlock(
-        first, "".join(page),
-        np.fromiter(map(len, page), dtype=np.int32, count=len(page)),
-        # Sorted where the block is made (in parallel, on a cluster): the merge only merges.
-        np.sort(postings),
-    )
+    return _keyed([page], [first])[0]
+
+
+def _keyed(pages: list[list[str]], firsts: list[int]) -> list[ValueBlock]:
+    """The block of each page, its first value being value ``firsts[i]`` of its column, every
+    page's values keyed in one :func:`value_keys` call."""
+    kept: list[list[str]] = []
+    norms: list[str] = []
+    for page in pages:
+        page_norms = normalize_many(page)
+        if not all(page_norms):
+            page = [v for v, n in zip(page, page_norms) if n]
+            page_norms = [n for n in page_norms if n]
+        kept.append(page)
+        norms += page_norms
+    starts = np.zeros(len(kept) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, kept), dtype=np.int64, count=len(kept)), out=starts[1:])
+    keys, vids = value_keys(norms, 0)
+    if len(kept) > 1:  # each page's postings together, in the order of its values
+        order = np.argsort(vids, kind="stable")
+        keys, vids = keys[order], vids[order]
+    cuts = np.searchsorted(vids, starts).tolist()
+    blocks = []
+    for i, (page, first) in enumerate(zip(kept, firsts)):
+        a, b = cuts[i], cuts[i + 1]
+        postings = _pack(keys[a:b], vids[a:b] - np.int32(starts[i] - first))
+        blocks.append(ValueBlock(
+            first, "".join(page), np.fromiter(map(len, page), dtype=np.int32, count=len(page)),
+            # Sorted where the block is made (in parallel, on a cluster): the merge only merges.
+            np.sort(postings)))
+    return blocks
