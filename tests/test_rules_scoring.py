@@ -11,6 +11,7 @@ import json
 import locale
 import math
 import sqlite3
+import threading
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -276,11 +277,12 @@ def test_a_file_that_is_not_of_the_datasets_engine_scores_no_soft_f1(duck):
 
 class _Timed:
     """R-VES's timing replaced by a recorder: which texts it would time, on which database, by which
-    deadline; every timing earns 1.25 in 7 iterations."""
+    deadline, in which thread, warmed up or not; every timing earns 1.25 in 7 iterations."""
 
     def __init__(self, monkeypatch):
         self.stopwatches: list[tuple[str, float]] = []
         self.timings: list[tuple[str, str, Any, int]] = []
+        self.threads: list[tuple[str, bool]] = []
         monkeypatch.setattr(ves, "fresh_connection_stopwatch", self.stopwatch)
         monkeypatch.setattr(ves, "time_reward", self.time_reward)
 
@@ -288,8 +290,9 @@ class _Timed:
         self.stopwatches.append((db_path, deadline))
         return "stopwatch"
 
-    def time_reward(self, pred, gold, stopwatch, *, iterations):
+    def time_reward(self, pred, gold, stopwatch, *, iterations, warm_up):
         self.timings.append((pred, gold, stopwatch, iterations))
+        self.threads.append((threading.current_thread().name, warm_up))
         return ves.Timing(reward=1.25, ratio=3.0, iterations=7)
 
 
@@ -332,6 +335,7 @@ def test_a_bird_task_is_scored_and_timed_as_written(music, timed):
     index, status, error, _, f1, reward, iterations = scoring._score_task(task)
     assert (index, status, error, f1, reward, iterations) == (0, "correct", None, 1.0, 1.25, 7)
     assert timed.timings == [(pred, gold, "stopwatch", 3)]  # Spider's " value " rewrite is not BIRD's
+    assert timed.threads == [("sqlchorus-ves", True)]  # a thread of its own, warmed up, as the official
     assert _readers() == {"_Reader"}
 
 
@@ -660,6 +664,35 @@ def stopwatch(**times):
 ], ids=["gold-over-prediction", "a-ratio-of-zero", "settled-early", "settled-early-of-fewer", "too-spread-to-settle"])
 def test_the_reward_is_the_tier_of_the_mean_ratio(watch, iterations, timing):
     assert ves.time_reward("pred", "gold", watch, iterations=iterations) == timing
+
+
+def test_a_warm_up_runs_both_once_and_keeps_neither_time():
+    calls = []
+
+    def watch(sql, times=iter([9.0, 0.1, 1.0, 2.0, 1.0, 2.0])):  # the warm-up's 9 s and 0.1 s are not kept
+        calls.append(sql)
+        return next(times)
+    assert ves.time_reward("pred", "gold", watch, iterations=2, warm_up=True) == ves.Timing(1.25, 2.0, 2)
+    assert calls == ["pred", "gold", "pred", "gold", "pred", "gold"]
+
+
+def test_a_warm_up_that_fails_earns_nothing_and_says_why():
+    def failing(sql):
+        raise sqlite3.OperationalError("no such table: gone")
+    assert ves.time_reward("pred", "gold", failing, iterations=2, warm_up=True) \
+        == ves.Timing(reward=0.0, ratio=None, iterations=0, error="OperationalError: no such table: gone")
+
+
+def test_a_timing_runs_in_a_thread_of_its_own_and_its_failure_comes_back():
+    seen = []
+    timing = ves.Timing(reward=1.0, ratio=1.5, iterations=4)
+    assert ves.in_own_thread(lambda: seen.append(threading.current_thread()) or timing) is timing
+    assert seen[0] is not threading.current_thread() and not seen[0].is_alive()
+
+    def broken():
+        raise KeyError("lost")
+    with pytest.raises(KeyError, match="lost"):
+        ves.in_own_thread(broken)
 
 
 def test_a_timing_that_fails_earns_nothing_and_says_why():
