@@ -552,19 +552,52 @@ def _capped_row_by_row(batches, row_cap, byte_cap):
     return rows, False
 
 
-def test_the_caps_cut_where_row_by_row_would_whatever_the_batches():
-    """Batches measured whole cut at the very row, and count a text's UTF-8 bytes."""
+@pytest.mark.parametrize("flat", [False, True], ids=["measured", "bounded-first"])
+def test_the_caps_cut_where_row_by_row_would_whatever_the_batches(flat):
+    """Batches measured whole cut at the very row, and count a text's UTF-8 bytes; counted by
+    their bound first (``flat``), at the same row: caps near the total, where the bound passes
+    the cap before the bytes do, and far above it, where the bound alone decides."""
     import random
 
     rng = random.Random(11)
-    cells = [None, 7, 2.5, b"\x00\x01\x02", "", "abc", "é", "東京", "\ud800", "x" * 40]
-    for _ in range(400):
+    cells = [None, 7, 2**40, -3, 2.5, b"\x00\x01\x02", b"", "", "abc", "é", "東京", "\ud800", "\U0001f600",
+             "x" * 40, "ü" * 300]
+    for _ in range(600):
         batches = [[tuple(rng.choice(cells) for _ in range(rng.randint(1, 3)))
                     for _ in range(rng.randint(1, 6))] for _ in range(rng.randint(0, 5))]
         total_rows = sum(map(len, batches))
         total_bytes = sum(_size(v) for b in batches for r in b for v in r)
         row_cap = rng.randint(0, total_rows + 1)
-        byte_cap = rng.randint(0, total_bytes + 1)
+        byte_cap = rng.choice([rng.randint(0, total_bytes + 1), rng.randint(0, 12 * total_bytes + 200)])
         feed = iter(batches)
-        got = capped_rows(lambda _: next(feed, []), row_cap, byte_cap)
+        got = capped_rows(lambda _: next(feed, []), row_cap, byte_cap, flat=flat)
         assert got == _capped_row_by_row(batches, row_cap, byte_cap), (batches, row_cap, byte_cap)
+
+
+def test_text_that_is_not_utf8_is_read_leniently_and_only_it(tmp_path, monkeypatch):
+    """A statement is read with the C decoder of text; one whose text is not UTF-8 runs again
+    with the lenient one (a replacement character for each bad byte), which the connection keeps
+    for every other read."""
+    import sqlchorus.tools.engines.sqlite_guard as guard
+
+    path = tmp_path / "bytes.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE t (x)")
+        conn.execute("INSERT INTO t VALUES ('good'), (CAST(x'41e9ff' AS TEXT))")
+    conn.close()
+    calls = []
+
+    def counted(raw: bytes) -> str:
+        calls.append(raw)
+        return raw.decode("utf-8", errors="replace")
+    monkeypatch.setattr(guard, "_decode_text", counted)
+    conn = open_guarded(str(path), GuardState())
+    try:
+        assert run(conn, GuardState(), "SELECT x FROM t WHERE x = 'good'", (), 30, 10, 1000)[1] == [("good",)]
+        assert calls == []  # valid text: decoded in C
+        assert run(conn, GuardState(), "SELECT x FROM t ORDER BY rowid", (), 30, 10, 1000)[1] \
+            == [("good",), ("A\ufffd\ufffd",)]
+        assert b"A\xe9\xff" in calls
+        assert conn.text_factory is counted
+    finally:
+        conn.close()

@@ -18,6 +18,7 @@ from sqlchorus.tools.values import hashing
 from sqlchorus.tools.values import index as index_module
 from sqlchorus.tools.values.building import _write_index
 from sqlchorus.tools.values.hashing import _WORD
+from sqlchorus.tools.values.parameters import WHOLE_ROWS
 from sqlchorus.tools.values.reading import _column_pages, _read_columns, _text_columns
 from sqlchorus.tools.values.storage import _VID_MASK, _index_path, _pack
 
@@ -750,6 +751,41 @@ def test_tables_small_and_large_are_read_as_sqlite_lists_them(tmp_path, monkeypa
         limited = list(_read_columns(db, plans[:1], 100, 30.0))[0]
         assert [v for page in limited.pages for v in page] == _distinct(path, "t", "word")[:100]
         assert limited.known_truncated() is True or rows <= 100
+
+
+def test_a_table_past_the_sample_is_read_whole_in_one_more_statement(tmp_path):
+    """A table of more than the sample's rows but at most WHOLE_ROWS: the sample, then one
+    statement for every column the sample does not skip (free text is not read again), and
+    the same values as each column read on its own."""
+    import dataclasses
+
+    path = tmp_path / "mid.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT, note TEXT, code)")
+    conn.executemany("INSERT INTO t (name, note, code) VALUES (?, ?, ?)", [
+        (f"name {i % 1500}", "a long remark " * 10 + str(i), i if i < 1200 else f"c{i % 7}")
+        for i in range(3000)])
+    conn.commit()
+    conn.close()
+    with GuardedDatabase(path) as db:
+        statements = []
+        lookup = db.lookup
+
+        def counted(sql, **kw):
+            statements.append(sql)
+            return lookup(sql, **kw)
+        db.lookup = counted
+        plans, _ = _text_columns(db)
+        reads = list(_read_columns(db, plans, 100_000, 30.0))
+        assert statements == ['SELECT "name", "note", "code" FROM "t" LIMIT 1001',
+                              f'SELECT "name", "code" FROM "t" LIMIT {WHOLE_ROWS + 1}']
+        assert [r.reason for r in reads] == [None, "free text (sampled values average 143 characters)", None]
+        for read in reads[::2]:
+            got = [v for page in read.pages for v in page]
+            assert got == _distinct(path, "t", read.plan.column)
+            alone = _column_pages(db, dataclasses.replace(read.plan, collated=True), 100_000, 30.0)[1]
+            assert got == [v for page in alone for v in page]
+            assert read.known_truncated() is False
 
 
 # -- the batch computations against their one-value definitions -----------------------------------

@@ -76,7 +76,7 @@ SCOPE: dict[str, dict[str, list[str]]] = {
     "guards": {
         "sqlchorus.tools.sql.text": ["check_bounds", "parse"],
         "sqlchorus.tools.engines.base": ["check_single_query", "bounded_text", "refuse_writing", "Database._limits"],
-        "sqlchorus.tools.engines.sqlite_guard": ["authorize", "open_guarded", "value_size", "capped_rows", "run",
+        "sqlchorus.tools.engines.sqlite_guard": ["authorize", "open_guarded", "value_size", "capped_rows", "run", "_rows",
                                                 "GuardState.*"],
         "sqlchorus.tools.engines.duckdb_guard": ["settings", "open_guarded", "run", "plain"],
         "sqlchorus.tools.engines.duckdb": ["_function_name", "_refusal_reason", "_refuse_call", "_reads_column",

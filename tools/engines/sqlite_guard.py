@@ -242,17 +242,44 @@ def value_size(value: Any) -> int:
     return 8
 
 
-def capped_rows(fetch: Any, row_cap: int, byte_cap: int, convert: Any = None) -> tuple[list[tuple[Any, ...]], bool]:
+def capped_rows(fetch: Any, row_cap: int, byte_cap: int, convert: Any = None, *, flat: bool = False
+                ) -> tuple[list[tuple[Any, ...]], bool]:
     """Rows from ``fetch(rows_so_far)`` (a batch a call, empty at the end), each value passed
     through ``convert`` when given, until ``row_cap`` rows or ``byte_cap`` bytes:
-    ``(rows, truncated)``. Every engine's statement path caps its results here."""
+    ``(rows, truncated)``. Every engine's statement path caps its results here.
+
+    ``flat`` says every value is None, a number, a text or a blob (SQLite's), whose bytes as
+    :func:`value_size` counts them are at most twice what ``marshal`` (format 2, which writes
+    every object whole, never a reference to one written before) takes for it: a text's UTF-8
+    or a blob's bytes plus 5, 5 or more for an integer, 9 for a float, 1 for None. Then a batch
+    is counted by that bound, made by C code in one call, while the bound stays under
+    ``byte_cap``; once it would not, the rows so far are measured exactly and the count goes on
+    exactly, so the rows kept are the same either way.
+
+    >>> batches = iter([[("abc", 1), (None, 2.5)], []])
+    >>> capped_rows(lambda _: next(batches), 10, 20, flat=True)  # 3 + 8 + 1 + 8 bytes: they fit
+    ([('abc', 1), (None, 2.5)], False)
+    >>> batches = iter([[("abc", 1), (None, 2.5)], []])
+    >>> capped_rows(lambda _: next(batches), 10, 19, flat=True)  # one byte less: the first row
+    ([('abc', 1)], True)
+    """
     rows: list[tuple[Any, ...]] = []
     size = 0
+    bound: int | None = 0 if flat else None
     while True:
         batch = fetch(len(rows))
         if not batch:
             return rows, False
-        if convert is None and len(batch) <= row_cap - len(rows):
+        fits = len(batch) <= row_cap - len(rows)
+        if bound is not None:
+            if convert is None and fits:
+                more = 2 * len(marshal.dumps(batch, 2))
+                if bound + more <= byte_cap:
+                    bound += more
+                    rows.extend(map(tuple, batch))
+                    continue
+            size, bound = sum(map(value_size, itertools.chain.from_iterable(rows))), None
+        if convert is None and fits:
             # A whole batch measured at once (one call per value, no frame per row) when it
             # fits; the batch that reaches a cap is gone through row by row below.
             batch_size = sum(map(value_size, itertools.chain.from_iterable(batch)))
@@ -283,13 +310,34 @@ def run(
     state.deadline = start + budget
     state.refused = None
     try:
-        cur = conn.execute(sql, parameters)
-        columns = [d[0] for d in cur.description or ()]
-        rows, truncated = capped_rows(lambda _: cur.fetchmany(256), row_cap, byte_cap)
-        cur.close()
+        try:
+            # Text decoded by the C default; a text that is not UTF-8 fails the statement,
+            # which then runs again decoding every text leniently (Python's call a value).
+            conn.text_factory = str
+            columns, rows, truncated = _rows(conn, sql, parameters, row_cap, byte_cap)
+        except sqlite3.OperationalError as e:
+            if not str(e).startswith(_NOT_UTF8):
+                raise
+            conn.text_factory = _decode_text
+            columns, rows, truncated = _rows(conn, sql, parameters, row_cap, byte_cap)
     finally:
+        conn.text_factory = _decode_text
         state.deadline = float("inf")
     return columns, rows, truncated, (time.monotonic() - start) * 1000.0
+
+
+_NOT_UTF8 = "Could not decode to UTF-8"
+
+
+def _rows(conn: sqlite3.Connection, sql: str, parameters: Any, row_cap: int, byte_cap: int
+          ) -> tuple[list[str], list[tuple[Any, ...]], bool]:
+    cur = conn.execute(sql, parameters)
+    try:
+        columns = [d[0] for d in cur.description or ()]
+        rows, truncated = capped_rows(lambda _: cur.fetchmany(256), row_cap, byte_cap, flat=True)
+    finally:
+        cur.close()
+    return columns, rows, truncated
 
 
 # -- the worker ------------------------------------------------------------------------------------

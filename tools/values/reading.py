@@ -13,12 +13,14 @@ How they are read (:func:`_read_columns`): the first :data:`SAMPLE_ROWS` + 1 row
 every column at once, in one statement. A table no larger than that is then read whole, and its
 columns' distinct values are made from it as SQLite would make them; most tables of most
 databases are that small, and one statement per table instead of one or two per column is most
-of what reading them costs (each statement is parsed and checked by the guard). In a larger
-table, a column whose sampled rows are all text has its sample; any other column gets a sample
-of its own text values; then each column's text values are read whole, joined into one string
-(:func:`_joined`), when it has at most :data:`WHOLE_ROWS` of them, and its distinct values made
-from them (SQLite's sort for ``SELECT DISTINCT`` costs more than Python's over the same values);
-else its distinct values are read by ``SELECT DISTINCT`` in key order, a page (about
+of what reading them costs (each statement is parsed and checked by the guard). A table of
+at most :data:`WHOLE_ROWS` rows is then read whole in one more statement, each column's text
+values joined into one string (:func:`_whole_table`, :func:`_joined`), and made into distinct
+values as a small table's are (SQLite's sort for ``SELECT DISTINCT`` costs more than Python's
+over the same values). In a larger table, a column whose sampled rows are all text has its
+sample; any other column gets a sample of its own text values; then each column's text values
+are read whole, joined, when it has at most :data:`WHOLE_ROWS` of them, and made into distinct
+values the same way; else its distinct values are read by ``SELECT DISTINCT`` in key order, a page (about
 :data:`PAGE_BYTES`, at most :data:`PAGE_SIZE` values) a statement, which SQLite also returns
 joined. A table that declares a collation (which
 only SQLite knows how to compare by) is read column by column, a row a value. The rowid (an ``INTEGER PRIMARY
@@ -31,6 +33,7 @@ import itertools
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from sqlchorus.tools.engines.sqlite import Database, GuardedDatabase, SqlError
 from sqlchorus.tools.values.parameters import (
@@ -158,24 +161,35 @@ def _read_columns(db: Database, plans: list[ColumnPlan], limit: int, timeout_s: 
     for _, group in itertools.groupby(plans, key=lambda p: p.table):
         columns = list(group)
         sample = None if columns[0].collated else _table_sample(db, columns, timeout_s)
-        for i, plan in enumerate(columns):
-            if sample is not None:
-                rows, texts = sample[0], sample[1][i]
-                if rows <= SAMPLE_ROWS:  # the whole table
-                    yield _from_values(plan, texts, limit)
-                    continue
-                if len(texts) == rows:  # its first rows are all text: the column's own sample
-                    reason = _skip_reason(texts[:SAMPLE_ROWS])
-                    pages: Iterable[list[str]] = (
-                        () if reason else _Pages(db, plan, limit, timeout_s, texts))
-                    yield _ColumnRead(plan, reason, pages, None)
-                    continue
-            try:
-                reason, pages = _column_pages(db, plan, limit, timeout_s)
-            except SqlError as e:
-                yield _ColumnRead(plan, None, (), None, e)
-            else:
+        if sample is not None and sample[0] > SAMPLE_ROWS and _joinable(db, columns[0]):
+            yield from _whole_table(db, columns, sample, limit, timeout_s)
+        else:
+            yield from _column_reads(db, columns, sample, limit, timeout_s)
+
+
+def _column_reads(db: Database, columns: list[ColumnPlan], sample: tuple[int, list[list[str]]] | None,
+                  limit: int, timeout_s: float) -> Iterator[_ColumnRead]:
+    """The reads of one table's ``columns`` given its :func:`_table_sample` (None when there is
+    none): a table no larger than the sample is made from it; in a larger one, each column is
+    read on its own, from its sample when its first rows are all text."""
+    for i, plan in enumerate(columns):
+        if sample is not None:
+            rows, texts = sample[0], sample[1][i]
+            if rows <= SAMPLE_ROWS:  # the whole table
+                yield _from_values(plan, texts, limit)
+                continue
+            if len(texts) == rows:  # its first rows are all text: the column's own sample
+                reason = _skip_reason(texts[:SAMPLE_ROWS])
+                pages: Iterable[list[str]] = (
+                    () if reason else _Pages(db, plan, limit, timeout_s, texts))
                 yield _ColumnRead(plan, reason, pages, None)
+                continue
+        try:
+            reason, pages = _column_pages(db, plan, limit, timeout_s)
+        except SqlError as e:
+            yield _ColumnRead(plan, None, (), None, e)
+        else:
+            yield _ColumnRead(plan, reason, pages, None)
 
 
 def _table_sample(db: Database, columns: list[ColumnPlan], timeout_s: float
@@ -201,6 +215,41 @@ def _table_sample(db: Database, columns: list[ColumnPlan], timeout_s: float
         return None
     texts = [[v for v in column if isinstance(v, str)] for column in zip(*result.rows)]
     return len(result.rows), texts or [[] for _ in columns]
+
+
+def _whole_table(db: Database, columns: list[ColumnPlan], sample: tuple[int, list[list[str]]],
+                 limit: int, timeout_s: float) -> Iterator[_ColumnRead]:
+    """The reads of ``columns``, a SQLite table's of more than :data:`SAMPLE_ROWS` rows whose
+    :func:`_table_sample` is ``sample``: a column that sample already skips (its first rows all
+    text, and those as :func:`_skip_reason` skips) is not read again, and the others are read
+    in one statement, row by row, up to :data:`WHOLE_ROWS` rows. When the table has no more rows than that (and their values
+    fit the guard's byte cap), each column is made from all of its text values, in table order,
+    as a small table's is (:func:`_from_values`), which is what reading it on its own gives: its
+    sample is its first :data:`SAMPLE_ROWS` text values, its distinct values made from them all.
+    Otherwise each column is read on its own (:func:`_column_reads`)."""
+    reasons = [_skip_reason(texts[:SAMPLE_ROWS]) if len(texts) == sample[0] else None
+               for texts in sample[1]]
+    read = [plan for plan, reason in zip(columns, reasons) if reason is None]
+    rows: list[tuple[Any, ...]] | None = None
+    if read:
+        try:
+            result = db.lookup(f"SELECT {', '.join(_quote(p.column) for p in read)} FROM "
+                               f"{_quote(read[0].table)} LIMIT {WHOLE_ROWS + 1}",
+                               timeout_s=timeout_s, max_rows=WHOLE_ROWS)
+        except SqlError:
+            pass
+        else:
+            if not result.truncated:
+                rows = result.rows
+    if rows is None:
+        yield from _column_reads(db, columns, sample, limit, timeout_s)
+        return
+    values: Iterator[tuple[Any, ...]] = iter(zip(*rows) if rows else [() for _ in read])
+    for plan, reason in zip(columns, reasons):
+        if reason:
+            yield _ColumnRead(plan, reason, (), None)
+        else:
+            yield _from_values(plan, [v for v in next(values) if type(v) is str], limit)
 
 
 def _joined(db: Database, inner: str, exprs: list[str], params: tuple, timeout_s: float
