@@ -127,29 +127,54 @@ class _Postings:
 
 def _write_buckets(out: sqlite3.Connection, packed: np.ndarray, bits: int) -> None:
     """Sort postings (sorted runs, merged), drop repeated ones, keep :data:`MAX_POSTINGS` per
-    key (the lowest value ids), and insert one ``post`` row per bucket."""
+    key (the lowest value ids), and insert one ``post`` row per bucket.
+
+    ``packed`` is the caller's to give up: it is sorted in place. Few arrays as large as it are
+    made (each is memory the system must hand over, page by page, the first time it is
+    written): the repeated postings and the keys past the cap are looked for first and cut only
+    when found (rarely), the buckets' bounds are found by binary search, and the rows hold
+    views of the sorted postings, not copies.
+    """
     if not len(packed):
         return
-    packed = np.sort(packed, kind="stable")
-    if len(packed) > 1:
-        packed = packed[np.concatenate(([True], packed[1:] != packed[:-1]))]
-    keys = packed >> _U64(_VID_BITS)
-    first = np.ones(len(keys), dtype=bool)
-    first[1:] = keys[1:] != keys[:-1]
-    key_starts = np.flatnonzero(first)
-    if int(np.diff(key_starts, append=len(keys)).max()) > MAX_POSTINGS:  # rare: cut those keys
+    packed.sort(kind="stable")
+    repeated = packed[1:] == packed[:-1]
+    if repeated.any():
+        packed = packed[np.concatenate(([True], ~repeated))]
+    del repeated
+    if _has_run_over(packed, MAX_POSTINGS):  # rare: cut those keys
+        keys = packed >> _U64(_VID_BITS)
+        first = np.ones(len(keys), dtype=bool)
+        first[1:] = keys[1:] != keys[:-1]
         run_start = np.maximum.accumulate(np.where(first, np.arange(len(keys)), 0))
         packed = packed[(np.arange(len(keys)) - run_start) < MAX_POSTINGS]
     packed = packed.astype("<u8", copy=False)
-    buckets = (packed >> _U64(64 - bits)).astype(np.int64)
-    cuts = np.flatnonzero(np.diff(buckets)) + 1
-    starts = np.concatenate(([0], cuts))
-    ends = np.concatenate((cuts, [len(packed)]))
-    data = packed.tobytes()  # one copy, sliced per bucket
+    shift = _U64(64 - bits)
+    low, high = int(packed[0] >> shift), int(packed[-1] >> shift)
+    cuts = [0, *np.searchsorted(packed, np.arange(low + 1, high + 1, dtype=_U64) << shift).tolist(),
+            len(packed)]
+    data = memoryview(packed.view(np.uint8).data)
     out.executemany("INSERT INTO post VALUES (?, ?)", (
-        (bucket, data[8 * s:8 * e]) for bucket, s, e in
-        zip(buckets[starts].tolist(), starts.tolist(), ends.tolist())
+        (low + k, data[8 * cuts[k]:8 * cuts[k + 1]])
+        for k in range(high - low + 1) if cuts[k + 1] > cuts[k]
     ))
+
+
+def _has_run_over(packed: np.ndarray, limit: int, step: int = 8192) -> bool:
+    """Whether a key (the bits above the value id) has more than ``limit`` postings in the
+    sorted ``packed``: some posting shares its key with the one ``limit`` places after it.
+    Compared a slice at a time, so that no array as large as ``packed`` is made.
+
+    >>> _has_run_over(np.array([1 << 31, (1 << 31) + 1, 2 << 31], dtype=np.uint64), 1)
+    True
+    >>> _has_run_over(np.array([1 << 31, 2 << 31, 3 << 31], dtype=np.uint64), 1)
+    False
+    """
+    for at in range(0, len(packed) - limit, step):
+        ahead = packed[at + limit:at + limit + step]
+        if bool((((packed[at:at + len(ahead)] ^ ahead) >> _U64(_VID_BITS)) == 0).any()):
+            return True
+    return False
 
 
 class IndexWriter:

@@ -305,6 +305,8 @@ def _halves(cps: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 def _subset(cps: np.ndarray, lengths: np.ndarray, keep: np.ndarray
             ) -> tuple[np.ndarray, np.ndarray]:
     """The code points and lengths of the segments of ``cps`` that ``keep`` selects."""
+    if keep.all():  # the common case for values: none of one character
+        return cps, lengths
     return cps[np.repeat(keep, lengths)], lengths[keep]
 
 
@@ -347,6 +349,20 @@ def _stopword_keys() -> np.ndarray:
     return np.sort(string_keys(sorted(STOPWORDS), _WORD))
 
 
+def _word_lengths(spaces: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The lengths of the words of normalised values written one after another (no separator),
+    given where their spaces are and where each value ends: a word ends at a space or at its
+    value's end, counted here among the characters that are not spaces.
+
+    >>> _word_lengths(np.array([2, 5]), np.array([9, 11]))  # "ab cd efg" + "hi"
+    array([2, 2, 3, 2])
+    """
+    space_ends = spaces - np.arange(len(spaces))
+    value_ends = ends - np.searchsorted(spaces, ends)
+    word_ends = np.sort(np.concatenate((space_ends, value_ends)))
+    return np.diff(word_ends, prepend=0)
+
+
 def value_keys(norms: Sequence[str], first: int) -> tuple[np.ndarray, np.ndarray]:
     """Every key of the values ``first, first + 1, ...`` (normalised as ``norms``, none empty),
     and the value id of each: the exact key of each value; the word key of each word of a
@@ -365,12 +381,11 @@ def value_keys(norms: Sequence[str], first: int) -> tuple[np.ndarray, np.ndarray
     cps = _codepoints("".join(norms))
     exact = _segment_keys(cps, lengths, _tags(_EXACT, lengths))
 
-    starts = np.zeros(n, dtype=np.int64)
-    np.cumsum(lengths[:-1], out=starts[1:])
-    counts = np.add.reduceat((cps == 32).astype(np.int64), starts) + 1  # words per value
-    words = " ".join(norms).split(" ")
-    word_lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
-    word_cps = cps[cps != 32]  # the words' code points, one after another
+    ends = np.cumsum(lengths)
+    is_space = cps == 32
+    counts = np.add.reduceat(is_space.astype(np.int64), ends - lengths) + 1  # words per value
+    word_lengths = _word_lengths(np.flatnonzero(is_space), ends)
+    word_cps = cps[~is_space]  # the words' code points, one after another
     word_ids = np.repeat(ids, counts)
     word_all = _segment_keys(word_cps, word_lengths, _tags(_WORD, word_lengths))
     stop = _stopword_keys()
