@@ -94,14 +94,32 @@ def _normalize_unicode(joined: str) -> list[str]:
         (_COMBINING if unicodedata.combining(ch) else _NOT_COMBINING).add(ch)
     marks = found & _COMBINING
     if marks:
-        text = _marks_pattern(frozenset(marks)).sub("", text)
+        text = _marks_pattern(marks).sub("", text)
     text = _NON_ALNUM_KEEP_NUL.sub(" ", text)
     return [" ".join(part.split()) for part in text.split("\x00")]
 
 
-@functools.lru_cache(maxsize=64)
-def _marks_pattern(marks: frozenset[str]) -> re.Pattern[str]:
-    return re.compile("[" + "".join(sorted(map(re.escape, marks))) + "]")
+# The combining marks of the Combining Diacritical Marks block, as ranges (all of it but U+034F,
+# the grapheme joiner, which is not one): the marks of most accented text, in a pattern that
+# compiles as fast as one of a few characters.
+_BLOCK_MARKS = frozenset(ch for ch in map(chr, range(0x300, 0x370)) if unicodedata.combining(ch))
+_BLOCK_CLASS = "\u0300-\u034e\u0350-\u036f"
+_marks: tuple[frozenset[str], re.Pattern[str]] = (_BLOCK_MARKS, re.compile(f"[{_BLOCK_CLASS}]"))
+
+
+def _marks_pattern(marks: set[str]) -> re.Pattern[str]:
+    """A pattern matching every one of ``marks`` (combining marks), and other marks met before:
+    one pattern for all the text normalised, compiled again only when a mark outside it comes
+    (compiling a pattern per batch of values cost more than normalising them). Read and replaced
+    as one tuple, so threads never pair a pattern with another's marks."""
+    global _marks
+    known, pattern = _marks
+    if not marks <= known:
+        known = known | marks
+        extra = "".join(sorted(map(re.escape, known - _BLOCK_MARKS)))
+        pattern = re.compile(f"[{_BLOCK_CLASS}{extra}]")
+        _marks = (known, pattern)
+    return pattern
 
 
 def _normalize_ascii(joined: str) -> list[str]:

@@ -17,10 +17,13 @@ SEED = 1
 MAX_VALUE_CHARS = 200
 FREE_TEXT_AVG_CHARS = 80
 SAMPLE_ROWS = 1000
-"""Rows of a table read first, all columns at once; a table no larger is read whole."""
+"""Rows of a table that decide how each of its columns is read (its sample): the first, all
+columns at once; a table no larger is read whole."""
 WHOLE_ROWS = 20_000
-"""Rows of a larger table's column read whole in one statement (SQLite's, joined), its
-distinct values then made here; a column of more rows is read by ``SELECT DISTINCT`` pages."""
+"""Rows of a SQLite table read in its first statement, all columns at once: a table no larger is
+read whole. A larger table's column with no more text values is read whole in one statement
+(joined), its distinct values then made here; a column of more is read by ``SELECT DISTINCT``
+pages."""
 PAGE_SIZE = 1_000_000
 """Distinct values per statement at most when a column is read on its own (a large table's)."""
 PAGE_BYTES = 4 * 1024 * 1024

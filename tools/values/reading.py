@@ -9,22 +9,22 @@ characters (free text) or when nearly all sampled values are hexadecimal or UUID
 (nobody types them with a typo). Views are skipped (their values come from tables) and so are
 virtual tables.
 
-How they are read (:func:`_read_columns`): the first :data:`SAMPLE_ROWS` + 1 rows of a table,
-every column at once, in one statement. A table no larger than that is then read whole, and its
-columns' distinct values are made from it as SQLite would make them; most tables of most
-databases are that small, and one statement per table instead of one or two per column is most
-of what reading them costs (each statement is parsed and checked by the guard). A table of
-at most :data:`WHOLE_ROWS` rows is then read whole in one more statement, each column's text
-values joined into one string (:func:`_whole_table`, :func:`_joined`), and made into distinct
-values as a small table's are (SQLite's sort for ``SELECT DISTINCT`` costs more than Python's
-over the same values). In a larger table, a column whose sampled rows are all text has its
-sample; any other column gets a sample of its own text values; then each column's text values
-are read whole, joined, when it has at most :data:`WHOLE_ROWS` of them, and made into distinct
-values the same way; else its distinct values are read by ``SELECT DISTINCT`` in key order, a page (about
-:data:`PAGE_BYTES`, at most :data:`PAGE_SIZE` values) a statement, which SQLite also returns
-joined. A table that declares a collation (which
-only SQLite knows how to compare by) is read column by column, a row a value. The rowid (an ``INTEGER PRIMARY
-KEY``) holds only integers and is not read.
+How they are read (:func:`_read_columns`): a SQLite table, every column at once, row by row, in
+one statement of at most :data:`WHOLE_ROWS` rows (:func:`_table_reads`). A table no larger than
+that is thereby read whole, and its columns' distinct values are made from it as SQLite would
+make them (SQLite's sort for ``SELECT DISTINCT`` costs more than Python's over the same values);
+most tables of most databases are that small, and one statement per table instead of one or two
+per column is most of what reading them costs (each statement is parsed and checked by the
+guard). In a larger table, the first :data:`SAMPLE_ROWS` + 1 rows read are the table's sample: a
+column whose sampled rows are all text has its sample; any other column gets a sample of its own
+text values; then each column's text values are read whole, joined into one string
+(:func:`_joined`), when it has at most :data:`WHOLE_ROWS` of them, and made into distinct values
+the same way; else its distinct values are read by ``SELECT DISTINCT`` in key order, a page
+(about :data:`PAGE_BYTES`, at most :data:`PAGE_SIZE` values) a statement, which SQLite also
+returns joined. Another engine's table is sampled by its first :data:`SAMPLE_ROWS` + 1 rows
+(:func:`_table_sample`) and, when larger, read column by column the same way. A table that
+declares a collation (which only SQLite knows how to compare by) is read column by column, a row
+a value. The rowid (an ``INTEGER PRIMARY KEY``) holds only integers and is not read.
 """
 
 from __future__ import annotations
@@ -160,10 +160,10 @@ def _read_columns(db: Database, plans: list[ColumnPlan], limit: int, timeout_s: 
     ``pages`` are iterated, which may raise :class:`SqlError`."""
     for _, group in itertools.groupby(plans, key=lambda p: p.table):
         columns = list(group)
-        sample = None if columns[0].collated else _table_sample(db, columns, timeout_s)
-        if sample is not None and sample[0] > SAMPLE_ROWS and _joinable(db, columns[0]):
-            yield from _whole_table(db, columns, sample, limit, timeout_s)
+        if _joinable(db, columns[0]):
+            yield from _table_reads(db, columns, limit, timeout_s)
         else:
+            sample = None if columns[0].collated else _table_sample(db, columns, timeout_s)
             yield from _column_reads(db, columns, sample, limit, timeout_s)
 
 
@@ -217,39 +217,42 @@ def _table_sample(db: Database, columns: list[ColumnPlan], timeout_s: float
     return len(result.rows), texts or [[] for _ in columns]
 
 
-def _whole_table(db: Database, columns: list[ColumnPlan], sample: tuple[int, list[list[str]]],
-                 limit: int, timeout_s: float) -> Iterator[_ColumnRead]:
-    """The reads of ``columns``, a SQLite table's of more than :data:`SAMPLE_ROWS` rows whose
-    :func:`_table_sample` is ``sample``: a column that sample already skips (its first rows all
-    text, and those as :func:`_skip_reason` skips) is not read again, and the others are read
-    in one statement, row by row, up to :data:`WHOLE_ROWS` rows. When the table has no more rows than that (and their values
-    fit the guard's byte cap), each column is made from all of its text values, in table order,
-    as a small table's is (:func:`_from_values`), which is what reading it on its own gives: its
-    sample is its first :data:`SAMPLE_ROWS` text values, its distinct values made from them all.
-    Otherwise each column is read on its own (:func:`_column_reads`)."""
-    reasons = [_skip_reason(texts[:SAMPLE_ROWS]) if len(texts) == sample[0] else None
-               for texts in sample[1]]
-    read = [plan for plan, reason in zip(columns, reasons) if reason is None]
-    rows: list[tuple[Any, ...]] | None = None
-    if read:
-        try:
-            result = db.lookup(f"SELECT {', '.join(_quote(p.column) for p in read)} FROM "
-                               f"{_quote(read[0].table)} LIMIT {WHOLE_ROWS + 1}",
-                               timeout_s=timeout_s, max_rows=WHOLE_ROWS)
-        except SqlError:
-            pass
-        else:
-            if not result.truncated:
-                rows = result.rows
-    if rows is None:
-        yield from _column_reads(db, columns, sample, limit, timeout_s)
+def _table_reads(db: Database, columns: list[ColumnPlan], limit: int, timeout_s: float
+                 ) -> Iterator[_ColumnRead]:
+    """The reads of ``columns``, a SQLite table's (no collation declared), from one statement
+    that reads the table row by row, every column at once, up to :data:`WHOLE_ROWS` rows.
+
+    A table no larger than that is read whole: each column is made from all of its text values,
+    in table order, as :func:`_from_values` makes them (its sample being its first
+    :data:`SAMPLE_ROWS` text values, as a column read on its own has). Most tables of most
+    databases are that small, so one statement a table is what reading them costs. In a larger
+    table (or one whose values outgrow the guard's byte cap), the rows read give the table's
+    sample, its first :data:`SAMPLE_ROWS` + 1 rows, and each column is read on its own
+    (:func:`_column_reads`); with fewer rows than that read, each column is read on its own
+    from the start.
+    """
+    names = ", ".join(_quote(p.column) for p in columns)
+    try:
+        result = db.lookup(f"SELECT {names} FROM {_quote(columns[0].table)} LIMIT {WHOLE_ROWS + 1}",
+                           timeout_s=timeout_s, max_rows=WHOLE_ROWS)
+    except SqlError:
+        yield from _column_reads(db, columns, None, limit, timeout_s)
         return
-    values: Iterator[tuple[Any, ...]] = iter(zip(*rows) if rows else [() for _ in read])
-    for plan, reason in zip(columns, reasons):
-        if reason:
-            yield _ColumnRead(plan, reason, (), None)
-        else:
-            yield _from_values(plan, [v for v in next(values) if type(v) is str], limit)
+    if not result.truncated:
+        for plan, texts in zip(columns, _texts(result.rows, len(columns))):
+            yield _from_values(plan, texts, limit)
+        return
+    sample = None
+    if len(result.rows) > SAMPLE_ROWS:
+        sample = (SAMPLE_ROWS + 1, _texts(result.rows[:SAMPLE_ROWS + 1], len(columns)))
+    yield from _column_reads(db, columns, sample, limit, timeout_s)
+
+
+def _texts(rows: list[tuple[Any, ...]], width: int) -> list[list[str]]:
+    """The text values of each of ``width`` columns in ``rows``, in order."""
+    if not rows:
+        return [[] for _ in range(width)]
+    return [[v for v in column if type(v) is str] for column in zip(*rows)]
 
 
 def _joined(db: Database, inner: str, exprs: list[str], params: tuple, timeout_s: float
