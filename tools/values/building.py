@@ -47,7 +47,7 @@ from sqlchorus.tools.values.parameters import (
     VALUES_PER_CHUNK,
 )
 from sqlchorus.tools.values.parts import BuildPlan, ColumnPart, ValueBlock, plan_build
-from sqlchorus.tools.values.storage import _SCHEMA, _VID_BITS, _VID_MASK
+from sqlchorus.tools.values.storage import _SCHEMA, _VID_BITS, _VID_MASK, sort_postings
 
 ProgressFn = Callable[[int, int], None]
 
@@ -77,7 +77,7 @@ class _Postings:
     def add(self, packed: np.ndarray) -> None:
         """Add postings, sorted (sorted here when they are not: the file is the same)."""
         if len(packed) > 1 and not bool((packed[1:] >= packed[:-1]).all()):
-            packed = np.sort(packed)
+            packed = sort_postings(packed)
         self.parts.append(packed)
         self.in_memory += len(packed)
         self.total += len(packed)

@@ -35,7 +35,7 @@ from sqlchorus.tools.values.reading import (
     _read_columns,
     _text_columns,
 )
-from sqlchorus.tools.values.storage import _pack
+from sqlchorus.tools.values.storage import _pack, sort_postings
 
 
 @dataclass
@@ -315,5 +315,5 @@ def _keyed(pages: list[list[str]], firsts: list[int]) -> list[ValueBlock]:
         blocks.append(ValueBlock(
             first, "".join(page), np.fromiter(map(len, page), dtype=np.int32, count=len(page)),
             # Sorted where the block is made (in parallel, on a cluster): the merge only merges.
-            np.sort(postings)))
+            sort_postings(postings)))
     return blocks

@@ -114,6 +114,23 @@ _VID_BITS = 31
 _VID_MASK = (1 << _VID_BITS) - 1
 
 
+def sort_postings(packed: np.ndarray) -> np.ndarray:
+    """``np.sort(packed)`` of packed postings (:func:`_pack`), in a new array, several times
+    faster: numpy's stable sort of 16-bit integers is a radix sort, which puts the postings in
+    the order of their top 16 bits (a hash's, spread evenly) in linear time; the few that share
+    those bits are then put in order by the stable sort of the whole (timsort), which has little
+    to do on an input so nearly sorted.
+
+    >>> packed = np.array([3 << 62, 5, 1 << 62, 4], dtype=np.uint64)
+    >>> sort_postings(packed).tolist() == sorted(packed.tolist())
+    True
+    """
+    order = np.argsort((packed >> _U64(48)).astype(np.uint16), kind="stable")
+    ordered = packed[order]
+    ordered.sort(kind="stable")
+    return ordered
+
+
 def _pack(keys: np.ndarray, vids: np.ndarray) -> np.ndarray:
     """Postings as single sortable integers: the key's top 33 bits, then the value id (31 bits).
 
