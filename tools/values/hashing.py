@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sqlchorus.tools.values.parameters import BANDS, MAX_VALUE_CHARS, NUM_PERM, SEED, STOPWORDS
+from sqlchorus.tools.values.parameters import BANDS, NUM_PERM, SEED, STOPWORDS
 
 _NON_ALNUM = re.compile(r"[^\w]+|_+")
 _ASCII_SPACES = bytes(c if chr(c).isalnum() else 32 for c in range(128)).ljust(256, b" ")
@@ -257,32 +257,53 @@ def band_keys(sigs: np.ndarray, bands: int = BANDS) -> np.ndarray:
     return np.ascontiguousarray(keys).view(np.int64)
 
 
-_powers_cache = np.ones(1, dtype=_U64)
+_POLY_INVERSE = pow(_POLY_BASE, -1, 1 << 64)  # the base is odd: it has an inverse modulo 2**64
+_powers_cache = (np.ones(1, dtype=_U64), np.ones(1, dtype=_U64))
 
 
-def _powers(n: int) -> np.ndarray:
-    """``_POLY_BASE ** i`` modulo 2**64 for ``i < n`` (at least)."""
+def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``_POLY_BASE ** i`` and its inverse, modulo 2**64, for ``i < n`` (at least). Read and
+    replaced as one tuple, so threads never pair one cache's powers with another's inverses."""
     global _powers_cache
-    powers = _powers_cache
+    powers, inverses = _powers_cache
     if len(powers) < n:
+        size = max(n, 2 * len(powers), 1024)
         with np.errstate(over="ignore"):
-            steps = np.full(max(n, 2 * len(powers), MAX_VALUE_CHARS + 8), _POLY_BASE, dtype=_U64)
+            steps = np.full(size, _POLY_BASE, dtype=_U64)
             steps[0] = 1
             powers = np.cumprod(steps, dtype=_U64)
-        _powers_cache = powers
-    return powers
+            steps.fill(_POLY_INVERSE)
+            steps[0] = 1
+            inverses = np.cumprod(steps, dtype=_U64)
+        _powers_cache = (powers, inverses)
+    return powers, inverses
 
 
 def _segment_keys(cps: np.ndarray, lengths: np.ndarray, tags: np.ndarray) -> np.ndarray:
     """One key per segment of ``cps`` (consecutive, ``lengths`` long, every length >= 1): a
-    polynomial hash of its code points, mixed with its ``tag`` (kind and token length)."""
+    polynomial hash of its code points (``sum(cp[j] * base ** (j - start))`` modulo 2**64),
+    mixed with its ``tag`` (kind and token length).
+
+    The sums come from one running sum of ``cp[j] * base ** j`` over all the segments: a
+    segment's is the difference of two of its values, times the inverse of ``base ** start``.
+
+    >>> keys = _segment_keys(_codepoints("abcab"), np.array([3, 2]), np.array([7, 7]))
+    >>> bool(keys[0] != keys[1]), bool(_segment_keys(_codepoints("ab"), np.array([2]), np.array([7]))[0] == keys[1])
+    (True, True)
+    """
     if len(lengths) == 0:
         return np.zeros(0, dtype=np.int64)
-    starts = np.zeros(len(lengths), dtype=np.int64)
-    np.cumsum(lengths[:-1], out=starts[1:])
-    within = np.arange(len(cps), dtype=np.int64) - np.repeat(starts, lengths)
-    powers = _powers(int(lengths.max()))
-    sums = np.add.reduceat(cps.astype(_U64) * powers[within], starts)
+    n = len(cps)
+    powers, inverses = _powers(n + 1)
+    terms = cps.astype(_U64)
+    terms *= powers[:n]
+    running = np.empty(n + 1, dtype=_U64)
+    running[0] = 0
+    np.cumsum(terms, out=running[1:])
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    sums = running[ends] - running[starts]
+    sums *= inverses[starts]
     mixed = _fmix(tags.astype(_U64) * _U64(_KIND_MIX) + lengths.astype(_U64), 64)
     return _fmix(sums ^ mixed, 64).view(np.int64)
 
