@@ -82,6 +82,25 @@ def test_key_columns_are_the_schemas_primary_and_foreign_keys(concert):
     assert "name" not in keys and "capacity" not in keys
 
 
+def test_a_count_of_zero_nearly_all_systems_give_votes_as_any_other(concert, monkeypatch):
+    from sqlchorus.core.vote_rules import agreed_degenerate
+
+    db, schema = concert
+    question = "How many singers are older than 60?"
+    zero = ["SELECT count(*) FROM singer WHERE Age > 60", "SELECT COUNT(*) FROM singer WHERE Age >= 61",
+            "SELECT count(Name) FROM singer WHERE Age > 60", "SELECT count(*) FROM singer WHERE 60 < Age"]
+    other = "SELECT count(*) FROM singer WHERE Age > 40"
+    # Four of five count nothing (0.8 of the votes): their 0 stands.
+    chosen = select(db, question, [*zero, other], schema=schema)
+    assert chosen["chosen"] == 0 and "(agreed_degenerate)" in chosen["reason"]
+    checked = check(db, [*zero, other])
+    assert decide(checked, None, RULES - {"agreed_degenerate"}, question=question)["chosen"] == 4
+    # Three of five, or four of five with the share out of reach: set aside for the count.
+    assert select(db, question, [*zero[:3], other, other.replace("40", "41")], schema=schema)["chosen"] == 3
+    monkeypatch.setattr(agreed_degenerate, "SHARE", 1.01)
+    assert select(db, question, [*zero, other], schema=schema)["chosen"] == 4
+
+
 def test_empty_results_most_systems_give_vote_as_any_other(concert, monkeypatch):
     from sqlchorus.core.vote_rules import agreed_empty
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlchorus.core.vote_rules import (
+    agreed_degenerate,
     agreed_empty,
     column_order,
     degenerate,
@@ -30,10 +31,11 @@ from sqlchorus.core.vote_rules import (
     weights,
 )
 
-RULES = (weights, errors, agreed_empty, empty, degenerate, key_only, shape, column_order)
+RULES = (weights, errors, agreed_empty, empty, agreed_degenerate, degenerate, key_only, shape, column_order)
 """Every rule, in the order it applies: weights first (every later count reads them), then the
-rules that set candidates aside (``agreed_empty`` before the ``empty`` it overrules), then the
-one that limits which can win, then how answers are told apart."""
+rules that set candidates aside (``agreed_empty`` and ``agreed_degenerate`` before the ``empty``
+and ``degenerate`` they overrule), then the one that limits which can win, then how answers are
+told apart."""
 NAMES = tuple(rule.NAME for rule in RULES)
 BASE = frozenset({"errors", "empty", "shape", "weights"})
 """The rules the vote had first; the selection benchmark scores them as ``old_rules`` beside
@@ -48,7 +50,8 @@ class Ballot:
     records); ``weights`` one per candidate; ``voters`` the positions whose votes count, in
     candidate order; ``key`` the field that tells two answers apart; ``system_weights`` the
     run's per-system weights, None without a record; ``empty_stands`` whether empty results
-    vote as any other (``agreed_empty``); ``applied`` the rules that changed how votes are
+    vote as any other (``agreed_empty``), ``degenerate_stands`` whether results of one row of
+    zeros or NULLs do (``agreed_degenerate``); ``applied`` the rules that changed how votes are
     counted (the reason says "weighted votes" only when ``weights`` did).
     """
 
@@ -60,6 +63,7 @@ class Ballot:
     voters: list[int] = field(default_factory=list)
     key: str = "fingerprint"
     empty_stands: bool = False
+    degenerate_stands: bool = False
     notes: list[str] = field(default_factory=list)
     applied: list[str] = field(default_factory=list)
 
