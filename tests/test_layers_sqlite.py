@@ -576,8 +576,8 @@ def test_the_caps_cut_where_row_by_row_would_whatever_the_batches(flat):
 
 def test_text_that_is_not_utf8_is_read_leniently_and_only_it(tmp_path, monkeypatch):
     """A statement is read with the C decoder of text; one whose text is not UTF-8 runs again
-    with the lenient one (a replacement character for each bad byte), which the connection keeps
-    for every other read."""
+    with the lenient one (a replacement character for each bad byte), and so does every later
+    statement on that connection: the database has shown such text, and runs nothing twice again."""
     import sqlchorus.tools.engines.sqlite_guard as guard
 
     path = tmp_path / "bytes.sqlite"
@@ -591,13 +591,17 @@ def test_text_that_is_not_utf8_is_read_leniently_and_only_it(tmp_path, monkeypat
         calls.append(raw)
         return raw.decode("utf-8", errors="replace")
     monkeypatch.setattr(guard, "_decode_text", counted)
-    conn = open_guarded(str(path), GuardState())
+    state = GuardState()
+    conn = open_guarded(str(path), state)
     try:
-        assert run(conn, GuardState(), "SELECT x FROM t WHERE x = 'good'", (), 30, 10, 1000)[1] == [("good",)]
-        assert calls == []  # valid text: decoded in C
-        assert run(conn, GuardState(), "SELECT x FROM t ORDER BY rowid", (), 30, 10, 1000)[1] \
+        assert run(conn, state, "SELECT x FROM t WHERE x = 'good'", (), 30, 10, 1000)[1] == [("good",)]
+        assert calls == [] and not state.lenient_text  # valid text: decoded in C
+        assert run(conn, state, "SELECT x FROM t ORDER BY rowid", (), 30, 10, 1000)[1] \
             == [("good",), ("A\ufffd\ufffd",)]
-        assert b"A\xe9\xff" in calls
+        assert b"A\xe9\xff" in calls and state.lenient_text
         assert conn.text_factory is counted
+        calls.clear()
+        assert run(conn, state, "SELECT x FROM t WHERE x = 'good'", (), 30, 10, 1000)[1] == [("good",)]
+        assert calls == [b"good"]  # from now on, lenient from the start
     finally:
         conn.close()

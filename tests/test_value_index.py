@@ -796,6 +796,27 @@ def test_a_sqlite_table_is_read_in_one_statement_or_sampled_by_it(tmp_path, monk
 # -- the batch computations against their one-value definitions -----------------------------------
 
 
+@pytest.mark.parametrize("run_chars", [1, 5, 64, 1 << 16])
+def test_segment_keys_are_the_same_whatever_the_runs_they_are_hashed_in(monkeypatch, run_chars):
+    """Segments hashed from one running sum or from several (whole segments each, a segment
+    longer than a run alone) give the same keys as each segment hashed on its own."""
+    import random
+
+    from sqlchorus.tools.values import hashing
+
+    rng = random.Random(run_chars)
+    monkeypatch.setattr(hashing, "RUN_CHARS", run_chars)
+    for _ in range(60):
+        tokens = ["".join(rng.choice("ab東\U0001f600é") for _ in range(rng.randint(1, 40)))
+                  for _ in range(rng.randint(1, 30))]
+        tags = [rng.randint(0, 1 << 40) for _ in tokens]
+        together = hashing.tagged_keys(tokens, tags).tolist()
+        monkeypatch.setattr(hashing, "RUN_CHARS", 1 << 30)
+        alone = [hashing.tagged_keys([t], [g]).tolist()[0] for t, g in zip(tokens, tags)]
+        monkeypatch.setattr(hashing, "RUN_CHARS", run_chars)
+        assert together == alone
+
+
 def test_normalize_many_equals_normalize():
     import random
 

@@ -30,9 +30,9 @@ of which can be turned off (``rules``) to measure what it buys:
 * ``agreed_empty``: empty results that hold at least 3/4 of the (weighted) votes of the
   candidates that ran are an answer like any other, which ``empty`` then leaves alone.
 * ``empty``: an empty result votes only when no candidate has rows.
-* ``agreed_degenerate``: results of one row of zeros or NULLs that hold at least 4/5 of the
-  (weighted) votes of the candidates that ran are an answer like any other, which
-  ``degenerate`` then leaves alone.
+* ``agreed_degenerate``: a result of one row of zeros or NULLs that holds at least 4/5 of the
+  (weighted) votes of the candidates that ran (one answer's votes: a 0 and a NULL do not add up)
+  is an answer like any other, which ``degenerate`` then leaves alone.
 * ``degenerate``: a result of one row of zeros or NULLs (a count or sum over nothing) votes only
   when no candidate has another result with rows.
 * ``key_only``: a result made only of key values (whole numbers in primary or foreign key

@@ -142,13 +142,15 @@ PROGRESS_STEPS = 1000
 
 class GuardState:
     """What a guarded connection's callbacks read and write: the running statement's deadline,
-    and what the authorizer refused last (so the error can name it)."""
+    and what the authorizer refused last (so the error can name it); and whether the database
+    has shown text that is not UTF-8 (:func:`run` then decodes leniently from the start)."""
 
-    __slots__ = ("deadline", "refused")
+    __slots__ = ("deadline", "refused", "lenient_text")
 
     def __init__(self) -> None:
         self.deadline = float("inf")
         self.refused: str | None = None
+        self.lenient_text = False
 
 
 def authorize(state: GuardState, action: int, arg1: Any, arg2: Any, dbname: Any, source: Any) -> int:
@@ -252,8 +254,8 @@ def capped_rows(fetch: Any, row_cap: int, byte_cap: int, convert: Any = None, *,
     :func:`value_size` counts them are at most twice what ``marshal`` (format 2, which writes
     every object whole, never a reference to one written before) takes for it: a text's UTF-8
     or a blob's bytes plus 5, 5 or more for an integer, 9 for a float, 1 for None. Then a batch
-    is counted by that bound, made by C code in one call, while the bound stays under
-    ``byte_cap``; once it would not, the rows so far are measured exactly and the count goes on
+    is counted by that bound, made by C code a row at a time (no Python call a value, and no copy
+    of more than a row), while the bound stays under ``byte_cap``; once it would not, the rows so far are measured exactly and the count goes on
     exactly, so the rows kept are the same either way.
 
     >>> batches = iter([[("abc", 1), (None, 2.5)], []])
@@ -273,7 +275,7 @@ def capped_rows(fetch: Any, row_cap: int, byte_cap: int, convert: Any = None, *,
         fits = len(batch) <= row_cap - len(rows)
         if bound is not None:
             if convert is None and fits:
-                more = 2 * len(marshal.dumps(batch, 2))
+                more = 2 * sum(map(len, map(marshal.dumps, batch, itertools.repeat(2))))
                 if bound + more <= byte_cap:
                     bound += more
                     rows.extend(map(tuple, batch))
@@ -312,12 +314,15 @@ def run(
     try:
         try:
             # Text decoded by the C default; a text that is not UTF-8 fails the statement,
-            # which then runs again decoding every text leniently (Python's call a value).
-            conn.text_factory = str
+            # which then runs again decoding every text leniently (Python's call a value), as
+            # every later statement on this connection does: a database pays for the second
+            # run once, not a statement at a time.
+            conn.text_factory = _decode_text if state.lenient_text else str
             columns, rows, truncated = _rows(conn, sql, parameters, row_cap, byte_cap)
         except sqlite3.OperationalError as e:
-            if not str(e).startswith(_NOT_UTF8):
+            if state.lenient_text or not str(e).startswith(_NOT_UTF8):
                 raise
+            state.lenient_text = True
             conn.text_factory = _decode_text
             columns, rows, truncated = _rows(conn, sql, parameters, row_cap, byte_cap)
     finally:

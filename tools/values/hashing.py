@@ -300,6 +300,24 @@ def _segment_keys(cps: np.ndarray, lengths: np.ndarray, tags: np.ndarray) -> np.
     """
     if len(lengths) == 0:
         return np.zeros(0, dtype=np.int64)
+    ends = np.cumsum(lengths)
+    if int(ends[-1]) > RUN_CHARS:  # whole segments at a time, so the powers cached stay small
+        cuts = np.searchsorted(ends, np.arange(RUN_CHARS, int(ends[-1]), RUN_CHARS), side="right")
+        bounds = [0, *sorted(set(cuts.tolist()) - {0, len(lengths)}), len(lengths)]
+        starts = [0, *ends.tolist()]
+        return np.concatenate([
+            _run_keys(cps[starts[a]:starts[b]], lengths[a:b], tags[a:b])
+            for a, b in zip(bounds, bounds[1:])])
+    return _run_keys(cps, lengths, tags)
+
+
+RUN_CHARS = 1 << 16
+"""Code points hashed from one running sum at most (more when one segment is longer): the
+powers of the base and their inverses are cached up to about that many."""
+
+
+def _run_keys(cps: np.ndarray, lengths: np.ndarray, tags: np.ndarray) -> np.ndarray:
+    """:func:`_segment_keys` of segments that fill ``cps`` exactly, from one running sum."""
     n = len(cps)
     powers, inverses = _powers(n + 1)
     terms = cps.astype(_U64)

@@ -1,5 +1,5 @@
-"""``agreed_degenerate``: results of one row of zeros or NULLs that hold at least :data:`SHARE` of
-the votes are an answer.
+"""``agreed_degenerate``: one result of one row of zeros or NULLs that holds at least
+:data:`SHARE` of the votes is an answer.
 
 ``degenerate`` sets such results aside (a count of 0, a NULL sum) because they are empty results
 in disguise, which agree for the same many wrong reasons. When nearly all of the systems count
@@ -24,7 +24,15 @@ vote without the rule does); then reported on pools drawn after it was fixed. Hi
 
 def apply(ballot) -> None:
     cast = sum(ballot.weights[k] for k in ballot.ran)
-    held = sum(ballot.weights[k] for k in ballot.voters if ballot.candidates[k].get("degenerate"))
+    # The votes of one answer: a 0 and a NULL (or a 0 in another shape) are different answers,
+    # and zeros that disagree are the scattering of wrong filters ``degenerate`` is for.
+    answers: dict[object, float] = {}
+    for k in ballot.voters:
+        candidate = ballot.candidates[k]
+        if candidate.get("degenerate"):
+            answer = candidate.get(ballot.key)
+            answers[answer] = answers.get(answer, 0.0) + ballot.weights[k]
+    held = max(answers.values(), default=0.0)
     if held and cast and held / cast >= SHARE:
         ballot.degenerate_stands = True
         ballot.notes.append(f"results of one row of zeros or NULLs hold {round(held / cast, 3)} of the votes, "
