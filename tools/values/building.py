@@ -328,13 +328,16 @@ class IndexWriter:
         offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         cuts = offsets.tolist()
+        # Every value's end within its chunk, and every column id, made as bytes once and sliced
+        # a chunk at a time (no array operation a chunk).
+        firsts = np.arange(n) // VALUES_PER_CHUNK * VALUES_PER_CHUNK
+        ends = (offsets[1:] - offsets[firsts]).astype("<i4").tobytes()
+        ids = col_ids.astype("<i4", copy=False).tobytes()
         rows = []
         for at in range(0, take, VALUES_PER_CHUNK):
             end = min(at + VALUES_PER_CHUNK, take)
-            rows.append(((self._written + at) // VALUES_PER_CHUNK,
-                         col_ids[at:end].tobytes(),
-                         (offsets[at + 1:end + 1] - cuts[at]).astype("<i4").tobytes(),
-                         text[cuts[at]:cuts[end]]))
+            rows.append(((self._written + at) // VALUES_PER_CHUNK, ids[4 * at:4 * end],
+                         ends[4 * at:4 * end], text[cuts[at]:cuts[end]]))
         self._out.executemany("INSERT INTO vals VALUES (?, ?, ?, ?)", rows)
         self._written += take
         self._texts = [text[cuts[take]:]] if take < n else []
