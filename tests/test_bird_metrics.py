@@ -78,15 +78,15 @@ def test_r_ves_aggregate_is_the_official_one():
 
 def test_a_settled_tier_stops_early_with_the_full_runs_reward():
     ratios = [0.125, 0.0625] * 50  # a prediction ten times slower than its gold, steadily
-    early = ves.time_reward("pred", "gold", scripted(ratios))
-    full = ves.time_reward("pred", "gold", scripted(ratios), early_exit=False)
+    early = ves.time_reward("pred", "gold", scripted(ratios), early_exit=True)
+    full = ves.time_reward("pred", "gold", scripted(ratios))
     assert early.iterations == ves.MIN_ITERATIONS < full.iterations == ves.ITERATIONS
     assert early.reward == full.reward == 0.25
 
 
 def test_a_mean_near_a_bound_runs_every_iteration():
     # As fast as the gold, give or take 2%: the official 100 timings decide the tier, so no fewer.
-    timing = ves.time_reward("pred", "gold", scripted([0.98, 1.0] * 50))
+    timing = ves.time_reward("pred", "gold", scripted([0.98, 1.0] * 50), early_exit=True)
     assert timing.iterations == ves.ITERATIONS
     assert timing.reward == 0.75
 
@@ -181,7 +181,9 @@ def test_scoring_reports_the_three_metrics_for_bird(bird_files):
     assert s["by_difficulty"]["moderate"]["soft_f1"] == 100.0
     assert s["by_difficulty"]["challenging"]["r_ves"] == 0.0
     assert s["ves_iterations"]["timed"] == expected_ex.count("correct")
-    assert 1 <= s["ves_iterations"]["mean"] <= 10
+    # Every correct prediction is timed as often as asked, as the official script times it: an
+    # early exit leaves the machine quieter for the other questions' timings and lowers R-VES.
+    assert s["ves_iterations"]["mean"] == 10
     assert [r.get("soft_f1") for r in run.records] == expected_f1
     assert [r.get("ves_reward") for r in run.records] == rewards
 

@@ -663,7 +663,12 @@ def stopwatch(**times):
     (stopwatch(pred=itertools.repeat(1.0), gold=itertools.cycle([1.0, 5.0])), 20, ves.Timing(1.25, 3.0, 20)),
 ], ids=["gold-over-prediction", "a-ratio-of-zero", "settled-early", "settled-early-of-fewer", "too-spread-to-settle"])
 def test_the_reward_is_the_tier_of_the_mean_ratio(watch, iterations, timing):
-    assert ves.time_reward("pred", "gold", watch, iterations=iterations) == timing
+    assert ves.time_reward("pred", "gold", watch, iterations=iterations, early_exit=True) == timing
+
+
+def test_every_iteration_runs_unless_an_early_exit_is_asked():
+    watch = stopwatch(pred=itertools.repeat(1.0), gold=itertools.repeat(3.0))
+    assert ves.time_reward("pred", "gold", watch) == ves.Timing(1.25, 3.0, 100)
 
 
 def test_a_warm_up_runs_both_once_and_keeps_neither_time():
