@@ -255,8 +255,9 @@ def capped_rows(fetch: Any, row_cap: int, byte_cap: int, convert: Any = None, *,
     every object whole, never a reference to one written before) takes for it: a text's UTF-8
     or a blob's bytes plus 5, 5 or more for an integer, 9 for a float, 1 for None. Then a batch
     is counted by that bound, made by C code a row at a time (no Python call a value, and no copy
-    of more than a row), while the bound stays under ``byte_cap``; once it would not, the rows so far are measured exactly and the count goes on
-    exactly, so the rows kept are the same either way.
+    of more than a row), while the bound stays under ``byte_cap``; once it would not, the rows so
+    far are measured exactly and the count goes on exactly, so the rows kept are the same either
+    way.
 
     >>> batches = iter([[("abc", 1), (None, 2.5)], []])
     >>> capped_rows(lambda _: next(batches), 10, 20, flat=True)  # 3 + 8 + 1 + 8 bytes: they fit

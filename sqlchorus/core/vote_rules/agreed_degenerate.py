@@ -35,5 +35,6 @@ def apply(ballot) -> None:
     held = max(answers.values(), default=0.0)
     if held and cast and held / cast >= SHARE:
         ballot.degenerate_stands = True
-        ballot.notes.append(f"results of one row of zeros or NULLs hold {round(held / cast, 3)} of the votes, "
-                            f"at least {SHARE}: they are an answer like any other (agreed_degenerate)")
+        ballot.notes.append(f"results of one row of zeros or NULLs hold {round(held / cast, 3)} of "
+                            f"the votes, at least {SHARE}: they are an answer like any other "
+                            "(agreed_degenerate)")
